@@ -1,0 +1,1 @@
+"""tidelog package."""

@@ -1,0 +1,237 @@
+"""Broker configuration: defaults < YAML file < ``TIDELOG_*`` environment < ``--override``.
+
+The YAML file is a flat mapping of Kafka property names to values::
+
+    node.id: 1
+    listeners: PLAINTEXT://127.0.0.1:9092
+    log.dirs: ./data
+
+An environment variable ``TIDELOG_<NAME>`` sets ``<name>`` with dots written as underscores, in
+upper case (``TIDELOG_ADVERTISED_LISTENERS`` sets ``advertised.listeners``). An unknown name or a
+bad value raises ``ConfigError`` naming the property and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from config.definitions import BROKER_ALIASES, BROKER_CONFIGS, LONG_MAX, UNIT_MS
+from config.values import ConfigError, parse_value, unknown_name_error
+
+ENV_PREFIX = "TIDELOG_"
+
+#: Sources, with DescribeConfigs' numbers (Kafka's ConfigSource).
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+def env_name(name: str) -> str:
+    """The environment variable that sets broker property ``name``."""
+    return ENV_PREFIX + name.upper().replace(".", "_").replace("-", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed broker settings. ``values`` holds every known property; ``explicit`` those set."""
+
+    values: Mapping[str, object]
+    explicit: frozenset[str] = field(default=frozenset())
+
+    def get(self, name: str) -> object:
+        name = BROKER_ALIASES.get(name, name)
+        if name not in self.values:
+            raise unknown_name_error(name, self.values)
+        return self.values[name]
+
+    def get_int(self, name: str) -> int:
+        value = self.get(name)
+        if not isinstance(value, int):
+            raise ConfigError(name, f"'{name}' has no integer value")
+        return value
+
+    def is_default(self, name: str) -> bool:
+        return BROKER_ALIASES.get(name, name) not in self.explicit
+
+    def source(self, name: str) -> int:
+        return SOURCE_DEFAULT if self.is_default(name) else SOURCE_STATIC_BROKER
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> BrokerConfig:
+        """A copy with more values set (each parsed and checked as at start-up)."""
+        values = dict(self.values)
+        explicit = set(self.explicit)
+        for raw_name, raw in overrides.items():
+            name = _canonical(raw_name)
+            values[name] = parse_value(BROKER_CONFIGS[name], raw)
+            explicit.add(name)
+        _check_cross(values)
+        return BrokerConfig(values=values, explicit=frozenset(explicit))
+
+    # The settings the broker reads most, typed.
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def listeners(self) -> list[str]:
+        return _as_list(self.get("listeners"))
+
+    @property
+    def advertised_listeners(self) -> list[str]:
+        adv = self.get("advertised.listeners")
+        return _as_list(adv) if adv else self.listeners
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self.get("log.dirs")
+        if dirs:
+            return _as_list(dirs)
+        return [str(self.get("log.dir"))]
+
+    @property
+    def num_partitions(self) -> int:
+        return self.get_int("num.partitions")
+
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        return bool(self.get("auto.create.topics.enable"))
+
+    @property
+    def message_max_bytes(self) -> int:
+        return self.get_int("message.max.bytes")
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return self.get_int("socket.request.max.bytes")
+
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else minutes, else hours, in ms (-1: forever)."""
+        return ms_from_synonyms(
+            self, ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+        )
+
+    @property
+    def roll_ms(self) -> int:
+        return ms_from_synonyms(self, ("log.roll.ms", "log.roll.hours"))
+
+    @property
+    def flush_interval_messages(self) -> int | None:
+        """None when fsync is never forced by count (Kafka's default, Long.MAX_VALUE)."""
+        n = self.get_int("log.flush.interval.messages")
+        return None if n >= LONG_MAX else n
+
+    @property
+    def flush_interval_ms(self) -> int | None:
+        ms = self.get("log.flush.interval.ms")
+        return ms if isinstance(ms, int) and ms < LONG_MAX else None
+
+
+def ms_from_synonyms(cfg: BrokerConfig, names: Sequence[str]) -> int:
+    """The first of ``names`` that has a value, converted to ms (hours and minutes scaled)."""
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            assert isinstance(value, int)
+            if value < 0:
+                return -1
+            return value * UNIT_MS.get(name, 1)
+    raise ConfigError(names[0], f"none of {', '.join(names)} has a value")
+
+
+def _as_list(value: object) -> list[str]:
+    if isinstance(value, list):
+        return [str(x) for x in value]
+    return [str(value)]
+
+
+def _canonical(name: str) -> str:
+    name = name.strip()
+    name = BROKER_ALIASES.get(name, name)
+    if name not in BROKER_CONFIGS:
+        raise unknown_name_error(name, list(BROKER_CONFIGS) + list(BROKER_ALIASES))
+    return name
+
+
+def _check_cross(values: Mapping[str, object]) -> None:
+    for name in ("listeners", "advertised.listeners"):
+        for listener in _as_list(values.get(name) or []):
+            parse_listener(listener, name)
+
+
+def parse_listener(listener: str, name: str = "listeners") -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` -> (host, port); an empty host means every interface."""
+    scheme, sep, rest = listener.partition("://")
+    if not sep:
+        raise ConfigError(
+            name, f"Invalid listener {listener!r} in '{name}': write it as PLAINTEXT://host:port."
+        )
+    if scheme.upper() not in ("PLAINTEXT",):
+        raise ConfigError(
+            name,
+            f"Unsupported listener security protocol {scheme!r} in '{name}': "
+            "tidelog serves PLAINTEXT only.",
+        )
+    host, colon, port_s = rest.rpartition(":")
+    if not colon or not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
+        raise ConfigError(
+            name, f"Invalid listener {listener!r} in '{name}': the port must be 0-65535."
+        )
+    return host.strip("[]"), int(port_s)
+
+
+def defaults() -> BrokerConfig:
+    return BrokerConfig(values={name: d.default for name, d in BROKER_CONFIGS.items()})
+
+
+def load_broker_config(
+    path: Path | str | None = None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Read the YAML file (if any), the ``TIDELOG_*`` variables and ``KEY=VALUE`` overrides."""
+    settings: dict[str, object] = {}
+    if path is not None:
+        settings.update(_read_yaml(Path(path)))
+    env = os.environ if environ is None else environ
+    by_env = {env_name(n): n for n in list(BROKER_CONFIGS) + list(BROKER_ALIASES)}
+    for key, raw in env.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        if key not in by_env:
+            raise unknown_name_error(key, by_env, what="environment variable")
+        settings[_canonical(by_env[key])] = raw
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(item, f"Override {item!r} must be written KEY=VALUE.")
+        settings[_canonical(key)] = raw
+    return defaults().with_overrides(settings)
+
+
+def _read_yaml(path: Path) -> dict[str, object]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(str(path), f"Cannot read config file {path}: {e.strerror}.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(str(path), f"Config file {path} is not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            str(path), f"Config file {path} must be a mapping of property names to values."
+        )
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        name = _canonical(str(key))
+        out[name] = value
+    return out

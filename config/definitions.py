@@ -1,0 +1,631 @@
+"""Every setting tidelog understands, under Kafka's property names, types and defaults.
+
+Broker settings (``BROKER_CONFIGS``) come from the YAML file, ``TIDELOG_*`` environment variables
+and ``--override``. Topic settings (``TOPIC_CONFIGS``) are set per topic at creation or by
+AlterConfigs; a topic setting that is not set falls back to its broker synonym (``synonyms``,
+first one set wins, then the first synonym's default), exactly as Kafka resolves them.
+
+Values are typed: ``int`` and ``long`` are Python ints (range-checked to 32/64 bits), ``boolean``
+is bool, ``list`` is ``list[str]``, ``double`` is float, ``string`` is str. ``None`` means null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+ConfigType = Literal["int", "long", "short", "double", "boolean", "string", "list", "password"]
+Importance = Literal["high", "medium", "low"]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+DAY_MS = 24 * 3600 * 1000
+WEEK_MS = 7 * DAY_MS
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One property: its Kafka name, type, default, what values are allowed, and what it does."""
+
+    name: str
+    type: ConfigType
+    default: object
+    doc: str
+    min_value: float | None = None
+    max_value: float | None = None
+    choices: tuple[str, ...] | None = None
+    importance: Importance = "medium"
+    read_only: bool = False
+    #: For topic configs: broker properties consulted, in order, when the topic sets nothing.
+    synonyms: tuple[str, ...] = field(default=())
+
+
+def _b(
+    name: str,
+    type_: ConfigType,
+    default: object,
+    doc: str,
+    *,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    choices: Sequence[str] | None = None,
+    importance: Importance = "medium",
+    read_only: bool = True,
+) -> ConfigDef:
+    return ConfigDef(
+        name=name,
+        type=type_,
+        default=default,
+        doc=doc,
+        min_value=min_value,
+        max_value=max_value,
+        choices=tuple(choices) if choices is not None else None,
+        importance=importance,
+        read_only=read_only,
+    )
+
+
+_CLEANUP = ("delete", "compact")
+_TS_TYPES = ("CreateTime", "LogAppendTime")
+_BROKER_CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
+    # Identity and network.
+    _b(
+        "node.id", "int", 1, "The id of this broker in the cluster.", min_value=0, importance="high"
+    ),
+    _b(
+        "listeners",
+        "list",
+        ["PLAINTEXT://127.0.0.1:9092"],
+        "Addresses the broker listens on, as PLAINTEXT://host:port. An empty host binds every "
+        "interface. Default 127.0.0.1 only (Kafka's default binds every interface).",
+        importance="high",
+    ),
+    _b(
+        "advertised.listeners",
+        "list",
+        None,
+        "Addresses given to clients in Metadata answers. Defaults to listeners. Set it when "
+        "clients reach the broker by another name (docker, NAT).",
+        importance="high",
+    ),
+    _b("broker.rack", "string", None, "Rack of this broker, shown in Metadata.", importance="low"),
+    _b(
+        "socket.request.max.bytes",
+        "int",
+        104857600,
+        "Largest request accepted; a larger size prefix closes the connection before buffering.",
+        min_value=1,
+    ),
+    _b(
+        "max.connections",
+        "int",
+        INT_MAX,
+        "Most client connections held at once; more are closed on accept.",
+        min_value=0,
+    ),
+    _b(
+        "max.connections.per.ip",
+        "int",
+        INT_MAX,
+        "Most connections from one IP address.",
+        min_value=0,
+    ),
+    _b(
+        "connections.max.idle.ms",
+        "long",
+        600000,
+        "Close connections idle for longer than this.",
+        min_value=-1,
+    ),
+    _b(
+        "num.io.threads",
+        "int",
+        8,
+        "Worker threads for blocking work (fsync, large reads, recovery).",
+        min_value=1,
+    ),
+    _b(
+        "metrics.port",
+        "int",
+        None,
+        "Port for the Prometheus metrics endpoint on the first listener's host; off when unset. "
+        "(tidelog setting, not Kafka's.)",
+        min_value=0,
+        max_value=65535,
+        importance="low",
+    ),
+    # Topics.
+    _b("num.partitions", "int", 1, "Partitions of auto-created topics.", min_value=1),
+    _b(
+        "default.replication.factor",
+        "int",
+        1,
+        "Replication factor of auto-created topics (a single node keeps one copy).",
+        min_value=1,
+        max_value=1,
+    ),
+    _b(
+        "auto.create.topics.enable",
+        "boolean",
+        True,
+        "Create a topic when a client asks Metadata for one that does not exist.",
+        importance="high",
+    ),
+    _b("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", importance="high"),
+    # The log.
+    _b(
+        "log.dirs",
+        "list",
+        None,
+        "Directories holding the partition logs. When unset, log.dir is used.",
+        importance="high",
+    ),
+    _b(
+        "log.dir",
+        "string",
+        "/tmp/kafka-logs",
+        "The log directory, used when log.dirs is unset.",
+        importance="high",
+    ),
+    _b("log.segment.bytes", "int", 1073741824, "Largest size of one segment file.", min_value=14),
+    _b("log.roll.ms", "long", None, "Roll a segment after this long; overrides log.roll.hours."),
+    _b("log.roll.hours", "int", 168, "Roll a segment after this many hours.", min_value=1),
+    _b("log.roll.jitter.ms", "long", None, "Random jitter subtracted from the roll time."),
+    _b("log.roll.jitter.hours", "int", 0, "Jitter in hours, when log.roll.jitter.ms is unset."),
+    _b(
+        "log.index.interval.bytes",
+        "int",
+        4096,
+        "Bytes appended between two sparse index entries.",
+        min_value=0,
+    ),
+    _b(
+        "log.index.size.max.bytes",
+        "int",
+        10485760,
+        "Size each index file is preallocated to; a full index rolls the segment.",
+        min_value=4,
+    ),
+    _b(
+        "log.retention.ms",
+        "long",
+        None,
+        "Delete segments older than this (-1: keep forever). Overrides minutes and hours.",
+        min_value=-1,
+        importance="high",
+    ),
+    _b("log.retention.minutes", "int", None, "Retention in minutes, when log.retention.ms unset."),
+    _b("log.retention.hours", "int", 168, "Retention in hours, when ms and minutes are unset."),
+    _b(
+        "log.retention.bytes",
+        "long",
+        -1,
+        "Delete the oldest segments while a partition is larger than this (-1: no limit).",
+        importance="high",
+    ),
+    _b(
+        "log.retention.check.interval.ms",
+        "long",
+        300000,
+        "How often retention runs.",
+        min_value=1,
+    ),
+    _b(
+        "log.segment.delete.delay.ms",
+        "long",
+        60000,
+        "How long a deleted segment stays as a .deleted file before it is removed.",
+        min_value=0,
+    ),
+    _b(
+        "log.flush.interval.messages",
+        "long",
+        LONG_MAX,
+        "fsync after this many messages; 1 means an ack waits for the fsync.",
+        min_value=1,
+        importance="high",
+    ),
+    _b(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        "fsync data older than this; unset means only the OS decides.",
+        importance="high",
+    ),
+    _b(
+        "log.flush.scheduler.interval.ms",
+        "long",
+        LONG_MAX,
+        "How often the flusher checks whether a log needs an fsync.",
+    ),
+    _b(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often the recovery-point and high-watermark checkpoints are written.",
+        min_value=0,
+    ),
+    _b(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often the log-start-offset checkpoint is written.",
+        min_value=0,
+    ),
+    _b(
+        "log.cleanup.policy",
+        "list",
+        ["delete"],
+        "delete, compact, or both: what happens to old segments.",
+        choices=_CLEANUP,
+    ),
+    _b(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
+        choices=_TS_TYPES,
+    ),
+    _b(
+        "message.max.bytes",
+        "int",
+        1048588,
+        "Largest record batch accepted.",
+        min_value=0,
+        importance="high",
+    ),
+    _b(
+        "compression.type",
+        "string",
+        "producer",
+        "Codec batches are stored with; producer keeps the producer's codec.",
+        choices=_BROKER_CODECS,
+        importance="high",
+    ),
+    _b(
+        "fetch.max.bytes",
+        "int",
+        57671680,
+        "Most bytes the broker returns for one fetch request.",
+        min_value=0,
+    ),
+    _b("log.preallocate", "boolean", False, "Preallocate segment files (accepted, not used)."),
+    _b(
+        "min.insync.replicas",
+        "int",
+        1,
+        "Replicas that must ack acks=all (one node: 1).",
+        min_value=1,
+    ),
+    _b(
+        "unclean.leader.election.enable",
+        "boolean",
+        False,
+        "Accepted for compatibility; a single node has no elections.",
+        importance="low",
+    ),
+    _b(
+        "num.recovery.threads.per.data.dir",
+        "int",
+        1,
+        "Threads that recover logs at start-up, per log dir.",
+        min_value=1,
+    ),
+    # Log cleaner (compaction).
+    _b("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics."),
+    _b("log.cleaner.threads", "int", 1, "Cleaner threads.", min_value=0),
+    _b(
+        "log.cleaner.io.max.bytes.per.second",
+        "double",
+        1.7976931348623157e308,
+        "Throttle on the cleaner's reads and writes.",
+    ),
+    _b(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        0.5,
+        "Dirty share of a log above which it is cleaned.",
+        min_value=0,
+        max_value=1,
+    ),
+    _b(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        DAY_MS,
+        "How long tombstones are kept after compaction.",
+        min_value=0,
+    ),
+    _b(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        0,
+        "Records younger than this are not compacted.",
+        min_value=0,
+    ),
+    _b(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        LONG_MAX,
+        "Records older than this are compacted whatever the dirty ratio.",
+        min_value=1,
+    ),
+    _b("log.cleaner.backoff.ms", "long", 15000, "Sleep when nothing is cleanable.", min_value=0),
+    # Groups and offsets.
+    _b(
+        "offsets.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __consumer_offsets (fixed once the topic exists).",
+        min_value=1,
+    ),
+    _b(
+        "offsets.topic.replication.factor",
+        "short",
+        1,
+        "Replication factor of __consumer_offsets (one node: 1).",
+        min_value=1,
+    ),
+    _b(
+        "offsets.topic.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __consumer_offsets.",
+        min_value=1,
+    ),
+    _b(
+        "offsets.retention.minutes",
+        "int",
+        10080,
+        "Committed offsets of an empty group expire after this long.",
+        min_value=1,
+    ),
+    _b(
+        "offsets.retention.check.interval.ms",
+        "long",
+        600000,
+        "How often expired offsets are removed.",
+        min_value=1,
+    ),
+    _b(
+        "offsets.commit.timeout.ms",
+        "int",
+        5000,
+        "How long an offset commit waits to be durable.",
+        min_value=1,
+    ),
+    _b(
+        "offsets.load.buffer.size",
+        "int",
+        5242880,
+        "Read size when loading __consumer_offsets at start-up.",
+        min_value=1,
+    ),
+    _b(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "Wait this long for more members before the first rebalance of an empty group.",
+        min_value=0,
+    ),
+    _b(
+        "group.min.session.timeout.ms",
+        "int",
+        6000,
+        "Smallest session timeout a member may ask for.",
+        min_value=0,
+    ),
+    _b(
+        "group.max.session.timeout.ms",
+        "int",
+        1800000,
+        "Largest session timeout a member may ask for.",
+        min_value=0,
+    ),
+    _b("group.max.size", "int", INT_MAX, "Most members in one group.", min_value=1),
+    # Producers.
+    _b(
+        "producer.id.expiration.ms",
+        "int",
+        DAY_MS,
+        "Forget an idle producer id after this long.",
+        min_value=1,
+    ),
+    _b(
+        "transactional.id.expiration.ms",
+        "int",
+        WEEK_MS,
+        "Forget an idle transactional id after this long.",
+        min_value=1,
+    ),
+)
+
+_TOPIC_CODECS = _BROKER_CODECS
+
+
+def _t(
+    name: str,
+    type_: ConfigType,
+    synonyms: Sequence[str],
+    doc: str,
+    *,
+    default: object = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    choices: Sequence[str] | None = None,
+) -> ConfigDef:
+    return ConfigDef(
+        name=name,
+        type=type_,
+        default=default,
+        doc=doc,
+        min_value=min_value,
+        max_value=max_value,
+        choices=tuple(choices) if choices is not None else None,
+        synonyms=tuple(synonyms),
+        read_only=False,
+    )
+
+
+TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
+    _t(
+        "cleanup.policy",
+        "list",
+        ["log.cleanup.policy"],
+        "delete, compact or both.",
+        choices=_CLEANUP,
+    ),
+    _t(
+        "compression.type",
+        "string",
+        ["compression.type"],
+        "Codec of stored batches.",
+        choices=_TOPIC_CODECS,
+    ),
+    _t(
+        "delete.retention.ms",
+        "long",
+        ["log.cleaner.delete.retention.ms"],
+        "How long tombstones survive compaction.",
+        min_value=0,
+    ),
+    _t(
+        "file.delete.delay.ms",
+        "long",
+        ["log.segment.delete.delay.ms"],
+        "Delay before a deleted segment's files are removed.",
+        min_value=0,
+    ),
+    _t(
+        "flush.messages",
+        "long",
+        ["log.flush.interval.messages"],
+        "fsync after this many messages.",
+        min_value=1,
+    ),
+    _t(
+        "flush.ms",
+        "long",
+        ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
+        "fsync data older than this.",
+        min_value=0,
+    ),
+    _t(
+        "index.interval.bytes",
+        "int",
+        ["log.index.interval.bytes"],
+        "Bytes between index entries.",
+        min_value=0,
+    ),
+    _t(
+        "max.compaction.lag.ms",
+        "long",
+        ["log.cleaner.max.compaction.lag.ms"],
+        "Longest a record stays uncompacted.",
+        min_value=1,
+    ),
+    _t(
+        "max.message.bytes",
+        "int",
+        ["message.max.bytes"],
+        "Largest record batch.",
+        min_value=0,
+    ),
+    _t(
+        "message.timestamp.type",
+        "string",
+        ["log.message.timestamp.type"],
+        "CreateTime or LogAppendTime.",
+        choices=_TS_TYPES,
+    ),
+    _t(
+        "min.cleanable.dirty.ratio",
+        "double",
+        ["log.cleaner.min.cleanable.ratio"],
+        "Dirty share above which the log is compacted.",
+        min_value=0,
+        max_value=1,
+    ),
+    _t(
+        "min.compaction.lag.ms",
+        "long",
+        ["log.cleaner.min.compaction.lag.ms"],
+        "Shortest a record stays uncompacted.",
+        min_value=0,
+    ),
+    _t(
+        "min.insync.replicas",
+        "int",
+        ["min.insync.replicas"],
+        "Accepted for compatibility (one node).",
+        min_value=1,
+    ),
+    _t("preallocate", "boolean", ["log.preallocate"], "Accepted for compatibility."),
+    _t(
+        "retention.bytes",
+        "long",
+        ["log.retention.bytes"],
+        "Largest partition size before old segments go (-1: none).",
+    ),
+    _t(
+        "retention.ms",
+        "long",
+        ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+        "Age after which segments are deleted (-1: never).",
+        min_value=-1,
+    ),
+    _t(
+        "segment.bytes",
+        "int",
+        ["log.segment.bytes"],
+        "Largest segment file.",
+        min_value=14,
+    ),
+    _t(
+        "segment.index.bytes",
+        "int",
+        ["log.index.size.max.bytes"],
+        "Preallocated index size.",
+        min_value=4,
+    ),
+    _t(
+        "segment.jitter.ms",
+        "long",
+        ["log.roll.jitter.ms", "log.roll.jitter.hours"],
+        "Jitter on segment.ms.",
+        min_value=0,
+    ),
+    _t(
+        "segment.ms",
+        "long",
+        ["log.roll.ms", "log.roll.hours"],
+        "Roll the active segment after this long.",
+        min_value=1,
+    ),
+    _t(
+        "unclean.leader.election.enable",
+        "boolean",
+        ["unclean.leader.election.enable"],
+        "Accepted for compatibility.",
+    ),
+)
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in BROKER_CONFIG_LIST}
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in TOPIC_CONFIG_LIST}
+
+#: Some broker settings are given in coarser units; Kafka multiplies them into the ms synonym.
+UNIT_MS: dict[str, int] = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
+
+#: Broker names accepted as aliases for another broker name (older or topic-style spellings).
+BROKER_ALIASES: dict[str, str] = {
+    # Kafka divergence: Kafka's broker-wide name is log.segment.delete.delay.ms; the topic-style
+    # name is accepted in the broker file too, since people write it there.
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+}

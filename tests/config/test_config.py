@@ -1,0 +1,153 @@
+"""Broker and topic configuration: names, types, defaults, precedence and errors."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
+from config.broker import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER
+from config.definitions import LONG_MAX
+from config.reference import render_reference_markdown
+from config.topic import (
+    describe_broker_configs,
+    describe_topic_configs,
+    effective_topic_config,
+    validate_topic_configs,
+)
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "broker.yaml"
+
+
+def test_defaults_are_kafkas() -> None:
+    cfg = load_broker_config(None, (), {})
+    assert cfg.num_partitions == 1
+    assert cfg.message_max_bytes == 1048588
+    assert cfg.socket_request_max_bytes == 104857600
+    assert cfg.get("log.segment.bytes") == 1073741824
+    assert cfg.retention_ms == 168 * 3600 * 1000
+    assert cfg.flush_interval_messages is None
+    assert cfg.flush_interval_ms is None
+    assert cfg.get("offsets.topic.num.partitions") == 50
+    assert cfg.get("group.initial.rebalance.delay.ms") == 3000
+    assert cfg.advertised_listeners == cfg.listeners
+
+
+def test_shipped_file_loads() -> None:
+    cfg = load_broker_config(SHIPPED, (), {})
+    assert cfg.listeners == ["PLAINTEXT://127.0.0.1:9092"]
+    assert cfg.log_dirs == ["./data"]
+    assert not cfg.is_default("log.dirs")
+
+
+def test_precedence_file_env_override(tmp_path: Path) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text("num.partitions: 2\nlog.retention.hours: 1\n")
+    env = {"TIDELOG_NUM_PARTITIONS": "3", "TIDELOG_LOG_RETENTION_MINUTES": "5"}
+    cfg = load_broker_config(f, ["num.partitions=4"], env)
+    assert cfg.num_partitions == 4
+    # minutes wins over hours, as in Kafka.
+    assert cfg.retention_ms == 5 * 60_000
+    assert cfg.source("num.partitions") == SOURCE_STATIC_BROKER
+    assert cfg.source("log.segment.bytes") == SOURCE_DEFAULT
+
+
+def test_env_names() -> None:
+    assert env_name("advertised.listeners") == "TIDELOG_ADVERTISED_LISTENERS"
+    cfg = load_broker_config(
+        None, (), {"TIDELOG_ADVERTISED_LISTENERS": "PLAINTEXT://broker.example:9092"}
+    )
+    assert cfg.advertised_listeners == ["PLAINTEXT://broker.example:9092"]
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("log.segmnt.bytes=1", "Did you mean log.segment.bytes"),
+        ("log.segment.bytes=abc", "'log.segment.bytes'"),
+        ("log.segment.bytes=1", ">= 14"),
+        ("log.cleanup.policy=sometimes", "one of delete, compact"),
+        ("auto.create.topics.enable=maybe", "boolean"),
+        ("listeners=127.0.0.1:9092", "PLAINTEXT://host:port"),
+        ("listeners=SSL://127.0.0.1:9093", "PLAINTEXT only"),
+        ("num.partitions", "KEY=VALUE"),
+    ],
+)
+def test_bad_settings_name_the_key(override: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, [override], {})
+    assert fragment in str(info.value)
+
+
+def test_unknown_env_variable_is_refused() -> None:
+    with pytest.raises(ConfigError, match="TIDELOG_NUM_PARTITONS"):
+        load_broker_config(None, (), {"TIDELOG_NUM_PARTITONS": "3"})
+
+
+def test_bad_yaml_file(tmp_path: Path) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_broker_config(f, (), {})
+    with pytest.raises(ConfigError, match="Cannot read"):
+        load_broker_config(tmp_path / "missing.yaml", (), {})
+
+
+def test_listener_parsing() -> None:
+    assert parse_listener("PLAINTEXT://127.0.0.1:9092") == ("127.0.0.1", 9092)
+    assert parse_listener("PLAINTEXT://:9092") == ("", 9092)
+    assert parse_listener("PLAINTEXT://[::1]:9092") == ("::1", 9092)
+
+
+def test_topic_config_falls_back_to_broker_synonyms() -> None:
+    cfg = load_broker_config(None, ["log.retention.hours=2", "log.segment.bytes=1000"], {})
+    eff = effective_topic_config(cfg, {"segment.bytes": "500"})
+    assert eff["segment.bytes"] == 500
+    assert eff["retention.ms"] == 2 * 3_600_000
+    assert eff["flush.messages"] == LONG_MAX
+    assert eff["flush.ms"] == LONG_MAX
+    assert eff["cleanup.policy"] == ["delete"]
+    assert eff["message.timestamp.type"] == "CreateTime"
+
+
+def test_topic_config_validation() -> None:
+    assert validate_topic_configs({"cleanup.policy": "compact,delete"}) == {
+        "cleanup.policy": ["compact", "delete"]
+    }
+    with pytest.raises(ConfigError, match="Unknown topic config 'retention.mss'"):
+        validate_topic_configs({"retention.mss": "1"})
+    with pytest.raises(ConfigError, match="retention.ms"):
+        validate_topic_configs({"retention.ms": "-5"})
+    with pytest.raises(ConfigError, match="min.compaction.lag.ms"):
+        validate_topic_configs({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+
+
+def test_describe_topic_reports_value_default_and_source() -> None:
+    cfg = load_broker_config(None, ["log.segment.bytes=2000"], {})
+    entries = {e.name: e for e in describe_topic_configs(cfg, {"retention.ms": "1000"})}
+    assert entries["retention.ms"].value == "1000"
+    assert entries["retention.ms"].source == SOURCE_DYNAMIC_TOPIC
+    assert not entries["retention.ms"].is_default
+    assert entries["segment.bytes"].value == "2000"
+    assert entries["segment.bytes"].source == SOURCE_STATIC_BROKER
+    assert entries["max.message.bytes"].is_default
+    assert entries["max.message.bytes"].value == "1048588"
+
+
+def test_describe_broker_lists_every_setting() -> None:
+    cfg = load_broker_config(None, (), {})
+    names = {e.name for e in describe_broker_configs(cfg)}
+    assert names == set(BROKER_CONFIGS)
+
+
+@given(st.integers(min_value=14, max_value=2**31 - 1))
+def test_int_settings_round_trip_as_strings(n: int) -> None:
+    cfg = load_broker_config(None, [f"log.segment.bytes={n}"], {})
+    assert cfg.get("log.segment.bytes") == n
+
+
+def test_reference_lists_every_setting() -> None:
+    text = render_reference_markdown()
+    for name in BROKER_CONFIGS:
+        assert f"`{name}`" in text
