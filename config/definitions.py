@@ -404,6 +404,13 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=1,
     ),
     _b(
+        "offset.metadata.max.bytes",
+        "int",
+        4096,
+        "Longest metadata string stored with a committed offset.",
+        min_value=0,
+    ),
+    _b(
         "group.initial.rebalance.delay.ms",
         "int",
         3000,

@@ -5,7 +5,8 @@ module defines a module-level ``SPEC = HandlerSpec(...)``; the router discovers 
 package at start-up, and the ApiVersions answer is built from the specs found, so a version is
 advertised exactly when a handler claims it.
 
-A handler is ``async def handle(ctx: RequestContext, request: <kio request>) -> <kio response> | None``.
+A handler is
+``async def handle(ctx: RequestContext, request: <kio request>) -> <kio response> | None``.
 It returns Kafka error codes as data inside the response (``ErrorCode.unknown_topic_or_partition``
 and so on). It raises only for bugs: the router's single catch-all logs the request and answers
 UNKNOWN_SERVER_ERROR where the response shape allows it, else closes the connection. Returning

@@ -1,0 +1,294 @@
+"""The `tidelog` data source's options, named and checked as Spark's Kafka source names them.
+
+    source        path (a log dir, or a copy of one)  |  kafka.bootstrap.servers (+ kafka.*)
+    topics        subscribe | subscribePattern | assign       (exactly one)
+    range         startingOffsets / endingOffsets: earliest | latest | {"t":{"0":23,"1":-2}}
+                  (-2 earliest, -1 latest); startingTimestamp / endingTimestamp (epoch ms)
+    shape         includeHeaders, maxRecordsPerPartition, maxOffsetsPerTrigger (streaming)
+
+Every bad value raises `OptionError` naming the option and what it accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+EARLIEST, LATEST = -2, -1
+
+# kafka.* options a Kafka client may take (mapped to kafka-python's names: dots -> underscores)
+_KAFKA_CLIENT_KEYS = frozenset(
+    {
+        "client.id",
+        "request.timeout.ms",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.plain.username",
+        "sasl.plain.password",
+        "ssl.cafile",
+        "ssl.certfile",
+        "ssl.keyfile",
+        "ssl.check.hostname",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "fetch.max.wait.ms",
+        "fetch.min.bytes",
+        "receive.buffer.bytes",
+        "isolation.level",
+        "api.version.auto.timeout.ms",
+        "connections.max.idle.ms",
+        "metadata.max.age.ms",
+    }
+)
+# Spark's Kafka source options that change nothing here; accepted so jobs port unchanged.
+_IGNORED = frozenset(
+    {
+        "failondataloss",
+        "kafkaconsumer.polltimeoutms",
+        "fetchoffset.numretries",
+        "fetchoffset.retryintervalms",
+        "groupidprefix",
+        "minpartitions",
+    }
+)
+_KNOWN = {
+    "path",
+    "kafka.bootstrap.servers",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "includeheaders",
+    "maxrecordsperpartition",
+    "maxoffsetspertrigger",
+}
+
+
+class OptionError(ValueError):
+    """A data source option that is unknown or has a bad value."""
+
+
+# A topic -> partition -> offset (or EARLIEST / LATEST) map, or "earliest" / "latest".
+OffsetSpec = str | dict[str, dict[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Checked options. `topics` / `pattern` / `assign`: exactly one is set."""
+
+    path: str | None
+    bootstrap: str | None
+    kafka_config: tuple[tuple[str, str], ...]
+    topics: tuple[str, ...]
+    pattern: str | None
+    assign: tuple[tuple[str, int], ...]
+    starting: OffsetSpec
+    ending: OffsetSpec
+    starting_timestamp: int | None
+    ending_timestamp: int | None
+    include_headers: bool
+    max_records_per_partition: int | None
+    max_offsets_per_trigger: int | None
+
+    def topic_selected(self, topic: str) -> bool:
+        if self.topics:
+            return topic in self.topics
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None and not topic.startswith("__")
+        return any(t == topic for t, _ in self.assign)
+
+    def to_dict(self) -> dict[str, str]:
+        """Back to Spark option names (for re-creating a source elsewhere)."""
+        out: dict[str, str] = {}
+        if self.path:
+            out["path"] = self.path
+        if self.bootstrap:
+            out["kafka.bootstrap.servers"] = self.bootstrap
+        out.update({f"kafka.{k}": v for k, v in self.kafka_config})
+        if self.topics:
+            out["subscribe"] = ",".join(self.topics)
+        if self.pattern is not None:
+            out["subscribePattern"] = self.pattern
+        if self.assign:
+            parts: dict[str, list[int]] = {}
+            for t, p in self.assign:
+                parts.setdefault(t, []).append(p)
+            out["assign"] = json.dumps(parts)
+        for name, spec in (("startingOffsets", self.starting), ("endingOffsets", self.ending)):
+            out[name] = (
+                spec
+                if isinstance(spec, str)
+                else json.dumps({t: {str(p): o for p, o in ps.items()} for t, ps in spec.items()})
+            )
+        if self.starting_timestamp is not None:
+            out["startingTimestamp"] = str(self.starting_timestamp)
+        if self.ending_timestamp is not None:
+            out["endingTimestamp"] = str(self.ending_timestamp)
+        out["includeHeaders"] = str(self.include_headers).lower()
+        if self.max_records_per_partition is not None:
+            out["maxRecordsPerPartition"] = str(self.max_records_per_partition)
+        if self.max_offsets_per_trigger is not None:
+            out["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        return out
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise OptionError(f"option {name}={value!r}: use true or false")
+    return v == "true"
+
+
+def _positive(name: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise OptionError(f"option {name}={value!r}: use a positive whole number")
+    return n
+
+
+def _timestamp(name: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise OptionError(f"option {name}={value!r}: use milliseconds since the epoch") from None
+    if n < 0:
+        raise OptionError(f"option {name}={value!r}: a timestamp cannot be negative")
+    return n
+
+
+def parse_offsets(name: str, value: str, *, allow: tuple[int, ...]) -> OffsetSpec:
+    """'earliest', 'latest' or Spark's JSON {"topic":{"partition":offset}}."""
+    v = value.strip()
+    if v.lower() in ("earliest", "latest"):
+        word = v.lower()
+        if (EARLIEST if word == "earliest" else LATEST) not in allow:
+            raise OptionError(f"option {name}={value!r}: {word} is not allowed here")
+        return word
+    try:
+        raw = json.loads(v)
+    except json.JSONDecodeError:
+        raw = None
+    if not isinstance(raw, dict) or not raw:
+        raise OptionError(
+            f"option {name}={value!r}: use earliest, latest or JSON like "
+            '{"topicA":{"0":23,"1":-2}} (-2 earliest, -1 latest)'
+        )
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in raw.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {name}: topic {topic!r} needs a partition->offset object")
+        out[topic] = {}
+        for p, off in parts.items():
+            if not (isinstance(p, str) and p.isdigit()) or type(off) is not int:
+                raise OptionError(f"option {name}: {topic}/{p}={off!r} is not partition->offset")
+            if off < 0 and off not in allow:
+                raise OptionError(
+                    f"option {name}: offset {off} for {topic}/{p} is not allowed "
+                    "(-2 = earliest, -1 = latest)"
+                )
+            out[topic][int(p)] = off
+    return out
+
+
+def _assign(value: str) -> tuple[tuple[str, int], ...]:
+    try:
+        raw = json.loads(value)
+    except json.JSONDecodeError:
+        raw = None
+    ok = (
+        isinstance(raw, dict)
+        and raw
+        and all(
+            isinstance(ps, list) and ps and all(type(p) is int and p >= 0 for p in ps)
+            for ps in raw.values()
+        )
+    )
+    if not ok:
+        raise OptionError(f'option assign={value!r}: use JSON like {{"topicA":[0,1],"topicB":[2]}}')
+    assert isinstance(raw, dict)
+    return tuple(sorted((t, p) for t, ps in raw.items() for p in ps))
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+    """Check every option; Spark lower-cases option names, so accept any case."""
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    kafka_cfg: list[tuple[str, str]] = []
+    for key in sorted(opts):
+        if key in _KNOWN or key in _IGNORED:
+            continue
+        if key.startswith("kafka.") and key[6:] in _KAFKA_CLIENT_KEYS:
+            kafka_cfg.append((key[6:], opts[key]))
+            continue
+        raise OptionError(
+            f"unknown option {key!r}: tidelog takes path or kafka.bootstrap.servers, subscribe, "
+            "subscribePattern, assign, startingOffsets, endingOffsets, startingTimestamp, "
+            "endingTimestamp, includeHeaders, maxRecordsPerPartition, maxOffsetsPerTrigger"
+        )
+    path, bootstrap = opts.get("path"), opts.get("kafka.bootstrap.servers")
+    if bool(path) == bool(bootstrap):
+        raise OptionError(
+            "set exactly one of option path (a log dir) and option "
+            "kafka.bootstrap.servers (host:port[,host:port])"
+        )
+    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(chosen) != 1:
+        raise OptionError(
+            "set exactly one of options subscribe, subscribePattern and assign "
+            f"(got {', '.join(chosen) or 'none'})"
+        )
+    topics: tuple[str, ...] = ()
+    pattern = None
+    assign: tuple[tuple[str, int], ...] = ()
+    if "subscribe" in opts:
+        topics = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not topics:
+            raise OptionError("option subscribe is empty: use a comma-separated topic list")
+    elif "subscribepattern" in opts:
+        pattern = opts["subscribepattern"]
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OptionError(f"option subscribePattern={pattern!r}: bad regex ({e})") from None
+    else:
+        assign = _assign(opts["assign"])
+    starting = parse_offsets(
+        "startingOffsets",
+        opts.get("startingoffsets", "latest" if streaming else "earliest"),
+        allow=(EARLIEST, LATEST),
+    )
+    ending = parse_offsets("endingOffsets", opts.get("endingoffsets", "latest"), allow=(LATEST,))
+    if streaming and "endingoffsets" in opts:
+        raise OptionError("option endingOffsets is for batch queries only (streaming reads on)")
+    sts = opts.get("startingtimestamp")
+    ets = opts.get("endingtimestamp")
+    if streaming and ets is not None:
+        raise OptionError("option endingTimestamp is for batch queries only")
+    max_rpp = opts.get("maxrecordsperpartition")
+    max_trig = opts.get("maxoffsetspertrigger")
+    return SourceOptions(
+        path=path or None,
+        bootstrap=bootstrap or None,
+        kafka_config=tuple(kafka_cfg),
+        topics=topics,
+        pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        starting_timestamp=None if sts is None else _timestamp("startingTimestamp", sts),
+        ending_timestamp=None if ets is None else _timestamp("endingTimestamp", ets),
+        include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        max_records_per_partition=None
+        if max_rpp is None
+        else _positive("maxRecordsPerPartition", max_rpp),
+        max_offsets_per_trigger=None
+        if max_trig is None
+        else _positive("maxOffsetsPerTrigger", max_trig),
+    )

@@ -1,0 +1,318 @@
+"""`tidelog replay` / `spark-submit scripts/replay_topics.py`: replay topics into Spark.
+
+Writes under --output: records/ (partitioned by topic; parquet, json or csv), analytics/ (each
+table as .parquet and .json), charts/*.png and report.html. --sql runs a query on the `records`
+view and prints the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from analytics.options import OptionError, parse_options
+from analytics.plan import PlanError, open_backend, plan_ranges, select_partitions
+
+STEPS = 5
+
+
+class Progress:
+    """Numbered steps with elapsed time, on stderr."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.t0 = time.monotonic()
+        self.n = 0
+        self.stream = stream
+
+    def step(self, what: str) -> None:
+        self.n += 1
+        self.say(f"[{self.n}/{STEPS}] {what}")
+
+    def say(self, what: str) -> None:
+        print(f"replay {time.monotonic() - self.t0:6.1f}s  {what}", file=self.stream, flush=True)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `replay` sub-command (for `tidelog`'s plug-in point)."""
+    p = subparsers.add_parser(
+        "replay",
+        help="replay topics into Spark: Parquet, analytics, report",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    _arguments(p)
+    p.set_defaults(func=run)
+    return p  # type: ignore[no-any-return]
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="read over the Kafka protocol from this broker (any Kafka)",
+    )
+    src.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="read segment files of this log dir (or a copy): no broker load",
+    )
+    sel = p.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--topics", metavar="T1,T2", help="comma-separated topic names")
+    sel.add_argument("--topic-pattern", metavar="REGEX", help="topics whose whole name matches")
+    for flag, word in (("--from", "start (inclusive)"), ("--to", "end (exclusive)")):
+        p.add_argument(
+            flag,
+            dest=flag[2:] + "_",
+            metavar="WHERE",
+            help=f"{word}: earliest | latest | OFFSET (every partition) | "
+            "@EPOCH_MS | ISO date/time (UTC unless it has a zone) | Spark's JSON "
+            '{"topic":{"0":23}}',
+        )
+    p.add_argument(
+        "--master", default=None, help="Spark master (default local[*], or what spark-submit set)"
+    )
+    p.add_argument("--output", required=True, metavar="DIR", help="where everything is written")
+    p.add_argument(
+        "--format",
+        default="parquet",
+        choices=["parquet", "json", "csv"],
+        help="format of the records (default parquet)",
+    )
+    p.add_argument(
+        "--group",
+        help="also report this consumer group's lag (needs a broker: "
+        "--bootstrap-server, or --lag-bootstrap-server with --log-dir)",
+    )
+    p.add_argument(
+        "--lag-bootstrap-server",
+        metavar="HOST:PORT",
+        help="broker to ask for --group's offsets when reading --log-dir",
+    )
+    p.add_argument(
+        "--sql",
+        help='query on the view "records", printed, e.g. '
+        '"SELECT topic, count(*) FROM records GROUP BY topic"',
+    )
+    p.add_argument("--no-headers", action="store_true", help="leave record headers out")
+    p.add_argument(
+        "--max-records-per-partition",
+        type=int,
+        metavar="N",
+        help="split a partition's range into Spark tasks of at most N offsets",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip analytics and report.html")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="replay_topics.py", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    _arguments(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.]+)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+def parse_position(text: str, flag: str) -> tuple[str, str]:
+    """--from / --to -> ("offsets", spec) | ("timestamp", ms) | ("offset", n)."""
+    t = text.strip()
+    if t.lower() in ("earliest", "latest"):
+        return "offsets", t.lower()
+    if t.startswith("{"):
+        return "offsets", t
+    if re.fullmatch(r"\d+", t):
+        return "offset", t
+    if re.fullmatch(r"@\d+", t):
+        return "timestamp", t[1:]
+    if _ISO.fullmatch(t):
+        when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return "timestamp", str(int(when.timestamp() * 1000))
+    raise OptionError(
+        f"{flag} {text!r}: use earliest, latest, an offset (123), epoch "
+        "milliseconds (@1700000000000), an ISO date (2026-11-21T10:00:00Z) or "
+        'JSON {"topic":{"0":23}}'
+    )
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The `tidelog` data source options for the command line."""
+    opts: dict[str, str] = {}
+    if args.log_dir:
+        opts["path"] = str(Path(args.log_dir).resolve())
+    else:
+        opts["kafka.bootstrap.servers"] = args.bootstrap_server
+    if args.topics:
+        opts["subscribe"] = args.topics
+    else:
+        opts["subscribePattern"] = args.topic_pattern
+    opts["includeHeaders"] = "false" if args.no_headers else "true"
+    if args.max_records_per_partition:
+        opts["maxRecordsPerPartition"] = str(args.max_records_per_partition)
+    for flag, value, side in (("--from", args.from_, "starting"), ("--to", args.to_, "ending")):
+        if value is None:
+            continue
+        kind, spec = parse_position(value, flag)
+        if kind == "timestamp":
+            opts[f"{side}Timestamp"] = spec
+        elif kind == "offsets":
+            opts[f"{side}Offsets"] = spec
+        else:  # one offset for every chosen partition
+            backend = open_backend(parse_options(opts))
+            try:
+                tps = select_partitions(parse_options(opts), backend, strict=True)
+            finally:
+                backend.close()
+            per: dict[str, dict[str, int]] = {}
+            for t, p in tps:
+                per.setdefault(t, {})[str(p)] = int(spec)
+            opts[f"{side}Offsets"] = json.dumps(per)
+    return opts
+
+
+def _ship_code(spark: Any) -> None:
+    """On a cluster, send the analytics and storage packages to the executors."""
+    root = Path(__file__).resolve().parent.parent
+    path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_replay.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for pkg in ("analytics", "storage"):
+            for f in (root / pkg).rglob("*.py"):
+                z.write(f, f.relative_to(root))
+    spark.sparkContext.addPyFile(str(path))
+
+
+def spark_session(master: str | None, app: str = "tidelog-replay") -> Any:
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app)
+    if master or not SparkConf().contains("spark.master"):
+        builder = builder.master(master or "local[*]")
+    builder = builder.config("spark.sql.shuffle.partitions", "8")
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if not str(spark.sparkContext.master or "local").startswith("local"):
+        _ship_code(spark)
+    from analytics import register
+
+    register(spark)
+    return spark
+
+
+def _write_records(df: Any, out: Path, fmt: str) -> None:
+    from pyspark.sql import functions as F
+
+    w = df
+    if fmt == "csv":  # CSV has no binary or array columns
+        w = df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
+        if "headers" in df.columns:
+            w = w.withColumn("headers", F.to_json("headers"))
+    w.write.mode("overwrite").partitionBy("topic").format(fmt).save(str(out))
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = Progress()
+    try:
+        opts = source_options(args)
+        checked = parse_options(opts)
+    except (OptionError, PlanError) as e:
+        print(f"replay: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    source = (args.log_dir and f"log dir {args.log_dir}") or f"broker {args.bootstrap_server}"
+    progress.step(f"starting Spark ({args.master or 'local[*] or spark-submit master'})")
+    spark = spark_session(args.master)
+    from pyspark import StorageLevel
+
+    progress.step(f"planning the replay from {source}")
+    backend = open_backend(checked)
+    try:
+        ranges = plan_ranges(checked, backend)
+    except (OptionError, PlanError) as e:
+        print(f"replay: {e}", file=sys.stderr)
+        return 2
+    finally:
+        backend.close()
+    tps = sorted({(r.topic, r.partition) for r in ranges})
+    progress.say(
+        f"  {len({t for t, _ in tps})} topic(s), {len(tps)} partition(s), "
+        f"{sum(r.size for r in ranges):,} offsets in {len(ranges)} Spark task(s)"
+    )
+    df = spark.read.format("tidelog").options(**opts).load()
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    progress.step(f"reading records and writing them as {args.format}")
+    records_dir = out / "records"
+    _write_records(df, records_dir, args.format)
+    count = df.count()
+    progress.say(f"  {count:,} records -> {records_dir}")
+    written: list[Path] = []
+    page = None
+    if not args.no_report:
+        from analytics import report, tables
+
+        progress.step("computing analytics tables")
+        notes: list[str] = []
+        lag: list[dict[str, Any]] = []
+        lag_server = args.bootstrap_server or args.lag_bootstrap_server
+        if args.group and not lag_server:
+            notes.append(f"group {args.group!r}: lag needs --lag-bootstrap-server with --log-dir")
+        elif args.group:
+            lag, err = tables.group_lag(lag_server, args.group)
+            if err:
+                notes.append(err)
+        t = tables.compute(df, lag)
+        written = tables.write(t, out / "analytics")
+        progress.step("drawing the report")
+        page = report.write_report(
+            t, out, title="tidelog replay", source=source, seconds=progress.elapsed, notes=notes
+        )
+        for n in notes:
+            progress.say(f"  note: {n}")
+    if args.sql:
+        df.createOrReplaceTempView("records")
+        progress.say(f"SQL: {args.sql}")
+        try:
+            spark.sql(args.sql).show(1000, truncate=80)
+        except Exception as e:  # a user's query: say what Spark said
+            print(f"replay: --sql failed: {e}", file=sys.stderr)
+            return 1
+    df.unpersist()
+    print(
+        f"\nreplayed {count:,} records from {len(tps)} partition(s) of {source} "
+        f"in {progress.elapsed:.1f} s"
+    )
+    print(f"  records:   {records_dir}/ ({args.format}, partitioned by topic)")
+    if written:
+        print(f"  analytics: {out / 'analytics'}/ ({len(written) // 2} tables, .parquet + .json)")
+    if page:
+        print(f"  report:    {page} (charts in {out / 'charts'}/)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

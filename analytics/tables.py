@@ -1,0 +1,277 @@
+"""Analytics tables over replayed records (a DataFrame of the Kafka source's schema).
+
+Every table is small (one row per topic, partition, minute or top key), so it is collected to
+the driver and written there as Parquet and JSON. A record's size is len(key) + len(value), as
+most Kafka tools count it; a tombstone is a record whose value is null.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOP_KEYS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Each table is a list of JSON-ready rows."""
+
+    topics: list[dict[str, Any]]
+    partitions: list[dict[str, Any]]
+    per_minute: list[dict[str, Any]]
+    record_sizes: list[dict[str, Any]]
+    size_histogram: list[dict[str, Any]]
+    top_keys: list[dict[str, Any]]
+    key_skew: list[dict[str, Any]]
+    group_lag: list[dict[str, Any]]
+
+    def named(self) -> dict[str, list[dict[str, Any]]]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    @property
+    def total_records(self) -> int:
+        return sum(int(r["records"]) for r in self.topics)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(r["bytes"]) for r in self.topics)
+
+
+def render_key(key: bytes | None) -> str:
+    """A key as a person reads it: text when it is printable UTF-8, else hex."""
+    if key is None:
+        return "(null)"
+    try:
+        text = key.decode("utf-8")
+        if text.isprintable():
+            return text
+    except UnicodeDecodeError:
+        pass
+    return "0x" + key.hex()
+
+
+_TIME_COLUMNS = ("first_timestamp", "last_timestamp", "minute")
+
+
+def _rows(df: Any) -> list[dict[str, Any]]:
+    """Collected rows; time columns (epoch ms from Spark) become aware UTC datetimes, so no
+    local time zone of the driver gets in."""
+    rows = [r.asDict() for r in df.collect()]
+    for r in rows:
+        for c in _TIME_COLUMNS:
+            if r.get(c) is not None:
+                r[c] = dt.datetime.fromtimestamp(r[c] / 1000, dt.UTC)
+    return rows
+
+
+def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
+    """All tables for `df` (cache it first: this runs several Spark jobs over it)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    r = df.select(
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        size.alias("size"),
+        F.unix_millis("timestamp").alias("ts_ms"),
+        F.col("key").isNull().cast("long").alias("null_key"),
+        F.col("value").isNull().cast("long").alias("tombstone"),
+    )
+    common = [
+        F.count(F.lit(1)).alias("records"),
+        F.sum("size").alias("bytes"),
+        F.min("ts_ms").alias("first_timestamp"),
+        F.max("ts_ms").alias("last_timestamp"),
+        F.sum("null_key").alias("null_keys"),
+        F.sum("tombstone").alias("tombstones"),
+    ]
+    partitions = _rows(
+        r.groupBy("topic", "partition")
+        .agg(*common, F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"))
+        .orderBy("topic", "partition")
+    )
+    topics = _topics_of(partitions)
+    per_minute = _rows(
+        r.groupBy("topic", F.unix_millis(F.date_trunc("minute", "timestamp")).alias("minute"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum("size").alias("bytes"))
+        .orderBy("topic", "minute")
+    )
+    qs = [0.5, 0.9, 0.99]
+    sizes = []
+    for row in _rows(
+        r.groupBy("topic")
+        .agg(
+            F.min("size").alias("min"),
+            F.max("size").alias("max"),
+            F.avg("size").alias("mean"),
+            F.percentile_approx("size", qs, 10000).alias("pct"),
+        )
+        .orderBy("topic")
+    ):
+        pct = row.pop("pct") or [None] * len(qs)
+        row.update({"p50": pct[0], "p90": pct[1], "p99": pct[2]})
+        row["mean"] = round(float(row["mean"] or 0), 2)
+        sizes.append(row)
+    bucket = F.when(F.col("size") <= 0, 0).otherwise(F.floor(F.log2("size")) + 1)
+    hist = _rows(
+        r.groupBy("topic", bucket.cast("int").alias("bucket"))
+        .agg(F.count(F.lit(1)).alias("records"))
+        .orderBy("topic", "bucket")
+    )
+    for h in hist:  # bucket b holds sizes in [2^(b-1), 2^b)
+        b = h.pop("bucket")
+        h["size_from"], h["size_to"] = (0, 1) if b == 0 else (2 ** (b - 1), 2**b)
+    key_counts = r.where(F.col("key").isNotNull()).groupBy("topic", "key").count()
+    w = Window.partitionBy("topic").orderBy(F.desc("count"), F.asc("key"))
+    top = _rows(
+        key_counts.withColumn("rank", F.row_number().over(w))
+        .where(F.col("rank") <= TOP_KEYS)
+        .orderBy("topic", "rank")
+    )
+    totals = {t["topic"]: int(t["records"]) for t in topics}
+    top_keys = [
+        {
+            "topic": k["topic"],
+            "rank": k["rank"],
+            "key": render_key(k["key"]),
+            "records": k["count"],
+            "share": round(k["count"] / max(totals[k["topic"]], 1), 4),
+        }
+        for k in top
+    ]
+    skew_rows = _rows(
+        key_counts.groupBy("topic")
+        .agg(
+            F.count(F.lit(1)).alias("distinct_keys"),
+            F.max("count").alias("max_key_records"),
+            F.avg("count").alias("mean_key_records"),
+        )
+        .orderBy("topic")
+    )
+    per_part: dict[str, list[int]] = {}
+    for p in partitions:
+        per_part.setdefault(p["topic"], []).append(int(p["records"]))
+    skew_by_topic = {s["topic"]: s for s in skew_rows}
+    key_skew = []
+    for t in topics:
+        s = skew_by_topic.get(t["topic"], {})
+        mean = float(s.get("mean_key_records") or 0)
+        counts = per_part.get(t["topic"], [0])
+        key_skew.append(
+            {
+                "topic": t["topic"],
+                "distinct_keys": int(s.get("distinct_keys") or 0),
+                "max_key_records": int(s.get("max_key_records") or 0),
+                "mean_key_records": round(mean, 2),
+                "key_skew": round(int(s.get("max_key_records") or 0) / mean, 3) if mean else None,
+                "partition_skew": round(max(counts) / (sum(counts) / len(counts)), 3)
+                if sum(counts)
+                else None,
+            }
+        )
+    for t in topics:
+        t["distinct_keys"] = int(skew_by_topic.get(t["topic"], {}).get("distinct_keys") or 0)
+    return Tables(topics, partitions, per_minute, sizes, hist, top_keys, key_skew, lag or [])
+
+
+def _topics_of(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-topic totals, summed from the per-partition rows (no Spark job)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in partitions:
+        t = out.setdefault(p["topic"], {
+            "topic": p["topic"], "records": 0, "bytes": 0, "first_timestamp": None,
+            "last_timestamp": None, "null_keys": 0, "tombstones": 0, "partitions": 0,
+            "distinct_keys": 0,
+        })  # fmt: skip
+        for k in ("records", "bytes", "null_keys", "tombstones"):
+            t[k] += int(p[k] or 0)
+        t["partitions"] += 1
+        if p["first_timestamp"] is not None:
+            first, last = t["first_timestamp"], t["last_timestamp"]
+            t["first_timestamp"] = (
+                min(first, p["first_timestamp"]) if first else p["first_timestamp"]
+            )
+            t["last_timestamp"] = max(last, p["last_timestamp"]) if last else p["last_timestamp"]
+    return [out[k] for k in sorted(out)]
+
+
+def group_lag(
+    bootstrap: str,
+    group: str,
+    tps_end: dict[tuple[str, int], int] | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A consumer group's lag per partition, over the wire. Returns (rows, error or None):
+    a broker without group support gives an explanation, not a crash."""
+    try:
+        from kafka import KafkaConsumer
+        from kafka.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tidelog-replay")
+        try:
+            committed = admin.list_consumer_group_offsets(group)
+        finally:
+            admin.close()
+        if not committed:
+            return [], f"group {group!r} has no committed offsets"
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        try:
+            ends = consumer.end_offsets(list(committed))
+        finally:
+            consumer.close()
+    except Exception as e:  # any client or broker failure: report it, keep the replay
+        return [], f"could not read the lag of group {group!r}: {type(e).__name__}: {e}"
+    rows = []
+    for tp, meta in sorted(committed.items()):
+        end = int(ends.get(tp, 0))
+        off = int(meta.offset)
+        rows.append(
+            {
+                "group": group,
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": off,
+                "end_offset": end,
+                "lag": max(end - off, 0) if off >= 0 else end,
+            }
+        )
+    return rows, None
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return v.astimezone(dt.UTC).isoformat() if v.tzinfo else v.isoformat() + "Z"
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, bytes):
+        return render_key(v)
+    return v
+
+
+def _clean(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: _jsonable(v) for k, v in r.items()} for r in rows]
+
+
+def write(tables: Tables, out: Path) -> list[Path]:
+    """Each table as `<out>/<name>.parquet` and `<out>/<name>.json`; returns the paths."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, rows in tables.named().items():
+        clean = _clean(rows)
+        (out / f"{name}.json").write_text(json.dumps(clean, indent=1) + "\n")
+        table = pa.Table.from_pylist(rows) if rows else pa.table({})
+        pq.write_table(table, out / f"{name}.parquet")
+        paths += [out / f"{name}.parquet", out / f"{name}.json"]
+    return paths

@@ -1,0 +1,319 @@
+"""The broker: configuration, storage, topics, HW waiters, listeners and background work.
+
+``Broker`` is what handlers reach through ``ctx.broker``:
+
+- ``config`` (BrokerConfig), ``node_id``, ``cluster_id``;
+- ``log_manager`` (storage.LogManager) and ``topics`` (broker.topics.Topics: the topic registry;
+  ``topics.get_log(topic, partition)`` is the usual way to a PartitionLog);
+- ``partitions`` (HighWatermarkWaiters): ``await partitions.wait_any(...)`` for long polls;
+- ``after_append(log, hw_before)``: call after every append; wakes HW waiters now or schedules the
+  group-commit fsync that will (flush policy);
+- ``run_blocking(fn, *args)``: run blocking work (fsync, big reads) in the worker pool;
+- ``groups`` (the group coordinator, None until broker/group/ is wired in) and ``producer_ids``
+  (issue 5) are hooks; ``services`` holds extra components started and stopped with the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from broker.group.service import install as install_group_coordinator
+from broker.metrics import Metrics
+from broker.partitions import HighWatermarkWaiters
+from broker.router import Router
+from broker.server import ListenerServer
+from broker.topics import REGISTRY_FILE, Topics, log_config_from
+from config import BrokerConfig, ConfigError, parse_listener
+from config.topic import effective_topic_config
+from storage import LogManager, PartitionLog
+
+log = logging.getLogger("tidelog.broker")
+
+__all__ = ("Broker", "Endpoint", "Service", "now_ms", "resolve_endpoints")
+
+T = TypeVar("T")
+
+#: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
+FLUSH_TICK_S = 0.1
+#: How often ``.deleted`` segment files past ``file.delete.delay.ms`` are removed.
+DELETE_TICK_S = 5.0
+#: How long shutdown waits for in-flight requests (long polls end sooner: max_wait_ms).
+SHUTDOWN_DRAIN_S = 10.0
+# Kafka divergence: Kafka's default listener PLAINTEXT://:9092 binds every interface; an empty
+# host here binds 127.0.0.1 only (safety: a broker without auth should not face the network
+# unless asked). Write PLAINTEXT://0.0.0.0:9092 to listen everywhere.
+DEFAULT_BIND_HOST = "127.0.0.1"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Service(Protocol):
+    """A component that lives as long as the broker (group coordinator, producer ids...)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener: its name (``PLAINTEXT``), where it binds, and what clients are told."""
+
+    name: str
+    bind_host: str
+    bind_port: int
+    advertised_host: str
+    advertised_port: int
+
+
+def resolve_endpoints(config: BrokerConfig) -> list[Endpoint]:
+    """Pair ``listeners`` with ``advertised.listeners`` (by listener name, else by position)."""
+    listeners = config.listeners
+    if not listeners:
+        raise ConfigError("listeners", "'listeners' must name at least one PLAINTEXT://host:port")
+    advertised_raw = config.advertised_listeners
+    advertised: dict[str, tuple[str, int]] = {}
+    for item in advertised_raw:
+        advertised[item.partition("://")[0].upper()] = parse_listener(item, "advertised.listeners")
+    endpoints = []
+    for i, item in enumerate(listeners):
+        name = item.partition("://")[0].upper()
+        host, port = parse_listener(item, "listeners")
+        bind_host = host or DEFAULT_BIND_HOST
+        adv_host, adv_port = advertised.get(name) or (
+            parse_listener(advertised_raw[i], "advertised.listeners")
+            if i < len(advertised_raw)
+            else (host, port)
+        )
+        if adv_host in ("", "0.0.0.0", "::"):
+            adv_host = bind_host if bind_host not in ("0.0.0.0", "::") else DEFAULT_BIND_HOST
+        endpoints.append(Endpoint(name, bind_host, port, adv_host, adv_port))
+    return endpoints
+
+
+class Broker:
+    """One tidelog broker; ``await start()``, then ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.endpoints = resolve_endpoints(config)
+        # Counters for the Prometheus endpoint (served only when metrics.port is set).
+        self.metrics = Metrics.for_broker(self)
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        default_log_config = log_config_from(effective_topic_config(config, {}))
+        self.log_manager = LogManager(
+            self.log_dirs,
+            default_config=default_log_config,
+            clock=clock,
+            node_id=self.node_id,
+        )
+        self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
+        self.partitions = HighWatermarkWaiters()
+        self.router = Router(self)
+        # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
+        # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
+        self.groups: Any = None
+        self.producer_ids: Any = None
+        self.services: list[Service] = [self.metrics]
+        install_group_coordinator(self)  # sets self.groups, joins self.services
+        self.listeners: list[ListenerServer] = []
+        io_threads = max(1, min(config.get_int("num.io.threads"), 8))
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=io_threads, thread_name_prefix="tidelog-io"
+        )
+        self._flushing: dict[tuple[str, int], bool] = {}  # in flight -> flush again after?
+        self._background: set[asyncio.Task[Any]] = set()
+        self._periodic: list[asyncio.Task[None]] = []
+        self._stopped = False
+        #: True once shutdown began: long polls answer at once instead of waiting.
+        self.stopping = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.log_manager.cluster_id)
+
+    @property
+    def advertised(self) -> Endpoint:
+        """The endpoint Metadata answers name (the first listener)."""
+        return self.endpoints[0]
+
+    def advertised_port(self, endpoint: Endpoint) -> int:
+        """The advertised port, with port 0 (ephemeral) resolved to the bound port."""
+        if endpoint.advertised_port:
+            return endpoint.advertised_port
+        for server in self.listeners:
+            if server.name == endpoint.name:
+                return server.port
+        return endpoint.bind_port
+
+    # ------------------------------------------------------------------ blocking work
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` in the worker thread pool and await its result."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Start a background task the broker keeps a reference to (and awaits at stop)."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # ------------------------------------------------------------------ HW movement
+
+    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None:
+        """Wake HW waiters if the append moved the HW; start a flush if the policy asks."""
+        if partition_log.high_watermark != hw_before:
+            self.partitions.notify(partition_log.topic, partition_log.partition)
+        if partition_log.needs_flush(self.clock()):
+            self.schedule_flush(partition_log)
+
+    def schedule_flush(self, partition_log: PartitionLog) -> None:
+        """Group commit: at most one flush per partition in flight; appends during it make
+        the flusher go round once more."""
+        key = (partition_log.topic, partition_log.partition)
+        if key in self._flushing:
+            self._flushing[key] = True
+            return
+        self._flushing[key] = False
+        self.spawn(self._flush(partition_log, key))
+
+    async def _flush(self, partition_log: PartitionLog, key: tuple[str, int]) -> None:
+        try:
+            while True:
+                self._flushing[key] = False
+                hw_before = partition_log.high_watermark
+                try:
+                    await self.run_blocking(partition_log.flush, self.clock())
+                except Exception:
+                    log.exception("flush of %s-%d failed", *key)
+                    return
+                if partition_log.high_watermark != hw_before:
+                    self.partitions.notify(*key)
+                if not self._flushing.get(key) and not partition_log.needs_flush(self.clock()):
+                    return
+        finally:
+            self._flushing.pop(key, None)
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        await self.run_blocking(self.log_manager.startup)
+        self.topics.load_and_reconcile()
+        for service in self.services:
+            await service.start()
+        max_request = self.config.socket_request_max_bytes
+        for endpoint in self.endpoints:
+            server = ListenerServer(
+                endpoint.name, endpoint.bind_host, endpoint.bind_port, self.router, max_request
+            )
+            await server.start()
+            self.listeners.append(server)
+        self._periodic = [
+            asyncio.ensure_future(self._every(FLUSH_TICK_S, self._flush_due)),
+            asyncio.ensure_future(
+                self._every(
+                    self.config.get_int("log.retention.check.interval.ms") / 1000,
+                    self._retention,
+                )
+            ),
+            asyncio.ensure_future(
+                self._every(
+                    max(self.config.get_int("log.flush.offset.checkpoint.interval.ms"), 1000)
+                    / 1000,
+                    self._checkpoint,
+                )
+            ),
+            asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
+        ]
+
+    def listening_line(self) -> str:
+        """The one line ``tidelog serve`` logs once it listens (tests wait for it)."""
+        parts = []
+        for endpoint, server in zip(self.endpoints, self.listeners, strict=True):
+            parts.append(
+                f"{server.host}:{server.port} (advertised {endpoint.advertised_host}:"
+                f"{self.advertised_port(endpoint)})"
+            )
+        dirs = ", ".join(str(d) for d in self.log_dirs)
+        return f"tidelog listening on {', '.join(parts)}, log dirs {dirs}"
+
+    async def stop(self) -> None:
+        """Graceful stop: no new connections, answer what is in flight, flush, checkpoint."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stopping = True
+        for server in self.listeners:
+            server.stop_accepting()
+        if self.groups is not None:
+            self.groups.begin_shutdown()  # answer parked JoinGroup/SyncGroup before the drain
+        self.partitions.notify_all()  # long-poll fetches see ``stopping`` and answer now
+        await asyncio.gather(*(s.finish_connections(SHUTDOWN_DRAIN_S) for s in self.listeners))
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        if self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %r failed", service)
+        self.partitions.notify_all()
+        await self.run_blocking(self.log_manager.shutdown)
+        self._executor.shutdown(wait=True)
+        log.info("tidelog stopped cleanly")
+
+    # ------------------------------------------------------------------ periodic work
+
+    async def _every(self, interval_s: float, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def _flush_due(self) -> None:
+        now = self.clock()
+        for partition_log in self.log_manager.logs():
+            if partition_log.needs_flush(now):
+                self.schedule_flush(partition_log)
+
+    async def _retention(self) -> None:
+        await self.run_blocking(self.log_manager.run_retention, self.clock())
+
+    async def _checkpoint(self) -> None:
+        await self.run_blocking(self.log_manager.checkpoint)
+
+    async def _delete_expired(self) -> None:
+        """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
+
+        def work(now: int) -> None:
+            for partition_log in self.log_manager.logs():
+                partition_log.delete_expired_files(now)
+            self.log_manager.delete_expired_dirs(now)
+
+        await self.run_blocking(work, self.clock())

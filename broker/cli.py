@@ -1,0 +1,143 @@
+"""The ``tidelog`` command: ``tidelog serve`` and plug-in tools.
+
+Plug-in point: every module ``broker/tools/<name>.py`` that defines
+``add_parser(subparsers: argparse._SubParsersAction) -> None`` adds its own sub-command. The
+parser it adds must ``set_defaults(func=<callable(args) -> int>)``; ``main`` calls it and exits
+with the number it returns. Example::
+
+    def add_parser(subparsers):
+        p = subparsers.add_parser("dump-log", help="print the batches of a segment file")
+        p.add_argument("path")
+        p.set_defaults(func=run)
+
+    def run(args: argparse.Namespace) -> int:
+        ...
+        return 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import pkgutil
+import signal
+import sys
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("tidelog")
+
+__all__ = ("build_parser", "main", "serve")
+
+
+def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the broker",
+        description="Run a tidelog broker until SIGTERM or SIGINT. Without --config it runs on "
+        "built-in defaults (Kafka's, listening on 127.0.0.1:9092).",
+    )
+    p.add_argument("--config", type=Path, help="YAML file of Kafka property names and values")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one property (repeatable); wins over the file and TIDELOG_* variables",
+    )
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging level (default INFO)",
+    )
+    p.set_defaults(func=serve)
+
+
+def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    try:
+        tools = importlib.import_module("broker.tools")
+    except ImportError:
+        return
+    for info in sorted(pkgutil.iter_modules(tools.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"broker.tools.{info.name}")
+        add_parser = getattr(module, "add_parser", None)
+        if callable(add_parser):
+            add_parser(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tidelog", description="A single-node broker that speaks the Kafka protocol."
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    _add_serve(subparsers)
+    _add_tools(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code = args.func(args)
+    return int(code or 0)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``tidelog serve``: exit 0 after a clean stop, 2 on a bad configuration."""
+    from config import ConfigError, load_broker_config
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_broker_config(args.config, args.override)
+        from broker.app import Broker
+
+        broker = Broker(config)
+    except ConfigError as exc:
+        print(f"tidelog: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    return _run(_serve(broker))
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.run(coro)
+    result: int = uvloop.run(coro)
+    return result
+
+
+async def _serve(broker: object) -> int:
+    from broker.app import Broker
+
+    assert isinstance(broker, Broker)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        await broker.stop()
+        return 1
+    log.info("%s", broker.listening_line())
+    await stop.wait()
+    log.info("stopping (signal received)")
+    await broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Wiring the group coordinator into the broker: ``__consumer_offsets`` on real storage.
+
+``install(broker)`` creates the coordinator, sets ``broker.groups`` and adds it to
+``broker.services`` (started after the topic registry is loaded, stopped before storage shuts
+down). At start the topic is created through the topic registry when missing (so Metadata lists
+it as internal) with Kafka's settings: ``offsets.topic.num.partitions`` partitions,
+``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``,
+``compression.type=producer``. An existing topic keeps its partition count (as in Kafka, the
+count is fixed once the topic exists).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.group.config import OFFSETS_TOPIC, GroupConfig
+from broker.group.coordinator import GroupCoordinator
+from broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
+from broker.group.timer import LoopTimer
+from protocol.errors import error_code_for
+from storage import StorageError
+from storage.record_codec import iter_records
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+    from storage import PartitionLog
+
+log = logging.getLogger("tidelog.group")
+
+__all__ = ("BrokerCoordinatorLog", "install")
+
+#: A HW wait has no deadline of its own: the coordinator bounds it (offsets.commit.timeout.ms).
+_FOREVER_S = 365 * 24 * 3600.0
+
+
+class BrokerCoordinatorLog:
+    """``CoordinatorLog`` over the broker's topic registry, storage and HW waiters."""
+
+    def __init__(self, broker: Broker, config: GroupConfig, load_buffer_bytes: int) -> None:
+        self._broker = broker
+        self._config = config
+        self._n = config.offsets_topic_num_partitions
+        self._load_buffer = max(load_buffer_bytes, 64 * 1024)
+
+    @property
+    def num_partitions(self) -> int:
+        return self._n
+
+    async def prepare(self) -> None:
+        topics = self._broker.topics
+        info = topics.get(OFFSETS_TOPIC)
+        if info is None:
+            info = topics.create_topic(
+                OFFSETS_TOPIC,
+                self._config.offsets_topic_num_partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self._config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
+        self._n = info.partitions
+
+    def _log(self, partition: int) -> PartitionLog:
+        partition_log = self._broker.topics.get_log(OFFSETS_TOPIC, partition)
+        if partition_log is None:
+            raise CoordinatorLogError(
+                ErrorCode.unknown_topic_or_partition, f"{OFFSETS_TOPIC}-{partition} is missing"
+            )
+        return partition_log
+
+    async def read_partition(self, partition: int) -> list[LogRecord]:
+        partition_log = self._log(partition)
+        return await self._broker.run_blocking(_read_all, partition_log, self._load_buffer)
+
+    def append(
+        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
+    ) -> Awaitable[None]:
+        partition_log = self._log(partition)
+        hw_before = partition_log.high_watermark
+        try:
+            info = partition_log.append(
+                encode_records(records, timestamp_ms), now_ms=self._broker.clock()
+            )
+        except StorageError as exc:
+            raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc
+        self._broker.after_append(partition_log, hw_before)
+        return self._wait(partition, partition_log, info.last_offset + 1)
+
+    async def _wait(self, partition: int, partition_log: PartitionLog, target: int) -> None:
+        if partition_log.high_watermark >= target:
+            return
+        await self._broker.partitions.wait_until(
+            (OFFSETS_TOPIC, partition),
+            lambda: partition_log.high_watermark >= target,
+            _FOREVER_S,
+        )
+
+
+def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[LogRecord]:
+    """Every record from the log start to the HW (runs in a worker thread)."""
+    out: list[LogRecord] = []
+    offset = partition_log.log_start_offset
+    while True:
+        info = partition_log.read(offset, max_bytes)
+        if info.first_offset is None or info.last_offset is None:
+            return out
+        for record in iter_records(info.read_bytes()):
+            if record.offset >= offset:
+                out.append(LogRecord(record.offset, record.key, record.value))
+        offset = info.last_offset + 1
+
+
+def install(broker: Broker) -> GroupCoordinator:
+    """Create the coordinator for ``broker`` and register it to start and stop with it."""
+    config = GroupConfig.from_lookup(broker.config.get)
+    try:
+        load_buffer = broker.config.get_int("offsets.load.buffer.size")
+    except Exception:
+        load_buffer = 5 * 1024 * 1024
+    store = BrokerCoordinatorLog(broker, config, load_buffer)
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        info = broker.topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
+    coordinator = GroupCoordinator(
+        config, store, LoopTimer(clock=broker.clock), partition_exists=partition_exists
+    )
+    broker.groups = coordinator
+    broker.services.append(coordinator)
+    return coordinator

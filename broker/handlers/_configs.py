@@ -1,0 +1,208 @@
+"""What the config admin handlers share: resource types, resource checks, topic overrides, loggers.
+
+Used by ``describe_configs``, ``alter_configs`` and ``incremental_alter_configs`` (the leading
+underscore keeps the router from taking this module for a handler).
+
+Kafka behaviour kept here (ConfigHelper, ConfigAdminManager, ConfigurationControlManager and
+RuntimeLoggerManager in Kafka 3.9):
+
+- a BROKER resource is named by this broker's id, or is empty for the cluster-wide dynamic
+  defaults; anything else is INVALID_REQUEST;
+- tidelog has no dynamic broker configs: every broker setting is static (read-only), so a change
+  to one is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)", exactly Kafka's
+  answer for a read-only setting; an unknown name is INVALID_CONFIG naming it;
+- BROKER_LOGGER resources describe and set the levels of this process's Python loggers, with
+  log4j's level names (``root`` is the root logger).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from broker.topics import TopicError, topic_name_error
+from config import BROKER_CONFIGS
+from protocol.errors import ErrorCode, error_code_for
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger("tidelog.admin")
+T = TypeVar("T")
+
+TYPE_TOPIC = 2
+TYPE_BROKER = 4
+TYPE_BROKER_LOGGER = 8
+
+OP_SET = 0
+OP_DELETE = 1
+OP_APPEND = 2
+OP_SUBTRACT = 3
+OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+#: DescribeConfigs' source of a BROKER_LOGGER entry (Kafka's DYNAMIC_BROKER_LOGGER_CONFIG).
+SOURCE_DYNAMIC_BROKER_LOGGER = 6
+ROOT_LOGGER = "root"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An error code with its message, as one resource's answer carries it."""
+
+    code: ErrorCode
+    message: str | None = None
+
+    @property
+    def is_failure(self) -> bool:
+        return self.code != ErrorCode.none
+
+
+NONE = ApiError(ErrorCode.none)
+
+
+def invalid_request(message: str) -> ApiError:
+    return ApiError(ErrorCode.invalid_request, message)
+
+
+def from_topic_error(exc: TopicError) -> ApiError:
+    return ApiError(error_code_for(exc.error_name), exc.message)
+
+
+def check_topic_name(name: str) -> ApiError | None:
+    """INVALID_TOPIC_EXCEPTION for a name Kafka's Topic.validate refuses, else None."""
+    reason = topic_name_error(name)
+    return None if reason is None else ApiError(ErrorCode.invalid_topic_exception, reason)
+
+
+def check_node_id(name: str, node_id: int, *, allow_empty: bool, describe: bool) -> ApiError | None:
+    """A BROKER / BROKER_LOGGER resource name must be our node id (or empty when allowed)."""
+    if not name:
+        return None if allow_empty else invalid_request("Broker id must not be empty")
+    try:
+        requested = int(name)
+    except ValueError:
+        what = "Broker" if describe else "Node"
+        return invalid_request(f"{what} id must be an integer, but it is: {name}")
+    if requested != node_id:
+        expected = f"{node_id} or empty string" if allow_empty and describe else str(node_id)
+        return invalid_request(f"Unexpected broker id, expected {expected}, but received {name}")
+    return None
+
+
+def duplicates(items: Iterable[T]) -> set[T]:
+    """The items that occur more than once (config keys, or (type, name) resources)."""
+    seen: set[T] = set()
+    dup: set[T] = set()
+    for item in items:
+        (dup if item in seen else seen).add(item)
+    return dup
+
+
+DUPLICATE_RESOURCE = invalid_request("Each resource must appear at most once.")
+
+
+def refuse_broker_changes(names: Iterable[str]) -> ApiError:
+    """tidelog's broker settings are all static: a change to any of them is refused."""
+    names = list(names)
+    for name in names:
+        if name not in BROKER_CONFIGS:
+            return ApiError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    if not names:
+        return NONE
+    return invalid_request(f"Cannot update these configs dynamically: Set({', '.join(names)})")
+
+
+def alter_topic(
+    broker: Broker, name: str, overrides: Mapping[str, str], *, validate_only: bool
+) -> ApiError:
+    """Replace ``name``'s overrides through the topic registry (persisted, applied to logs).
+
+    HW waiters of the topic's partitions are woken: a new flush policy can move the HW.
+    """
+    try:
+        info = broker.topics.set_config_overrides(name, overrides, validate_only=validate_only)
+    except TopicError as exc:
+        return from_topic_error(exc)
+    if not validate_only:
+        for partition in range(info.partitions):
+            broker.partitions.notify(name, partition)
+        log.info("topic %s configs set to %s", name, dict(overrides))
+    return NONE
+
+
+# ---------------------------------------------------------------------------- BROKER_LOGGER
+
+#: log4j level names -> Python levels (log4j's TRACE and ALL are below DEBUG; OFF above all).
+_TO_PY = {
+    "ALL": 1,
+    "TRACE": 5,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "OFF": logging.CRITICAL + 10,
+}
+VALID_LOG_LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL")
+
+
+def _level_name(level: int) -> str:
+    """The log4j name of a Python level (the highest log4j level not above it)."""
+    best = "ALL"
+    for name, value in sorted(_TO_PY.items(), key=lambda kv: kv[1]):
+        if value <= level:
+            best = name
+    return best
+
+
+def _logger(name: str) -> logging.Logger | None:
+    if name == ROOT_LOGGER:
+        return logging.getLogger()
+    existing = logging.Logger.manager.loggerDict.get(name)
+    return existing if isinstance(existing, logging.Logger) else None
+
+
+def logger_levels() -> dict[str, str]:
+    """Every logger of this process with its effective level, root first (Log4jController)."""
+    out = {ROOT_LOGGER: _level_name(logging.getLogger().getEffectiveLevel())}
+    for name in sorted(logging.Logger.manager.loggerDict):
+        found = _logger(name)
+        if found is not None:
+            out[name] = _level_name(found.getEffectiveLevel())
+    return out
+
+
+def alter_loggers(ops: Iterable[tuple[str, int, str | None]], *, validate_only: bool) -> ApiError:
+    """Validate every (logger, op, level), then apply them all (RuntimeLoggerManager)."""
+    ops = list(ops)
+    for name, op, value in ops:
+        if op in (OP_SET, OP_DELETE) and _logger(name) is None:
+            return ApiError(ErrorCode.invalid_config, f"Logger {name} does not exist!")
+        if op == OP_SET:
+            if value not in _TO_PY:
+                return ApiError(
+                    ErrorCode.invalid_config,
+                    f"Cannot set the log level of {name} to {value} as it is not a supported log "
+                    f"level. Valid log levels are {', '.join(VALID_LOG_LEVELS)}",
+                )
+        elif op == OP_DELETE:
+            if name == ROOT_LOGGER:
+                return invalid_request(
+                    f"Removing the log level of the {ROOT_LOGGER} logger is not allowed"
+                )
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            return invalid_request(
+                f"{OP_NAMES[op]} operation is not allowed for the BROKER_LOGGER resource"
+            )
+        else:
+            return invalid_request(
+                f"Unknown operation type {op} is not allowed for the BROKER_LOGGER resource"
+            )
+    if not validate_only:
+        for name, op, value in ops:
+            target = _logger(name)
+            assert target is not None
+            target.setLevel(_TO_PY[value] if op == OP_SET and value else logging.NOTSET)
+    return NONE

@@ -1,0 +1,75 @@
+"""AlterConfigs (API 33) v0-2: replace a topic's whole set of overrides.
+
+Kafka behaviour kept (ConfigAdminManager.preprocess and ConfigurationControlManager
+.legacyAlterConfigs):
+
+- the configs given become the topic's overrides; every override not given is removed;
+- a resource named twice is INVALID_REQUEST ("Each resource must appear at most once.") for each;
+  a key named twice in one resource, or a null value, is INVALID_REQUEST;
+- an unknown topic config or a bad value is INVALID_CONFIG with a message naming the key; a
+  missing topic is UNKNOWN_TOPIC_OR_PARTITION; ``validate_only`` checks without changing anything;
+- BROKER: the name must be this broker's id or empty; tidelog's broker settings are all static,
+  so any setting named is refused as Kafka refuses a read-only one (INVALID_REQUEST "Cannot
+  update these configs dynamically: ...");
+- any other resource type (BROKER_LOGGER included, as in Kafka) is INVALID_REQUEST.
+
+Accepted changes are persisted by the topic registry and applied to the live partition logs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from broker.handlers import _configs as common
+from broker.handlers._configs import ApiError
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.schema import response_types
+
+API_KEY = 33
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    duplicates = common.duplicates((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        if (resource.resource_type, resource.resource_name) in duplicates:
+            error = common.DUPLICATE_RESOURCE
+        else:
+            error = _alter(ctx, resource, bool(request.validate_only))
+        responses.append(
+            types.AlterConfigsResourceResponse(
+                error_code=error.code,
+                error_message=error.message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return types.AlterConfigsResponse(throttle_time=timedelta(0), responses=tuple(responses))
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
+    names = [c.name for c in resource.configs]
+    if common.duplicates(names):
+        return common.invalid_request("Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        return common.invalid_request(f"Null value not supported for : {', '.join(nulls)}")
+    broker = ctx.broker
+    name = resource.resource_name
+    if resource.resource_type == common.TYPE_TOPIC:
+        bad = common.check_topic_name(name)
+        if bad is not None:
+            return bad
+        overrides = {c.name: c.value for c in resource.configs}
+        return common.alter_topic(broker, name, overrides, validate_only=validate_only)
+    if resource.resource_type == common.TYPE_BROKER:
+        bad = common.check_node_id(name, broker.node_id, allow_empty=True, describe=False)
+        if bad is not None:
+            return bad
+        return common.refuse_broker_changes(names)
+    return common.invalid_request(f"Unknown resource type {resource.resource_type}")
+
+
+SPEC = HandlerSpec(API_KEY, "AlterConfigs", 0, 2, handle)

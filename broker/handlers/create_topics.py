@@ -1,0 +1,170 @@
+"""CreateTopics (key 19) v2-7.
+
+num_partitions -1 means ``num.partitions``; replication factor must be -1 or 1 (one node);
+manual assignments must name only this node. Configs are validated by the config package
+(INVALID_CONFIG with its message). ``validate_only`` checks everything and creates nothing.
+v5+ answers carry the partition count, replication factor and every topic config; v7+ the id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from kio.static.constants import uuid_zero
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from broker.topics import TopicError
+from config.topic import describe_topic_configs
+from protocol.errors import ErrorCode, error_code_for
+from protocol.schema import build, response_types
+
+API_KEY = 19
+log = logging.getLogger("tidelog.create_topics")
+
+
+def _config_entries(
+    ctx: RequestContext, types: Any, configs: dict[str, str | None]
+) -> tuple[Any, ...]:
+    entries = describe_topic_configs(ctx.broker.config, configs)
+    return tuple(
+        types.CreatableTopicConfigs(
+            name=e.name,
+            value=None if e.sensitive else e.value,
+            read_only=e.read_only,
+            config_source=e.source,
+            is_sensitive=e.sensitive,
+        )
+        for e in entries
+    )
+
+
+def _result(
+    types: Any,
+    name: str,
+    code: ErrorCode,
+    message: str | None,
+    *,
+    topic_id: Any = uuid_zero,
+    num_partitions: int = -1,
+    replication_factor: int = -1,
+    configs: tuple[Any, ...] = (),
+) -> Any:
+    return build(
+        types.CreatableTopicResult,
+        name=name,
+        topic_id=topic_id,
+        error_code=code,
+        error_message=message,
+        num_partitions=num_partitions,
+        replication_factor=replication_factor,
+        configs=configs,
+    )
+
+
+def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only: bool) -> Any:
+    broker = ctx.broker
+    name = topic.name
+    num_partitions = int(topic.num_partitions)
+    replication_factor = int(topic.replication_factor)
+    assignments = tuple(topic.assignments or ())
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            return _result(
+                types,
+                name,
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        for a in assignments:
+            if tuple(a.broker_ids) != (broker.node_id,):
+                return _result(
+                    types,
+                    name,
+                    ErrorCode.invalid_replica_assignment,
+                    f"Partition {a.partition_index} is assigned to brokers "
+                    f"{list(a.broker_ids)}; the only broker is {broker.node_id}.",
+                )
+        indexes = sorted(int(a.partition_index) for a in assignments)
+        if indexes != list(range(len(indexes))):
+            return _result(
+                types,
+                name,
+                ErrorCode.invalid_replica_assignment,
+                "Partitions should be a consecutive 0-based integer sequence.",
+            )
+        num_partitions = len(assignments)
+    if num_partitions == -1:
+        num_partitions = broker.config.num_partitions
+    if num_partitions < 1:
+        return _result(
+            types,
+            name,
+            ErrorCode.invalid_partitions,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    if replication_factor not in (-1, 1):
+        return _result(
+            types,
+            name,
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only 1 "
+            "broker(s) are registered.",
+        )
+    configs: dict[str, str | None] = {c.name: c.value for c in (topic.configs or ())}
+    try:
+        if validate_only:
+            broker.topics.check_new_topic(name, num_partitions, configs)
+            topic_id = uuid_zero
+        else:
+            topic_id = broker.topics.create_topic(name, num_partitions, configs).topic_id
+    except TopicError as exc:
+        return _result(types, name, error_code_for(exc.error_name), exc.message)
+    return _result(
+        types,
+        name,
+        ErrorCode.none,
+        None,
+        topic_id=topic_id,
+        num_partitions=num_partitions,
+        replication_factor=1,
+        configs=_config_entries(ctx, types, configs) if ctx.api_version >= 5 else (),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(
+                _result(
+                    types,
+                    topic.name,
+                    ErrorCode.invalid_request,
+                    "Create topics request from client contains multiple entries for the "
+                    f"following topics: {topic.name}",
+                )
+            )
+            continue
+        results.append(_create_one(ctx, types, topic, bool(request.validate_only)))
+    return build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results))
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.CreateTopicsResponse,
+        throttle_time=timedelta(0),
+        topics=tuple(_result(types, t.name, code, None) for t in request.topics),
+    )
+
+
+SPEC = HandlerSpec(
+    api_key=API_KEY, name="CreateTopics", min_version=2, max_version=7, handle=handle
+)

@@ -1,0 +1,70 @@
+"""DeleteRecords (API 21) v0-2: raise partitions' log start offsets.
+
+Kafka behaviour kept (ReplicaManager.deleteRecordsOnLocalLog, Partition.deleteRecordsOnLeader):
+
+- ``offset`` -1 means the high watermark; a negative offset or one above the HW is
+  OFFSET_OUT_OF_RANGE; one at or below the current log start changes nothing;
+- the answer's ``low_watermark`` is the partition's log start offset afterwards (-1 on error);
+- an internal topic is INVALID_TOPIC_EXCEPTION; a topic whose ``cleanup.policy`` lacks
+  ``delete`` is POLICY_VIOLATION; an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION;
+- one replica, so nothing to wait for: the answer is sent as soon as the offset moved.
+
+Consumers fetching below the new start get OFFSET_OUT_OF_RANGE and reset; ListOffsets -2 and
+Fetch's ``log_start_offset`` report it at once. Segments wholly below it are deleted by the next
+retention pass; the offset itself survives a restart through the log-start-offset checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode, error_code_for
+from protocol.schema import response_types
+from storage.errors import StorageError
+
+API_KEY = 21
+DELETE_TO_HIGH_WATERMARK = -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            code, low_watermark = await _delete(ctx, topic.name, p.partition_index, p.offset)
+            partitions.append(
+                types.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index,
+                    low_watermark=low_watermark,
+                    error_code=code,
+                )
+            )
+        topics.append(types.DeleteRecordsTopicResult(name=topic.name, partitions=tuple(partitions)))
+    return types.DeleteRecordsResponse(throttle_time=timedelta(0), topics=tuple(topics))
+
+
+async def _delete(
+    ctx: RequestContext, topic: str, partition: int, offset: int
+) -> tuple[ErrorCode, int]:
+    broker = ctx.broker
+    info = broker.topics.get(topic)
+    if info is not None and info.is_internal:
+        return ErrorCode.invalid_topic_exception, -1
+    partition_log = broker.topics.get_log(topic, partition)
+    if partition_log is None:
+        return ErrorCode.unknown_topic_or_partition, -1
+    if not partition_log.config.delete_enabled:
+        return ErrorCode.policy_violation, -1
+    if offset < 0 and offset != DELETE_TO_HIGH_WATERMARK:
+        return ErrorCode.offset_out_of_range, -1
+    try:
+        low_watermark = await broker.run_blocking(partition_log.delete_records, int(offset))
+    except StorageError as exc:
+        return error_code_for(exc.error_name), -1
+    return ErrorCode.none, low_watermark
+
+
+SPEC = HandlerSpec(API_KEY, "DeleteRecords", 0, 2, handle)

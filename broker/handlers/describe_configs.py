@@ -1,0 +1,131 @@
+"""DescribeConfigs (API 32) v1-4: every topic or broker setting with its value and source.
+
+Kafka behaviour kept (ConfigHelper.describeConfigs):
+
+- every setting is listed, set or not, with its source (DYNAMIC_TOPIC_CONFIG for a topic
+  override, STATIC_BROKER_CONFIG when it comes from the broker's file/env/--override, else
+  DEFAULT_CONFIG); ``configuration_keys`` null or empty means all, else only those named (unknown
+  names are left out, not errors);
+- synonyms only when ``include_synonyms``; documentation only when ``include_documentation``
+  (v3+), else null; sensitive values are null;
+- TOPIC: an illegal name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION,
+  each with no configs;
+- BROKER: the resource name is this broker's id (all its settings) or empty (the cluster's
+  dynamic defaults: none in tidelog); another id or a non-number is INVALID_REQUEST;
+- BROKER_LOGGER: this broker's id; the process's loggers and their levels;
+- any other resource type is INVALID_REQUEST for that resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from broker.handlers import _configs as common
+from broker.handlers._configs import ApiError
+from broker.handlers.base import HandlerSpec, RequestContext
+from config import ConfigError
+from config.topic import ConfigEntry, describe_broker_configs, describe_topic_configs
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 32
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources:
+        keys = resource.configuration_keys
+        wanted = frozenset(keys) if keys else None
+        error, entries = _describe(ctx, resource.resource_type, resource.resource_name)
+        configs = tuple(
+            _entry(types, e, include_synonyms, include_docs)
+            for e in entries
+            if wanted is None or e.name in wanted
+        )
+        results.append(
+            types.DescribeConfigsResult(
+                error_code=error.code,
+                error_message=error.message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs if not error.is_failure else (),
+            )
+        )
+    return types.DescribeConfigsResponse(throttle_time=timedelta(0), results=tuple(results))
+
+
+def _describe(
+    ctx: RequestContext, resource_type: int, name: str
+) -> tuple[ApiError, Sequence[ConfigEntry]]:
+    broker = ctx.broker
+    if resource_type == common.TYPE_TOPIC:
+        bad = common.check_topic_name(name)
+        if bad is not None:
+            return bad, ()
+        info = broker.topics.get(name)
+        if info is None:
+            return ApiError(ErrorCode.unknown_topic_or_partition), ()
+        try:
+            return common.NONE, describe_topic_configs(broker.config, info.configs)
+        except ConfigError as exc:
+            return ApiError(ErrorCode.invalid_config, str(exc)), ()
+    if resource_type == common.TYPE_BROKER:
+        bad = common.check_node_id(name, broker.node_id, allow_empty=True, describe=True)
+        if bad is not None:
+            return bad, ()
+        if not name:
+            return common.NONE, ()  # no dynamic cluster-wide defaults in tidelog
+        return common.NONE, describe_broker_configs(broker.config)
+    if resource_type == common.TYPE_BROKER_LOGGER:
+        bad = common.check_node_id(name, broker.node_id, allow_empty=False, describe=True)
+        if bad is not None:
+            return bad, ()
+        return common.NONE, [_logger_entry(n, v) for n, v in common.logger_levels().items()]
+    return common.invalid_request(f"Unsupported resource type: {resource_type}"), ()
+
+
+def _logger_entry(name: str, level: str) -> ConfigEntry:
+    return ConfigEntry(
+        name=name,
+        value=level,
+        is_default=False,
+        source=common.SOURCE_DYNAMIC_BROKER_LOGGER,
+        read_only=False,
+        sensitive=False,
+        config_type=0,
+        documentation="",
+        synonyms=(),
+    )
+
+
+def _entry(types: Any, e: ConfigEntry, include_synonyms: bool, include_docs: bool) -> Any:
+    synonyms = (
+        tuple(
+            types.DescribeConfigsSynonym(
+                name=s.name, value=None if e.sensitive else s.value, source=s.source
+            )
+            for s in e.synonyms
+        )
+        if include_synonyms
+        else ()
+    )
+    return build(
+        types.DescribeConfigsResourceResult,
+        name=e.name,
+        value=None if e.sensitive else e.value,
+        read_only=e.read_only,
+        is_default=e.is_default,
+        config_source=e.source,
+        is_sensitive=e.sensitive,
+        synonyms=synonyms,
+        config_type=e.config_type,
+        documentation=(e.documentation or None) if include_docs else None,
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "DescribeConfigs", 1, 4, handle)

@@ -1,0 +1,68 @@
+"""DescribeGroups (API 15) v0-5: state, protocol and members of groups.
+
+As Kafka: an unknown group is described as state "Dead" with no error; member metadata and the
+protocol name are given only for a Stable group; assignments always. v3+ may ask for the
+authorized operations (no authorizer here: READ, DELETE and DESCRIBE); v4+ shows members'
+``group.instance.id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.results import DescribedGroup
+from broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 15
+#: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    group_ids = [str(g) for g in request.groups]
+    groups = coordinator(ctx)
+    if groups is None:
+        described = [
+            DescribedGroup(g, ErrorCode.coordinator_not_available, state="") for g in group_ids
+        ]
+    else:
+        described = groups.describe_groups(group_ids)
+    operations = (
+        GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else None
+    )
+    out = tuple(
+        build(
+            types.DescribedGroup,
+            error_code=d.error,
+            group_id=d.group_id,
+            group_state=d.state,
+            protocol_type=d.protocol_type,
+            protocol_data=d.protocol_data,
+            members=tuple(
+                build(
+                    types.DescribedGroupMember,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in d.members
+            ),
+            authorized_operations=(
+                operations
+                if operations is not None and d.error is ErrorCode.none
+                else UNSET_OPERATIONS
+            ),
+        )
+        for d in described
+    )
+    return build(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=out)
+
+
+SPEC = HandlerSpec(API_KEY, "DescribeGroups", 0, 5, handle)

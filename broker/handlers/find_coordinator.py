@@ -1,0 +1,64 @@
+"""FindCoordinator (API 10) v0-4: this node coordinates every group (and transaction).
+
+v0 asks for one group; v1-3 add ``key_type`` (0 = group, 1 = transaction); v4 batches keys
+(KIP-699) and answers one entry per key. A single node leads every partition of
+``__consumer_offsets``, so the answer is always this broker's advertised endpoint, also while
+the coordinator is still loading (the group APIs then answer COORDINATOR_LOAD_IN_PROGRESS, as
+Kafka does). Other key types are INVALID_REQUEST; without a coordinator wired in the answer is
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 10
+GROUP, TRANSACTION = 0, 1
+
+
+def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+    if key_type not in (GROUP, TRANSACTION):
+        return ErrorCode.invalid_request, -1, "", -1
+    if key_type == GROUP and coordinator(ctx) is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    broker = ctx.broker
+    endpoint = broker.advertised
+    port = broker.advertised_port(endpoint)
+    return ErrorCode.none, broker.node_id, endpoint.advertised_host, port
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    key_type = int(getattr(request, "key_type", GROUP))
+    error, node_id, host, port = _answer(ctx, key_type)
+    message = None if error is ErrorCode.none else error.name.upper()
+    if ctx.api_version >= 4:
+        coordinators = tuple(
+            types.Coordinator(
+                key=key,
+                node_id=node_id,
+                host=host,
+                port=port,
+                error_code=error,
+                error_message=message,
+            )
+            for key in request.coordinator_keys
+        )
+        return types.FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=coordinators)
+    return build(
+        types.FindCoordinatorResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "FindCoordinator", 0, 4, handle)

@@ -1,0 +1,35 @@
+"""Heartbeat (API 12) v0-4: keep a member's session alive; learn of rebalances.
+
+NONE in Stable and CompletingRebalance, REBALANCE_IN_PROGRESS while the group prepares a
+rebalance (the member must rejoin), ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+FENCED_INSTANCE_ID (v3+ static members) otherwise. Answered at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 12
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    groups = coordinator(ctx)
+    if groups is None:
+        error = ErrorCode.coordinator_not_available
+    else:
+        error = groups.heartbeat(
+            request.group_id,
+            int(request.generation_id),
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+        )
+    types = response_types(API_KEY, ctx.api_version)
+    return build(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+SPEC = HandlerSpec(API_KEY, "Heartbeat", 0, 4, handle)

@@ -1,0 +1,82 @@
+"""JoinGroup (API 11) v0-9: join a classic group; answered when the rebalance completes.
+
+Version differences kept: v0 has no rebalance timeout (the session timeout stands in); v4+ makes
+a new member without an id rejoin with the one it is given (MEMBER_ID_REQUIRED, KIP-394); v5+
+carries ``group.instance.id`` (static membership, KIP-345); v7+ answers the protocol type and a
+nullable protocol name; v9 lets a static leader skip a needless assignment (KIP-814). The
+coordinator (``broker.group``) holds the parked request until the join phase ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.membership import JoinRequest
+from broker.group.results import JoinGroupResult, Protocol
+from broker.group.wire import NO_THROTTLE, client_host, coordinator, ms
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 11
+
+
+def _response(ctx: RequestContext, result: JoinGroupResult) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    nullable = ctx.api_version >= 7
+    members = tuple(
+        build(
+            types.JoinGroupResponseMember,
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            metadata=m.metadata,
+        )
+        for m in result.members
+    )
+    return build(
+        types.JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if nullable else (result.protocol_name or ""),
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    groups = coordinator(ctx)
+    if groups is None:
+        return _response(
+            ctx, JoinGroupResult(ErrorCode.coordinator_not_available, request.member_id)
+        )
+    session_ms = ms(request.session_timeout)
+    rebalance_ms = ms(getattr(request, "rebalance_timeout", None))
+    if ctx.api_version == 0 or rebalance_ms < 0:
+        rebalance_ms = session_ms
+    result = await groups.join_group(
+        JoinRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            protocol_type=request.protocol_type,
+            protocols=tuple(Protocol(p.name, p.metadata) for p in request.protocols),
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            client_id=ctx.client_id or "",
+            client_host=client_host(ctx),
+            require_known_member_id=ctx.api_version >= 4,
+            supports_skip_assignment=ctx.api_version >= 9,
+        )
+    )
+    return _response(ctx, result)
+
+
+def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+    return _response(ctx, JoinGroupResult(error_code, request.member_id))
+
+
+SPEC = HandlerSpec(API_KEY, "JoinGroup", 0, 9, handle)

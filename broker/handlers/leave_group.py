@@ -1,0 +1,55 @@
+"""LeaveGroup (API 13) v0-5: members leave; the group rebalances without them.
+
+v0-2 name one member and answer one error; v3+ name a batch of members (KIP-345), by member id
+or, for an administrative removal, by group instance id alone, and answer per member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.results import MemberIdentity
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 13
+
+
+def _identities(ctx: RequestContext, request: Any) -> list[MemberIdentity]:
+    if ctx.api_version < 3:
+        return [MemberIdentity(request.member_id)]
+    return [MemberIdentity(m.member_id, m.group_instance_id) for m in request.members]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    groups = coordinator(ctx)
+    if groups is None:
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    result = groups.leave_group(request.group_id, _identities(ctx, request))
+    if ctx.api_version < 3:
+        error = result.error
+        if error is ErrorCode.none and result.members:
+            error = result.members[0].error
+        return build(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
+    members = tuple(
+        types.MemberResponse(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+        )
+        for m in result.members
+    )
+    return types.LeaveGroupResponse(
+        throttle_time=NO_THROTTLE, error_code=result.error, members=members
+    )
+
+
+def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code, members=()
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "LeaveGroup", 0, 5, handle)

@@ -1,0 +1,43 @@
+"""ListGroups (API 16) v0-4: every group this coordinator knows, with its protocol type.
+
+v4 adds a case-insensitive state filter (KIP-518) and each group's state in the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.results import ListedGroup
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 16
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    groups = coordinator(ctx)
+    listed: list[ListedGroup] = []
+    if groups is None:
+        error = ErrorCode.coordinator_not_available
+    else:
+        error, listed = groups.list_groups(tuple(getattr(request, "states_filter", ())))
+    return build(
+        types.ListGroupsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        groups=tuple(
+            build(
+                types.ListedGroup,
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+            )
+            for g in listed
+        ),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "ListGroups", 0, 4, handle)

@@ -1,0 +1,94 @@
+"""ListOffsets (key 2) v1-8: offsets by special timestamp or by time.
+
+-1 (latest): the HW (= last stable offset: no transactions yet); -2 (earliest) and -4 (earliest
+local, v8+): the log start offset; -3 (max timestamp, v7+): the offset and timestamp of the
+record with the largest timestamp; t >= 0: the first offset whose timestamp is >= t, below the
+HW, else offset -1 and timestamp -1. Time look-ups read index and segment files, so they run in
+the worker pool.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode, error_code_for
+from protocol.schema import build, response_types
+from storage.errors import StorageError
+
+API_KEY = 2
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+async def _lookup(
+    ctx: RequestContext, topic: str, partition: int, timestamp: int
+) -> tuple[ErrorCode, int, int]:
+    """(error, offset, timestamp) for one partition."""
+    partition_log = ctx.broker.topics.get_log(topic, partition)
+    if partition_log is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1
+    if timestamp == LATEST:
+        return ErrorCode.none, partition_log.high_watermark, -1
+    if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and ctx.api_version >= 8):
+        return ErrorCode.none, partition_log.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP and ctx.api_version >= 7:
+        try:
+            found = await ctx.broker.run_blocking(partition_log.offset_of_max_timestamp)
+        except StorageError as exc:
+            return error_code_for(exc.error_name), -1, -1
+        if found is None:
+            return ErrorCode.none, -1, -1
+        return ErrorCode.none, found[0], found[1]
+    if timestamp < 0:
+        return ErrorCode.invalid_request, -1, -1
+    try:
+        found = await ctx.broker.run_blocking(partition_log.offset_for_timestamp, timestamp)
+    except StorageError as exc:
+        return error_code_for(exc.error_name), -1, -1
+    if found is None or found[0] >= partition_log.high_watermark:
+        return ErrorCode.none, -1, -1
+    return ErrorCode.none, found[0], found[1]
+
+
+def _partition(types: Any, index: int, code: ErrorCode, offset: int, timestamp: int) -> Any:
+    return build(
+        types.ListOffsetsPartitionResponse,
+        partition_index=index,
+        error_code=code,
+        timestamp=timestamp,
+        offset=offset,
+        leader_epoch=0 if code == ErrorCode.none and offset >= 0 else -1,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code, offset, ts = await _lookup(ctx, t.name, int(p.partition_index), int(p.timestamp))
+            parts.append(_partition(types, int(p.partition_index), code, offset, ts))
+        topics.append(types.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics))
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    topics = tuple(
+        types.ListOffsetsTopicResponse(
+            name=t.name,
+            partitions=tuple(
+                _partition(types, int(p.partition_index), code, -1, -1) for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=topics)
+
+
+SPEC = HandlerSpec(api_key=API_KEY, name="ListOffsets", min_version=1, max_version=8, handle=handle)

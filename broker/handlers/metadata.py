@@ -1,0 +1,169 @@
+"""Metadata (key 3) v0-13: brokers, cluster id, controller, topics and their partitions.
+
+One broker (this node) leads every partition: leader epoch 0, replicas = isr = [node.id].
+Topics missing from the registry are created when ``auto.create.topics.enable`` is on and (v4+)
+the request allows it, with ``num.partitions`` partitions, as Kafka does; illegal names answer
+INVALID_TOPIC_EXCEPTION and are never created. A null topic list (v0: an empty one) means all
+topics. From v10 a topic may be asked for by id: unknown ids answer UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from kio.static.constants import uuid_zero
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from broker.topics import INTERNAL_TOPICS, TopicError, TopicInfo, topic_name_error
+from protocol.errors import ErrorCode, error_code_for
+from protocol.schema import build, response_types
+
+API_KEY = 3
+log = logging.getLogger("tidelog.metadata")
+
+#: Kafka's AclOperation codes allowed on a topic with no authorizer: READ, WRITE, CREATE,
+#: DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+#: ... and on the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+#: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
+_UNSET_OPERATIONS = -(2**31)
+
+
+def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Any:
+    node = ctx.broker.node_id
+    partitions = tuple(
+        build(
+            types.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=i,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for i in range(info.partitions)
+    )
+    return build(
+        types.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=_TOPIC_OPERATIONS if include_operations else _UNSET_OPERATIONS,
+    )
+
+
+def _error_topic(types: Any, name: str | None, code: ErrorCode, topic_id: Any = uuid_zero) -> Any:
+    return build(
+        types.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=(),
+        topic_authorized_operations=_UNSET_OPERATIONS,
+    )
+
+
+def _wanted(ctx: RequestContext, request: Any) -> tuple[Any, ...] | None:
+    """The requested topic entries, or None for all topics."""
+    topics = request.topics
+    if topics is None or (ctx.api_version == 0 and not topics):
+        return None
+    return tuple(topics)
+
+
+def _allow_auto_create(ctx: RequestContext, request: Any) -> bool:
+    if not ctx.broker.config.auto_create_topics_enable:
+        return False
+    return bool(getattr(request, "allow_auto_topic_creation", True))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    topics = broker.topics
+    include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    wanted = _wanted(ctx, request)
+    answers: list[Any] = []
+    if wanted is None:
+        answers = [_topic(types, ctx, info, include_ops) for info in topics]
+    else:
+        auto_create = _allow_auto_create(ctx, request)
+        for entry in wanted:
+            name = getattr(entry, "name", None)
+            topic_id = getattr(entry, "topic_id", None)
+            if name is None:
+                info = topics.by_id(topic_id) if topic_id is not None else None
+                if info is None:
+                    answers.append(
+                        _error_topic(types, None, ErrorCode.unknown_topic_id, topic_id or uuid_zero)
+                    )
+                else:
+                    answers.append(_topic(types, ctx, info, include_ops))
+                continue
+            info = topics.get(name)
+            if info is not None:
+                answers.append(_topic(types, ctx, info, include_ops))
+                continue
+            if topic_name_error(name) is not None:
+                answers.append(_error_topic(types, name, ErrorCode.invalid_topic_exception))
+                continue
+            if not auto_create or name in INTERNAL_TOPICS:
+                answers.append(_error_topic(types, name, ErrorCode.unknown_topic_or_partition))
+                continue
+            try:
+                info = topics.create_topic(name, broker.config.num_partitions)
+            except TopicError as exc:
+                log.warning("auto-creating topic %r failed: %s", name, exc.message)
+                answers.append(_error_topic(types, name, error_code_for(exc.error_name)))
+                continue
+            answers.append(_topic(types, ctx, info, include_ops))
+    endpoint = broker.advertised
+    rack = broker.config.get("broker.rack")
+    brokers = (
+        build(
+            types.MetadataResponseBroker,
+            node_id=broker.node_id,
+            host=endpoint.advertised_host,
+            port=broker.advertised_port(endpoint),
+            rack=rack if isinstance(rack, str) else None,
+        ),
+    )
+    include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    return build(
+        types.MetadataResponse,
+        throttle_time=timedelta(0),
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(answers),
+        cluster_authorized_operations=(
+            _CLUSTER_OPERATIONS if include_cluster_ops else _UNSET_OPERATIONS
+        ),
+        error_code=ErrorCode.none,
+    )
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """Before v13 (no top-level error): every requested topic carries the error."""
+    types = response_types(API_KEY, ctx.api_version)
+    wanted = _wanted(ctx, request) or ()
+    return build(
+        types.MetadataResponse,
+        throttle_time=timedelta(0),
+        brokers=(),
+        cluster_id=None,
+        controller_id=-1,
+        topics=tuple(_error_topic(types, getattr(t, "name", None), code) for t in wanted),
+        cluster_authorized_operations=_UNSET_OPERATIONS,
+        error_code=code,
+    )
+
+
+SPEC = HandlerSpec(api_key=API_KEY, name="Metadata", min_version=0, max_version=13, handle=handle)

@@ -1,0 +1,77 @@
+"""OffsetCommit (API 8) v2-8: store consumers' positions in ``__consumer_offsets``.
+
+Answered once the commit is appended and the high watermark covers it (at most
+``offsets.commit.timeout.ms``). Version differences kept: v2-4 carry a retention time (kept as
+the offset's expire timestamp, OffsetCommitValue v1, as Kafka does when one is given); v6+ the
+leader epoch; v7+ ``group.instance.id``. A generation of -1 with no member id is a "simple"
+commit (admin client, manual assignment), accepted while the group is empty. Unknown topics or
+partitions are UNKNOWN_TOPIC_OR_PARTITION, metadata longer than ``offset.metadata.max.bytes``
+OFFSET_METADATA_TOO_LARGE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.results import CommitPartition, PartitionError
+from broker.group.wire import NO_THROTTLE, coordinator, ms
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 8
+
+
+def _partitions(request: Any) -> list[CommitPartition]:
+    return [
+        CommitPartition(
+            topic.name,
+            int(p.partition_index),
+            int(p.committed_offset),
+            int(getattr(p, "committed_leader_epoch", -1)),
+            p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+
+
+def _response(ctx: RequestContext, results: list[PartitionError]) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    by_topic: dict[str, list[Any]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            types.OffsetCommitResponsePartition(partition_index=r.partition, error_code=r.error)
+        )
+    topics = tuple(
+        types.OffsetCommitResponseTopic(name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    )
+    return build(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    partitions = _partitions(request)
+    groups = coordinator(ctx)
+    if groups is None:
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    retention_ms = ms(getattr(request, "retention_time", None)) if ctx.api_version <= 4 else -1
+    results = await groups.commit_offsets(
+        request.group_id,
+        int(request.generation_id_or_member_epoch),
+        request.member_id,
+        partitions,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        retention_ms=retention_ms,
+        api_version=ctx.api_version,
+    )
+    return _response(ctx, results)
+
+
+def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+    return _response(
+        ctx, [PartitionError(p.topic, p.partition, error_code) for p in _partitions(request)]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "OffsetCommit", 2, 8, handle)

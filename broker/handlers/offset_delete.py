@@ -1,0 +1,45 @@
+"""OffsetDelete (API 47) v0: delete a group's committed offsets of some partitions (KIP-496).
+
+Allowed for an empty group, and for a consumer group's topics it no longer subscribes to
+(GROUP_SUBSCRIBED_TO_TOPIC for the others); a non-empty group of another protocol type is
+NON_EMPTY_GROUP. Deleted offsets are written as tombstones.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from broker.group.results import OffsetDeleteResult
+from broker.group.wire import coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import response_types
+
+API_KEY = 47
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    groups = coordinator(ctx)
+    wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in request.topics]
+    if groups is None:
+        result = OffsetDeleteResult(ErrorCode.coordinator_not_available)
+    else:
+        result = await groups.delete_offsets(request.group_id, wanted)
+    by_topic: dict[str, list[Any]] = {}
+    for p in result.partitions:
+        by_topic.setdefault(p.topic, []).append(
+            types.OffsetDeleteResponsePartition(partition_index=p.partition, error_code=p.error)
+        )
+    return types.OffsetDeleteResponse(
+        error_code=result.error,
+        throttle_time=timedelta(0),
+        topics=tuple(
+            types.OffsetDeleteResponseTopic(name=name, partitions=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "OffsetDelete", 0, 0, handle)

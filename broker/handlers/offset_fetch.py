@@ -1,0 +1,94 @@
+"""OffsetFetch (API 9) v1-8: read committed offsets back.
+
+A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no
+error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
+accepts a null topic list (every partition the group has committed); v5+ answers the leader
+epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+) needs no waiting
+here: without transactional offset commits every stored offset is stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 9
+
+Wanted = list[tuple[str, list[int]]] | None
+
+
+def _wanted(topics: Sequence[Any] | None) -> Wanted:
+    if topics is None:
+        return None
+    return [(t.name, [int(i) for i in t.partition_indexes]) for t in topics]
+
+
+def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchResult:
+    groups = coordinator(ctx)
+    if groups is None:
+        return OffsetFetchResult(ErrorCode.coordinator_not_available)
+    return groups.fetch_offsets(group_id, wanted)
+
+
+def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v8: bool) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    topic_cls = types.OffsetFetchResponseTopics if v8 else types.OffsetFetchResponseTopic
+    part_cls = types.OffsetFetchResponsePartitions if v8 else types.OffsetFetchResponsePartition
+    topics: Sequence[TopicOffsets] = result.topics
+    if result.error is not ErrorCode.none and ctx.api_version < 2 and wanted is not None:
+        # v0-1 have no top-level error: every partition asked for carries it.
+        topics = [
+            TopicOffsets(t, tuple(PartitionOffset(p, error=result.error) for p in ps))
+            for t, ps in wanted
+        ]
+    return tuple(
+        topic_cls(
+            name=t.topic,
+            partitions=tuple(
+                build(
+                    part_cls,
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata,
+                    error_code=p.error,
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    if ctx.api_version >= 8:
+        out = []
+        for group in request.groups:
+            wanted = _wanted(group.topics)
+            result = _fetch(ctx, group.group_id, wanted)
+            out.append(
+                types.OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    topics=_topics(ctx, result, wanted, v8=True),
+                    error_code=result.error,
+                )
+            )
+        return types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
+    wanted = _wanted(request.topics)
+    result = _fetch(ctx, request.group_id, wanted)
+    return build(
+        types.OffsetFetchResponse,
+        throttle_time=NO_THROTTLE,
+        topics=_topics(ctx, result, wanted, v8=False),
+        error_code=result.error,
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "OffsetFetch", 1, 8, handle)

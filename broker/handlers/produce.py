@@ -1,0 +1,205 @@
+"""Produce (key 0) v3-10: append record batches, answer with offsets.
+
+The records are never decoded here: storage validates each batch header and CRC, assigns the
+offsets and writes. acks=0 sends no answer (but closes the connection when an append failed, as
+Kafka does, so the client refreshes its metadata); acks=1 answers once appended; acks=-1 answers
+once the HW covers the appended batch (at once, unless a flush policy holds the HW back until the
+group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
+
+Producer state (idempotence / transactions, issue 5) plugs in at ``_check_producer_state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from kio.serial.readers import tz_aware_from_i64
+from kio.static.primitive import i64
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from broker.router import Close, RawBody
+from broker.topics import INTERNAL_TOPICS
+from protocol.errors import ErrorCode, error_code_for
+from protocol.lean import ProducePartitionAnswer, encode_produce_body
+from protocol.schema import build, response_types
+from storage.errors import StorageError
+
+API_KEY = 0
+log = logging.getLogger("tidelog.produce")
+
+
+@dataclass(slots=True)
+class _Result:
+    """One partition's outcome (mutable while acks=-1 waits)."""
+
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    base_offset: int = -1
+    next_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+def _check_producer_state(
+    ctx: RequestContext, topic: str, partition: int, records: bytes
+) -> tuple[ErrorCode, str] | None:
+    """Seam for idempotent/transactional producer checks (issue 5); None means "append".
+
+    Until that lands, batches with producer_id >= 0 are appended like any other.
+    """
+    return None
+
+
+def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | None) -> _Result:
+    result = _Result(topic, partition)
+    broker = ctx.broker
+    partition_log = broker.topics.get_log(topic, partition)
+    if partition_log is None:
+        result.error = ErrorCode.unknown_topic_or_partition
+        return result
+    if topic in INTERNAL_TOPICS:
+        result.error = ErrorCode.invalid_topic_exception
+        result.message = f"Cannot append to internal topic {topic}"
+        return result
+    data = records if records is not None else b""
+    refused = _check_producer_state(ctx, topic, partition, data)
+    if refused is not None:
+        result.error, result.message = refused
+        return result
+    hw_before = partition_log.high_watermark
+    try:
+        info = partition_log.append(data, now_ms=broker.clock())
+    except StorageError as exc:
+        result.error = error_code_for(exc.error_name)
+        result.message = str(exc) or None
+        log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
+        return result
+    broker.after_append(partition_log, hw_before)
+    result.base_offset = info.first_offset
+    result.next_offset = info.last_offset + 1
+    result.log_append_time_ms = info.log_append_time_ms
+    result.log_start_offset = info.log_start_offset
+    return result
+
+
+async def _await_high_watermark(
+    ctx: RequestContext, results: list[_Result], timeout_s: float
+) -> None:
+    """acks=-1: wait until each appended partition's HW covers its batch."""
+    broker = ctx.broker
+    waits = []
+    pending = []
+    for r in results:
+        if r.error != ErrorCode.none:
+            continue
+        partition_log = broker.topics.get_log(r.topic, r.partition)
+        if partition_log is None or partition_log.high_watermark >= r.next_offset:
+            continue
+
+        def covered(pl: Any = partition_log, target: int = r.next_offset) -> bool:
+            return bool(pl.high_watermark >= target)
+
+        pending.append(r)
+        waits.append(broker.partitions.wait_until((r.topic, r.partition), covered, timeout_s))
+    if not waits:
+        return
+    done = await asyncio.gather(*waits)
+    for r, ok in zip(pending, done, strict=True):
+        if not ok:
+            r.error = ErrorCode.request_timed_out
+            r.message = "the high watermark did not reach the batch before the request timeout"
+
+
+def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    by_topic: dict[str, list[Any]] = {}
+    for r in results:
+        ok = r.error == ErrorCode.none
+        by_topic.setdefault(r.topic, []).append(
+            build(
+                types.PartitionProduceResponse,
+                index=r.partition,
+                error_code=r.error,
+                base_offset=r.base_offset if ok else -1,
+                log_append_time=(
+                    tz_aware_from_i64(i64(r.log_append_time_ms))
+                    if ok and r.log_append_time_ms >= 0
+                    else None
+                ),
+                log_start_offset=r.log_start_offset if ok else -1,
+                record_errors=(),
+                error_message=r.message,
+            )
+        )
+    return build(
+        types.ProduceResponse,
+        responses=tuple(
+            types.TopicProduceResponse(name=name, partition_responses=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+        throttle_time=timedelta(0),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = int(request.acks)
+    results: list[_Result] = []
+    if acks not in (0, 1, -1):
+        for topic in request.topic_data:
+            for p in topic.partition_data:
+                results.append(_Result(topic.name, int(p.index), ErrorCode.invalid_required_acks))
+        return _response(ctx, request, results)
+    # Appends happen synchronously, in request order, before any await: pipelined produce
+    # requests on one connection are appended in the order they were sent.
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            results.append(_append(ctx, topic.name, int(p.index), p.records))
+    if acks == 0:
+        failed = [r for r in results if r.error != ErrorCode.none]
+        if failed:
+            return Close(
+                f"acks=0 produce failed for {failed[0].topic}-{failed[0].partition}: "
+                f"{failed[0].error.name}"
+            )
+        return None
+    if acks == -1:
+        timeout_s = max(request.timeout.total_seconds(), 0.0)
+        await _await_high_watermark(ctx, results, timeout_s)
+    return _lean_response(ctx, results)
+
+
+def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
+    """The answer through protocol.lean (same bytes as kio's writer, a fraction of the work)."""
+    by_topic: dict[str, list[ProducePartitionAnswer]] = {}
+    for r in results:
+        ok = r.error == ErrorCode.none
+        by_topic.setdefault(r.topic, []).append(
+            ProducePartitionAnswer(
+                index=r.partition,
+                error_code=int(r.error),
+                base_offset=r.base_offset if ok else -1,
+                log_append_time_ms=r.log_append_time_ms if ok else -1,
+                log_start_offset=r.log_start_offset if ok else -1,
+                error_message=r.message if ctx.api_version >= 8 else None,
+            )
+        )
+    return RawBody((encode_produce_body(ctx.api_version, list(by_topic.items())),))
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """Every partition of the request carries ``code``."""
+    results = [
+        _Result(topic.name, int(p.index), code)
+        for topic in request.topic_data
+        for p in topic.partition_data
+    ]
+    return _response(ctx, request, results)
+
+
+SPEC = HandlerSpec(api_key=API_KEY, name="Produce", min_version=3, max_version=10, handle=handle)

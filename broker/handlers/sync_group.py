@@ -1,0 +1,54 @@
+"""SyncGroup (API 14) v0-5: the leader hands out assignments; everyone receives theirs.
+
+Parked in CompletingRebalance until the leader's assignment is stored in
+``__consumer_offsets``; answered at once in Stable. v3+ carries ``group.instance.id``; v5 adds
+the protocol type and name, checked against the group's (INCONSISTENT_GROUP_PROTOCOL) and
+echoed in the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.results import SyncGroupResult
+from broker.group.wire import NO_THROTTLE, coordinator
+from broker.handlers.base import HandlerSpec, RequestContext
+from protocol.errors import ErrorCode
+from protocol.schema import build, response_types
+
+API_KEY = 14
+
+
+def _response(ctx: RequestContext, result: SyncGroupResult) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    groups = coordinator(ctx)
+    if groups is None:
+        return _response(ctx, SyncGroupResult(ErrorCode.coordinator_not_available))
+    result = await groups.sync_group(
+        request.group_id,
+        int(request.generation_id),
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {a.member_id: a.assignment for a in request.assignments},
+    )
+    return _response(ctx, result)
+
+
+def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+    return _response(ctx, SyncGroupResult(error_code))
+
+
+SPEC = HandlerSpec(API_KEY, "SyncGroup", 0, 5, handle)

@@ -1,0 +1,204 @@
+"""Request routing: frame -> header -> handler -> framed answer.
+
+Handlers are discovered in ``broker/handlers/``: every module there that defines
+``SPEC: HandlerSpec`` serves that API for ``SPEC.min_version..SPEC.max_version``, and the
+ApiVersions answer lists exactly those ranges. A handler module may also define
+``error_response(ctx, request, error_code) -> response`` to shape the answer the router's
+catch-all sends when the handler raises (per-partition errors for APIs without a top-level
+``error_code``); without it the router uses the schema's top-level ``error_code`` or closes the
+connection. A handler may also return ``Close(reason)`` (close after the earlier answers) or a
+``RawBody`` (a body it encoded itself).
+
+Kafka behaviour kept here:
+- an unknown API key, a version outside the handler's range, or a frame that does not parse
+  closes that connection (Kafka: InvalidRequestException -> close);
+- ApiVersions of any version we cannot serve (including versions kio does not know) gets the
+  KIP-511 answer: v0 body, UNSUPPORTED_VERSION, our ApiVersions range.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from broker.handlers.base import HandlerSpec, RequestContext
+from broker.metrics import metrics_of
+from protocol import codec
+from protocol.errors import ErrorCode, FrameDecodeError
+from protocol.schema import top_level_error_response
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger("tidelog.router")
+
+__all__ = ("Close", "Outcome", "Router", "discover_handlers")
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection after the answers before this one are written."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawBody:
+    """A response body encoded by the handler itself (lean encoders for hot APIs).
+
+    ``chunks`` are written after the response header in order; record data may be a
+    memoryview of file bytes, so nothing is copied to build the answer.
+    """
+
+    chunks: tuple[bytes | memoryview, ...]
+
+
+#: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
+Answer = bytes | list[bytes | memoryview] | Close | None
+Outcome = Answer | Coroutine[Any, Any, Answer]
+
+
+def discover_handlers(
+    package: str = "broker.handlers",
+) -> tuple[dict[int, HandlerSpec], dict[int, ModuleType]]:
+    """Import every module of ``package`` that defines ``SPEC`` (api_key -> spec, module)."""
+    pkg = importlib.import_module(package)
+    specs: dict[int, HandlerSpec] = {}
+    modules: dict[int, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("_") or info.name == "base":
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, HandlerSpec):
+            continue
+        if spec.api_key in specs:
+            raise RuntimeError(
+                f"API key {spec.api_key} is claimed by both {modules[spec.api_key].__name__} "
+                f"and {module.__name__}"
+            )
+        for version in range(spec.min_version, spec.max_version + 1):
+            if not codec.is_known(spec.api_key, version):
+                raise RuntimeError(
+                    f"{module.__name__} claims {spec.name} v{version}, which kio does not know"
+                )
+        specs[spec.api_key] = spec
+        modules[spec.api_key] = module
+    return specs, modules
+
+
+class Router:
+    """Dispatches decoded requests to handlers; one per broker."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        specs: Mapping[int, HandlerSpec] | None = None,
+        modules: Mapping[int, ModuleType] | None = None,
+    ) -> None:
+        if specs is None:
+            specs, modules = discover_handlers()
+        self.broker = broker
+        self._metrics = metrics_of(broker)
+        self.specs: dict[int, HandlerSpec] = dict(specs)
+        self._modules: dict[int, ModuleType] = dict(modules or {})
+
+    def api_ranges(self) -> list[tuple[int, int, int]]:
+        """(api_key, min_version, max_version) of every API served, by api_key."""
+        return [(k, s.min_version, s.max_version) for k, s in sorted(self.specs.items())]
+
+    def dispatch(self, frame: bytes | memoryview, client_host: str, client_port: int) -> Outcome:
+        """Decode one request frame; returns an immediate outcome or a coroutine to run.
+
+        Decoding happens here, synchronously, so the caller may drop ``frame`` right after.
+        """
+        try:
+            api_key, api_version, correlation_id = codec.peek_request_header(frame)
+        except FrameDecodeError as exc:
+            return Close(str(exc))
+        spec = self.specs.get(api_key)
+        if spec is None:
+            return Close(f"unknown API key {api_key} (v{api_version})")
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == codec.API_VERSIONS_KEY:
+                return codec.encode_api_versions_fallback(
+                    correlation_id, spec.min_version, spec.max_version
+                )
+            return Close(
+                f"unsupported version {api_version} of {spec.name} "
+                f"(supported {spec.min_version}-{spec.max_version})"
+            )
+        try:
+            header, offset = codec.decode_request_header(frame)
+            request = codec.decode_request(frame, api_key, api_version, offset)
+        except FrameDecodeError as exc:
+            return Close(str(exc))
+        ctx = RequestContext(
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+            client_host=client_host,
+            client_port=client_port,
+            broker=self.broker,
+        )
+        return self._run(spec, ctx, request)
+
+    async def _run(self, spec: HandlerSpec, ctx: RequestContext, request: Any) -> Answer:
+        started = time.perf_counter()
+        failed = True
+        try:
+            response = await spec.handle(ctx, request)
+            if response is None or isinstance(response, Close):
+                failed = response is not None
+                return response
+            failed = bool(getattr(response, "error_code", 0))
+            return self.encode(ctx, response)
+        except Exception:
+            failed = True
+            log.exception(
+                "%s v%d from %s:%d (client %r, correlation %d) failed; request: %.2000r",
+                spec.name,
+                ctx.api_version,
+                ctx.client_host,
+                ctx.client_port,
+                ctx.client_id,
+                ctx.correlation_id,
+                request,
+            )
+            return self._error_answer(ctx, request)
+        finally:
+            self._metrics.observe_request(spec.name, time.perf_counter() - started, failed)
+
+    @staticmethod
+    def encode(ctx: RequestContext, response: Any) -> bytes | list[bytes | memoryview]:
+        if isinstance(response, RawBody):
+            header = codec.encode_response_header(
+                ctx.correlation_id, codec.response_header_version(ctx.api_key, ctx.api_version)
+            )
+            size = len(header) + sum(len(c) for c in response.chunks)
+            return [codec.frame_size(size) + header, *response.chunks]
+        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+
+    def _error_answer(self, ctx: RequestContext, request: Any) -> Answer:
+        """UNKNOWN_SERVER_ERROR in the shape the API allows, else close the connection."""
+        code = ErrorCode.unknown_server_error
+        try:
+            module = self._modules.get(ctx.api_key)
+            shaper = getattr(module, "error_response", None)
+            response = shaper(ctx, request, code) if shaper is not None else None
+            if response is None:
+                schema = codec.response_schema(ctx.api_key, ctx.api_version)
+                response = top_level_error_response(schema, code)
+            if response is None:
+                return Close("handler failed and the response has no error field")
+            return self.encode(ctx, response)
+        except Exception:
+            log.exception("building the error answer failed; closing the connection")
+            return Close("handler failed")

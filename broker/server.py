@@ -1,0 +1,291 @@
+"""The TCP side: one asyncio Protocol per client connection.
+
+Framing is a 4-byte size prefix. The size is checked against ``socket.request.max.bytes`` before
+anything is buffered: a negative or too large size closes that connection. Complete frames are
+handed to the router at once (decoding is synchronous); handlers then run as tasks, so pipelined
+requests are processed concurrently, while answers are written strictly in request order.
+
+Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
+or too many requests of this connection are still unanswered, we stop reading from the client
+until the buffer drains (``resume_writing``) and the answers catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+import struct
+from typing import Any, cast
+
+from broker.metrics import metrics_of
+from broker.router import Answer, Close, Router
+
+log = logging.getLogger("tidelog.server")
+
+__all__ = ("KafkaConnection", "ListenerServer")
+
+_SIZE = struct.Struct(">i")
+#: Unanswered requests per connection before we stop reading from it.
+MAX_IN_FLIGHT = 128
+#: Write-buffer high-water mark (bytes queued in the transport before pause_writing).
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class _Ready:
+    """An answer that needs no task (written when its turn comes)."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client connection: framing, in-order answers, backpressure."""
+
+    def __init__(self, server: ListenerServer) -> None:
+        self._server = server
+        self._router = server.router
+        self._metrics = metrics_of(getattr(server.router, "broker", None))
+        self._max_request = server.max_request_bytes
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._need = 0  # bytes needed in _buffer before the next frame is complete
+        self._pending: collections.deque[asyncio.Task[Answer] | _Ready] = collections.deque()
+        self._write_paused = False
+        self._reading_paused = False
+        self._closing = False
+        self._drained: asyncio.Future[None] | None = None
+        self.peer_host = "?"
+        self.peer_port = 0
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._server.connections.add(self)
+        self._metrics.connection_opened()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server.connections.discard(self)
+        self._metrics.connection_closed()
+        self._closing = True
+        for item in self._pending:
+            if isinstance(item, asyncio.Task):
+                item.cancel()
+        self._pending.clear()
+        self._buffer = bytearray()
+        self._write_paused = False  # nothing more will be written: shutdown need not wait
+        self._set_drained()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._set_drained()
+
+    def data_received(self, data: bytes) -> None:
+        self._metrics.bytes_in(len(data))
+        if self._closing:
+            return
+        if self._buffer:
+            self._buffer += data
+            if len(self._buffer) < self._need:
+                return
+            data = bytes(self._buffer)
+            self._buffer = bytearray()
+        view = memoryview(data)  # read-only: kio accepts it, frames are zero-copy slices
+        pos = 0
+        end = len(data)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(data, pos)
+            if size < 0 or size > self._max_request:
+                self.close(
+                    f"request size {size} is outside 0..{self._max_request} "
+                    "(socket.request.max.bytes)"
+                )
+                return
+            if end - pos - 4 < size:
+                break
+            frame = view[pos + 4 : pos + 4 + size]
+            pos += 4 + size
+            self._submit(self._router.dispatch(frame, self.peer_host, self.peer_port))
+            if self._closing:
+                return
+        if pos < end:
+            self._buffer = bytearray(view[pos:])
+            if len(self._buffer) >= 4:
+                (size,) = _SIZE.unpack_from(self._buffer, 0)
+                self._need = 4 + size
+            else:
+                self._need = 4
+        self._update_reading()
+
+    def eof_received(self) -> bool | None:
+        # The client closed its side: finish the answers we owe, then close.
+        self._closing = True
+        self._after_drain_close()
+        return True
+
+    # ------------------------------------------------------------------ answers in order
+
+    def _submit(self, outcome: Any) -> None:
+        if isinstance(outcome, bytes | list | Close) or outcome is None:
+            if not self._pending:
+                self._write(outcome)
+                return
+            self._pending.append(_Ready(outcome))
+            return
+        task = asyncio.ensure_future(outcome)
+        self._pending.append(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, _task: asyncio.Task[Answer]) -> None:
+        while self._pending:
+            head = self._pending[0]
+            if isinstance(head, _Ready):
+                answer = head.answer
+            elif head.done():
+                if head.cancelled():
+                    answer = Close("request cancelled")
+                else:
+                    exc = head.exception()
+                    answer = Close(f"request failed: {exc!r}") if exc is not None else head.result()
+            else:
+                break
+            self._pending.popleft()
+            self._write(answer)
+            if self._transport is None or self._transport.is_closing():
+                return
+        self._update_reading()
+        self._after_drain_close()
+
+    def _write(self, answer: Answer) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if answer is None:
+            return
+        if isinstance(answer, Close):
+            self.close(answer.reason)
+        elif isinstance(answer, bytes):
+            self._metrics.bytes_out(len(answer))
+            transport.write(answer)
+        else:
+            self._metrics.bytes_out(sum(map(len, answer)))
+            transport.writelines(answer)
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        pause = self._write_paused or self._closing or len(self._pending) >= MAX_IN_FLIGHT
+        if pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self, reason: str | None = None) -> None:
+        """Close now (answers not yet written are dropped)."""
+        if reason:
+            log.warning("closing connection from %s:%d: %s", self.peer_host, self.peer_port, reason)
+        self._closing = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def _after_drain_close(self) -> None:
+        if self._closing and not self._pending:
+            self._set_drained()
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.close()
+
+    def _set_drained(self) -> None:
+        if (
+            self._drained is not None
+            and not self._drained.done()
+            and not self._pending
+            and not self._write_paused
+        ):
+            self._drained.set_result(None)
+
+    async def finish(self, timeout: float) -> None:
+        """Stop reading, answer what is in flight (up to ``timeout`` s), then close."""
+        self._closing = True
+        self._update_reading()
+        if self._pending or self._write_paused:
+            self._drained = asyncio.get_running_loop().create_future()
+            self._set_drained()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._drained), timeout)
+            except TimeoutError:
+                log.warning(
+                    "connection %s:%d still had %d requests in flight at shutdown",
+                    self.peer_host,
+                    self.peer_port,
+                    len(self._pending),
+                )
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+
+class ListenerServer:
+    """One listening socket (one entry of ``listeners``) and its connections."""
+
+    def __init__(
+        self, name: str, host: str, port: int, router: Router, max_request_bytes: int
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.router = router
+        self.max_request_bytes = max_request_bytes
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self),
+            host=self.host,
+            port=self.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        sockets = self._server.sockets
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def finish_connections(self, timeout: float) -> None:
+        connections = list(self.connections)
+        if connections:
+            await asyncio.gather(*(c.finish(timeout) for c in connections))
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            except TimeoutError:
+                pass

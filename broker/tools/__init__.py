@@ -1,0 +1,1 @@
+"""Plug-in sub-commands of ``tidelog`` (see broker/cli.py)."""

@@ -1,0 +1,448 @@
+"""Readers for the files of a Kafka partition directory, for ``tidelog dump-log`` (offline).
+
+Formats (Kafka's, big-endian):
+
+* ``.log`` - batches back to back. Each starts with offset i64, size i32 (bytes after these 12)
+  and has its magic byte at position 16: magic 2 is a v2 batch (61-byte header), magic 0/1 a
+  legacy message (crc u32 at 12, magic, attributes, [timestamp i64 if magic 1], key, value).
+* ``.index`` - 8-byte entries: offset relative to the segment's base offset i32, position i32.
+* ``.timeindex`` - 12-byte entries: timestamp i64, relative offset i32.
+* ``.snapshot`` - producer state: version i16 (1), crc u32 (CRC-32C of everything after it),
+  entry count i32, then 46-byte entries (producer id i64, epoch i16, last sequence i32, last
+  offset i64, offset delta i32, timestamp i64, coordinator epoch i32, current txn first offset
+  i64).
+* ``.txnindex`` - 34-byte aborted transactions: version i16, producer id i64, first offset i64,
+  last offset i64, last stable offset i64.
+
+The segment's base offset is the number the file name starts with (``00000000000000000042.log``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c as _crc32c
+
+from storage.record_codec import decompress
+
+__all__ = [
+    "AbortedTxn",
+    "LogBatch",
+    "ProducerSnapshotEntry",
+    "SegmentFileError",
+    "base_offset_of",
+    "increment_sequence",
+    "iter_log_batches",
+    "legacy_inner_checks",
+    "read_offset_index",
+    "read_producer_snapshot",
+    "read_time_index",
+    "read_txn_index",
+]
+
+LOG_OVERHEAD = 12
+HEADER_UP_TO_MAGIC = 17
+V2_HEADER_SIZE = 61
+LEGACY_OVERHEAD_V0 = 14  # smallest legal size field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)
+INT32_MAX = 2**31 - 1
+
+_V2 = struct.Struct(">qiibIhiqqqhii")
+_LEGACY = struct.Struct(">qiIbb")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_INDEX_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_SNAPSHOT_HEAD = struct.Struct(">hIi")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+class SegmentFileError(Exception):
+    """A file that cannot be read as what its suffix says (the message names the problem)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """One batch of a ``.log`` file as its header says (v2), or one legacy message (v0/v1)."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    count: int | None  # v2 only
+    base_sequence: int
+    last_sequence: int
+    producer_id: int
+    producer_epoch: int
+    partition_leader_epoch: int
+    attributes: int
+    max_timestamp: int
+    crc: int
+    is_valid: bool
+    data: bytes  # the whole batch, log overhead included
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def timestamp_type(self) -> int:
+        """-1 (no timestamps, magic 0), 0 CreateTime, 1 LogAppendTime."""
+        return -1 if self.magic == 0 else (self.attributes >> 3) & 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & 0x20)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        if self.magic >= 2 and self.attributes & 0x40:
+            return int(_I64.unpack_from(self.data, 27)[0])  # base timestamp holds it
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSnapshotEntry:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+    @property
+    def first_sequence(self) -> int:
+        """Kafka's decrementSequence(last_sequence, offset_delta): sequences wrap at 2^31."""
+        if self.last_sequence < self.offset_delta:
+            return INT32_MAX - (self.offset_delta - self.last_sequence) + 1
+        return self.last_sequence - self.offset_delta
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    version: int
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap to 0 after 2^31 - 1."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def base_offset_of(path: str | Path) -> int:
+    """The base offset a segment file's name starts with."""
+    stem = Path(path).name.split(".")[0]
+    if not stem.isdigit():
+        raise SegmentFileError(
+            f"{path}: the file name must start with the segment's base offset "
+            "(e.g. 00000000000000000000.log)"
+        )
+    return int(stem)
+
+
+def _read(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SegmentFileError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise SegmentFileError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
+# ---------------------------------------------------------------- .log
+
+
+def _v2_batch(position: int, data: bytes) -> LogBatch:
+    (
+        base_offset,
+        _length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        _base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _V2.unpack_from(data, 0)
+    valid = len(data) >= V2_HEADER_SIZE and (_crc32c.crc32c(data[21:]) & 0xFFFFFFFF) == crc
+    last_sequence = -1 if base_sequence == -1 else increment_sequence(base_sequence, last_delta)
+    return LogBatch(
+        position,
+        len(data),
+        magic,
+        base_offset,
+        base_offset + last_delta,
+        count,
+        base_sequence,
+        last_sequence,
+        producer_id,
+        producer_epoch,
+        leader_epoch,
+        attributes,
+        max_ts,
+        crc,
+        valid,
+        data,
+    )
+
+
+def _legacy_batch(position: int, data: bytes) -> LogBatch:
+    offset, _size, crc, magic, attributes = _LEGACY.unpack_from(data, 0)
+    timestamp = _I64.unpack_from(data, 18)[0] if magic == 1 and len(data) >= 26 else -1
+    valid = len(data) >= LOG_OVERHEAD + LEGACY_OVERHEAD_V0 and zlib.crc32(data[16:]) == crc
+    return LogBatch(
+        position, len(data), magic, offset, offset, None, -1, -1, -1, -1, -1,
+        attributes, timestamp, crc, valid, data,
+    )  # fmt: skip
+
+
+def iter_log_batches(
+    path: str | Path, start: int = 0, max_bytes: int = INT32_MAX
+) -> Iterator[LogBatch]:
+    """Batches of a ``.log`` file from byte ``start``, within ``max_bytes`` of it; stops at a
+    partial trailing batch (as Kafka's reader does). Raises SegmentFileError on a size field
+    too small to be a batch."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed in finally (a generator)
+    except FileNotFoundError:
+        raise SegmentFileError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise SegmentFileError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        fd = f.fileno()
+        end = min(os.fstat(fd).st_size, start + max_bytes)
+        pos = start
+        while pos + HEADER_UP_TO_MAGIC < end:
+            head = os.pread(fd, HEADER_UP_TO_MAGIC, pos)
+            (size,) = _I32.unpack_from(head, 8)
+            if size < LEGACY_OVERHEAD_V0:
+                raise SegmentFileError(
+                    f"Found record size {size} smaller than minimum record overhead "
+                    f"({LEGACY_OVERHEAD_V0}) in file {path} at position {pos}."
+                )
+            if pos + LOG_OVERHEAD + size > end:
+                return
+            data = os.pread(fd, LOG_OVERHEAD + size, pos)
+            if len(data) < LOG_OVERHEAD + size:
+                return  # the file shrank under us
+            magic = head[16]
+            if magic == 2:
+                if size < V2_HEADER_SIZE - LOG_OVERHEAD:
+                    raise SegmentFileError(
+                        f"{path}: v2 batch at position {pos} has size {size}, smaller than "
+                        f"its {V2_HEADER_SIZE}-byte header"
+                    )
+                yield _v2_batch(pos, data)
+            elif magic in (0, 1):
+                yield _legacy_batch(pos, data)
+            else:
+                raise SegmentFileError(
+                    f"{path}: batch at position {pos} has magic {magic}; only 0, 1 and 2 exist"
+                )
+            pos += LOG_OVERHEAD + size
+    finally:
+        f.close()
+
+
+def legacy_inner_checks(batch: LogBatch) -> list[tuple[int, bool]]:
+    """(crc, valid) of each message a legacy batch holds: the batch itself when uncompressed,
+    the messages inside a compressed wrapper otherwise."""
+    if batch.compression == 0:
+        return [(batch.crc, batch.is_valid)]
+    data = batch.data
+    p = 26 if batch.magic == 1 else 18
+    (klen,) = _I32.unpack_from(data, p)
+    p += 4 + max(klen, 0)
+    (vlen,) = _I32.unpack_from(data, p)
+    value = data[p + 4 : p + 4 + max(vlen, 0)]
+    inner = decompress(batch.compression, value, magic=batch.magic)
+    out: list[tuple[int, bool]] = []
+    ip = 0
+    while ip + LOG_OVERHEAD + 5 <= len(inner):
+        (size,) = _I32.unpack_from(inner, ip + 8)
+        crc = struct.unpack_from(">I", inner, ip + 12)[0]
+        body = inner[ip + 16 : ip + LOG_OVERHEAD + size]
+        out.append((crc, zlib.crc32(body) == crc))
+        ip += LOG_OVERHEAD + size
+    return out
+
+
+# ---------------------------------------------------------------- indexes
+
+
+def _written(data: bytes, entry_size: int) -> int:
+    """How many entries precede the zero-filled tail that preallocation leaves (an active
+    segment's index files are preallocated to segment.index.bytes, as in Kafka)."""
+    used = len(data.rstrip(b"\x00"))
+    return min(-(-used // entry_size), len(data) // entry_size)
+
+
+def read_offset_index(path: str | Path) -> list[tuple[int, int]]:
+    """(absolute offset, position) entries of an ``.index`` file, without the zero-filled
+    preallocated tail."""
+    base = base_offset_of(path)
+    data = _read(path)
+    return [
+        (base + rel, pos)
+        for rel, pos in (_INDEX_ENTRY.unpack_from(data, i * 8) for i in range(_written(data, 8)))
+    ]
+
+
+def read_time_index(path: str | Path) -> list[tuple[int, int]]:
+    """(timestamp, absolute offset) entries of a ``.timeindex`` file."""
+    base = base_offset_of(path)
+    data = _read(path)
+    return [
+        (ts, base + rel)
+        for ts, rel in (_TIME_ENTRY.unpack_from(data, i * 12) for i in range(_written(data, 12)))
+    ]
+
+
+def _trim_preallocated(
+    entries: list[tuple[int, int]], zero: tuple[int, int]
+) -> list[tuple[int, int]]:
+    """Entries without the zero-filled slots an active segment's preallocated index ends with.
+
+    Kafka divergence: Kafka's tool checks those slots too, so an active segment's time index
+    always "fails" its sanity check there; here only written entries are checked.
+    """
+    end = len(entries)
+    while end > 0 and entries[end - 1] == zero:
+        end -= 1
+    return entries[:end]
+
+
+def offset_index_sanity(path: str | Path) -> None:
+    """Kafka's OffsetIndex.sanityCheck (what decides an index rebuild at start-up)."""
+    base = base_offset_of(path)
+    entries = _trim_preallocated(read_offset_index(path), (base, 0))
+    absolute = os.path.abspath(path)
+    if entries and entries[-1][0] < base:
+        raise SegmentFileError(
+            f"Corrupt index found, index file {absolute} has non-zero size but the last offset "
+            f"is {entries[-1][0]} which is less than the base offset {base}"
+        )
+    length = os.path.getsize(path)
+    if length % 8:
+        raise SegmentFileError(
+            f"Index file {absolute} is corrupt, found {length} bytes which is neither positive "
+            "nor a multiple of 8"
+        )
+
+
+def time_index_sanity(path: str | Path) -> None:
+    """Kafka's TimeIndex.sanityCheck."""
+    base = base_offset_of(path)
+    entries = _trim_preallocated(read_time_index(path), (0, base))
+    absolute = os.path.abspath(path)
+    if entries and entries[-1][0] < entries[0][0]:
+        raise SegmentFileError(
+            f"Corrupt time index found, time index file ({absolute}) has non-zero size but the "
+            f"last timestamp is {entries[-1][0]} which is less than the first timestamp "
+            f"{entries[0][0]}"
+        )
+    if entries and entries[-1][1] < base:
+        raise SegmentFileError(
+            f"Corrupt time index found, time index file ({absolute}) has non-zero size but the "
+            f"last offset is {entries[-1][1]} which is less than the first offset {base}"
+        )
+    length = os.path.getsize(path)
+    if length % 12:
+        raise SegmentFileError(
+            f"Time index file {absolute} is corrupt, found {length} bytes which is neither "
+            "positive nor a multiple of 12."
+        )
+
+
+def index_lookup(entries: list[tuple[int, int]], target: int) -> int:
+    """Position of the largest index entry with offset <= target (0 when there is none)."""
+    lo, hi, found = 0, len(entries) - 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if entries[mid][0] <= target:
+            found = entries[mid][1]
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
+# ---------------------------------------------------------------- producer state, txn index
+
+
+def read_producer_snapshot(path: str | Path) -> list[ProducerSnapshotEntry]:
+    """Entries of a producer-state ``.snapshot`` file; SegmentFileError if it is corrupt (with
+    Kafka's wording)."""
+    data = _read(path)
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise SegmentFileError(
+            f"Snapshot failed schema validation: {path} has {len(data)} bytes, "
+            f"less than the {_SNAPSHOT_HEAD.size}-byte header"
+        )
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
+    if version != 1:
+        raise SegmentFileError(f"Snapshot contained an unknown file version {version}")
+    computed = _crc32c.crc32c(data[6:]) & 0xFFFFFFFF
+    if crc != computed:
+        raise SegmentFileError(
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+            f"Computed crc: {computed}"
+        )
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise SegmentFileError(
+            f"Snapshot failed schema validation: {count} entries do not fit {len(data)} bytes"
+        )
+    return [
+        ProducerSnapshotEntry(*_SNAPSHOT_ENTRY.unpack_from(data, 10 + i * _SNAPSHOT_ENTRY.size))
+        for i in range(count)
+    ]
+
+
+def encode_producer_snapshot(entries: list[ProducerSnapshotEntry]) -> bytes:
+    """The bytes Kafka writes for these entries (for tests and tools that make fixtures)."""
+    body = _I32.pack(len(entries)) + b"".join(
+        _SNAPSHOT_ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
+        for e in entries
+    )
+    return struct.pack(">hI", 1, _crc32c.crc32c(body) & 0xFFFFFFFF) + body
+
+
+def read_txn_index(path: str | Path) -> list[AbortedTxn]:
+    data = _read(path)
+    if len(data) % _TXN_ENTRY.size:
+        raise SegmentFileError(
+            f"{path}: {len(data)} bytes is not a multiple of the {_TXN_ENTRY.size}-byte entry"
+        )
+    return [
+        AbortedTxn(*_TXN_ENTRY.unpack_from(data, i)) for i in range(0, len(data), _TXN_ENTRY.size)
+    ]

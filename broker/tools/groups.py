@@ -1,0 +1,402 @@
+"""``tidelog groups``: list, describe, reset and delete consumer groups (kafka-consumer-groups.sh).
+
+``--describe`` prints kafka-consumer-groups' offsets table (GROUP TOPIC PARTITION CURRENT-OFFSET
+LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID); ``--members`` and ``--state`` its other views.
+``--reset-offsets`` works on groups without active members, as Kafka's does: ``--dry-run`` (the
+default, with a warning) shows the new offsets, ``--execute`` commits them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import Any
+
+from broker.tools._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    SubParsers,
+    ToolError,
+    add_bootstrap,
+    add_tool_parser,
+    admin_client,
+    client_errors,
+    close_quietly,
+    format_table,
+)
+from broker.tools.probe import served_apis
+
+__all__ = ["add_parser", "parse_datetime", "run"]
+
+EXAMPLES = """\
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --list
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --describe --group audit
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --describe --group audit --members
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group audit \\
+      --topic orders --to-earliest --dry-run
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group audit \\
+      --topic orders:0,1 --to-datetime 2026-01-31T12:00:00.000 --execute
+  tidelog groups --bootstrap-server 127.0.0.1:9092 --delete --group audit
+"""
+
+LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH, DELETE_GROUPS = 16, 15, 9, 42
+OFFSET_COMMIT, FIND_COORDINATOR = 8, 10
+NEEDED = {
+    "list": {LIST_GROUPS: "ListGroups"},
+    "describe": {FIND_COORDINATOR: "FindCoordinator", DESCRIBE_GROUPS: "DescribeGroups",
+                 OFFSET_FETCH: "OffsetFetch"},
+    "reset_offsets": {FIND_COORDINATOR: "FindCoordinator", DESCRIBE_GROUPS: "DescribeGroups",
+                      OFFSET_FETCH: "OffsetFetch", OFFSET_COMMIT: "OffsetCommit"},
+    "delete": {FIND_COORDINATOR: "FindCoordinator", DELETE_GROUPS: "DeleteGroups"},
+}  # fmt: skip
+ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
+
+
+def add_parser(subparsers: SubParsers) -> None:
+    p = add_tool_parser(
+        subparsers,
+        "groups",
+        help="list, describe, reset or delete consumer groups (like kafka-consumer-groups.sh)",
+        description="Inspect and manage consumer groups over the Kafka protocol.",
+        examples=EXAMPLES,
+        run=run,
+    )
+    add_bootstrap(p)
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--list", action="store_true", help="list groups")
+    actions.add_argument("--describe", action="store_true", help="offsets and lag of a group")
+    actions.add_argument(
+        "--reset-offsets", action="store_true", help="move a group's committed offsets"
+    )
+    actions.add_argument("--delete", action="store_true", help="delete groups")
+    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id")
+    p.add_argument("--all-groups", action="store_true", help="every group (describe/delete)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="--describe: the members")
+    view.add_argument("--state", action="store_true", help="--describe: state and coordinator")
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P]",
+        help="--reset-offsets: topic, optionally with partitions (repeatable)",
+    )
+    p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
+    to = p.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true", help="reset to the log start")
+    to.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    to.add_argument("--to-current", action="store_true", help="reset to the committed offset")
+    to.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
+    to.add_argument("--shift-by", type=int, metavar="N", help="move by N (may be negative)")
+    to.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset to the first offset at or after this time (local time unless it ends "
+        "with Z or +HH:MM)",
+    )
+    run_mode = p.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
+    run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    p.add_argument("--timeout-ms", type=int, default=30000, metavar="MS", help="(30000)")
+
+
+def parse_datetime(value: str) -> int:
+    """``YYYY-MM-DDTHH:mm:SS.sss`` (optionally with Z or an offset) -> epoch ms."""
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise ToolError(
+            f"--to-datetime {value!r} is not YYYY-MM-DDTHH:mm:SS.sss "
+            "(e.g. 2026-01-31T12:00:00.000, optionally ending in Z or +01:00)",
+            2,
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()  # local time, as Kafka's tool reads it
+    return int(dt.timestamp() * 1000)
+
+
+def _check(args: argparse.Namespace) -> str:
+    action = next(a for a in ("list", "describe", "reset_offsets", "delete") if getattr(args, a))
+    if action != "list" and not args.group and not args.all_groups:
+        raise ToolError(f"--{action.replace('_', '-')} needs --group GROUP", 2)
+    if action == "reset_offsets":
+        if not args.topic and not args.all_topics:
+            raise ToolError("--reset-offsets needs --topic TOPIC or --all-topics", 2)
+        if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime,
+                    args.to_offset is not None, args.shift_by is not None)):  # fmt: skip
+            raise ToolError(
+                "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, "
+                "--to-datetime T, --shift-by N, --to-current",
+                2,
+            )
+    return action
+
+
+def _require_apis(args: argparse.Namespace, action: str) -> None:
+    served = served_apis(args)
+    missing = [n for k, n in NEEDED[action].items() if served and k not in served]
+    if missing:
+        raise ToolError(
+            f"the broker at {args.bootstrap_server} does not serve consumer groups yet "
+            f"({', '.join(missing)} missing from its ApiVersions)"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    action = _check(args)
+    _require_apis(args, action)
+    with client_errors(args.bootstrap_server):
+        admin = admin_client(args.bootstrap_server, args.timeout_ms)
+        try:
+            if action == "list":
+                for gid in sorted(_group_ids(admin)):
+                    print(gid)
+                return EXIT_OK
+            groups = sorted(_group_ids(admin)) if args.all_groups else args.group
+            if action == "describe":
+                return _describe(admin, args, groups)
+            if action == "delete":
+                return _delete(admin, groups)
+            return _reset(admin, args, groups)
+        finally:
+            close_quietly(admin)
+
+
+def _group_ids(admin: Any) -> list[str]:
+    out = []
+    for g in admin.list_groups():
+        gid = g.get("group_id") if isinstance(g, dict) else (g[0] if g else None)
+        if gid:
+            out.append(str(gid))
+    return out
+
+
+def _state(desc: dict[str, Any]) -> str:
+    return str(desc.get("group_state") or desc.get("state") or "Unknown")
+
+
+def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
+    """(topic, partition) pairs of a described member's decoded assignment."""
+    a = member.get("member_assignment")
+    if a is None:
+        return []
+    if hasattr(a, "partitions") and callable(a.partitions):
+        return [(tp.topic, tp.partition) for tp in a.partitions()]
+    if isinstance(a, dict):
+        out: list[tuple[str, int]] = []
+        for item in a.get("assigned_partitions") or a.get("assignment") or []:
+            if isinstance(item, dict):
+                out.extend((item["topic"], p) for p in item.get("partitions", []))
+            else:
+                out.extend((item[0], p) for p in item[1])
+        return out
+    return []
+
+
+def _describe_one(admin: Any, gid: str) -> dict[str, Any]:
+    desc = admin.describe_groups([gid]).get(gid, {})
+    if desc.get("error"):
+        raise ToolError(f"Consumer group '{gid}': {desc['error']}")
+    return dict(desc)
+
+
+def _end_offsets(admin: Any, tps: list[Any]) -> dict[Any, int]:
+    from kafka.admin import OffsetSpec
+
+    if not tps:
+        return {}
+    answer = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+    return {tp: int(o.offset) for tp, o in answer.items()}
+
+
+def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
+    from kafka import TopicPartition
+
+    status = EXIT_OK
+    for gid in groups:
+        desc = _describe_one(admin, gid)
+        state = _state(desc)
+        members = list(desc.get("members") or [])
+        if state == "Dead":
+            print(f"Error: Consumer group '{gid}' does not exist.", file=sys.stderr)
+            status = EXIT_FAILURE
+            continue
+        print()
+        if args.state:
+            coordinator = _coordinator(admin)
+            print(format_table(
+                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                [[gid, coordinator, desc.get("protocol_data") or "", state, len(members)]],
+            ))  # fmt: skip
+            continue
+        if args.members:
+            if not members:
+                print(f"Consumer group '{gid}' has no active members.")
+                continue
+            print(format_table(
+                ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+                [[gid, m.get("member_id", ""), m.get("client_host", ""), m.get("client_id", ""),
+                  len(_assigned(m))] for m in members],
+            ))  # fmt: skip
+            continue
+        if not members:
+            print(f"Consumer group '{gid}' has no active members.\n")
+        committed = admin.list_group_offsets({gid: None}).get(gid, {})
+        owner: dict[tuple[str, int], dict[str, Any]] = {}
+        for m in members:
+            for tp in _assigned(m):
+                owner[tp] = m
+        keys = sorted(set(owner) | {(tp.topic, tp.partition) for tp in committed})
+        tps = [TopicPartition(t, p) for t, p in keys]
+        ends = _end_offsets(admin, tps)
+        rows = []
+        for tp in tps:
+            c = committed.get(tp)
+            current = int(c.offset) if c is not None and c.offset >= 0 else None
+            end = ends.get(tp)
+            lag = end - current if current is not None and end is not None else None
+            m = owner.get((tp.topic, tp.partition), {})
+            rows.append([
+                gid, tp.topic, tp.partition, _dash(current), _dash(end), _dash(lag),
+                m.get("member_id") or "-", m.get("client_host") or "-", m.get("client_id") or "-",
+            ])  # fmt: skip
+        print(format_table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+             "CONSUMER-ID", "HOST", "CLIENT-ID"],
+            rows,
+        ))  # fmt: skip
+    return status
+
+
+def _coordinator(admin: Any) -> str:
+    """``host:port (id)`` of the coordinator: the only broker of a single-node cluster."""
+    try:
+        brokers = admin.describe_cluster().get("brokers") or []
+    except Exception:
+        return "-"
+    if len(brokers) != 1:
+        return "-"
+    b = brokers[0]
+    return f"{b['host']}:{b['port']} ({b['broker_id']})"
+
+
+def _dash(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def _delete(admin: Any, groups: list[str]) -> int:
+    result = admin.delete_groups(groups)
+    pairs = result.items() if isinstance(result, dict) else result
+    failed = [(g, e) for g, e in pairs if str(e) not in ("OK", "NoError", "None")]
+    if failed:
+        print("Deletion of some consumer groups failed:", file=sys.stderr)
+        for gid, err in failed:
+            reason = "it does not exist" if "GroupIdNotFound" in str(err) else str(err)
+            print(f"* Group '{gid}' could not be deleted due to: {reason}", file=sys.stderr)
+        return EXIT_FAILURE
+    names = ", ".join(f"'{g}'" for g in groups)
+    print(f"Deletion of requested consumer groups ({names}) was successful.")
+    return EXIT_OK
+
+
+def _targets(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> list[Any]:
+    """The partitions --topic / --all-topics name."""
+    from kafka import TopicPartition
+
+    if args.all_topics:
+        return sorted(committed, key=lambda tp: (tp.topic, tp.partition))
+    out: list[Any] = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            try:
+                out.extend(TopicPartition(topic, int(p)) for p in parts.split(","))
+            except ValueError:
+                raise ToolError(
+                    f"--topic {spec!r}: partitions must be numbers, e.g. t:0,1", 2
+                ) from None
+            continue
+        described = admin.describe_topics([topic])
+        if not described or described[0].get("error_code"):
+            raise ToolError(f"topic '{topic}' does not exist")
+        out.extend(
+            TopicPartition(topic, p["partition_index"])
+            for p in sorted(described[0]["partitions"], key=lambda p: p["partition_index"])
+        )
+    return out
+
+
+def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
+    from kafka.admin import OffsetSpec
+    from kafka.structs import OffsetAndMetadata
+
+    if not args.dry_run and not args.execute:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "In a future major release, the default behavior of this command will be to "
+            "prompt the user before executing the reset rather than doing a dry run. "
+            "You should add the --dry-run option explicitly if you are scripting this command "
+            "and want to keep the current default behavior without prompting.",
+            file=sys.stderr,
+        )
+    for gid in groups:
+        desc = _describe_one(admin, gid)
+        state = _state(desc)
+        if state in ACTIVE_STATES:
+            raise ToolError(
+                f"Assignments can only be reset if the group '{gid}' is inactive, but the "
+                f"current state is {state} (stop its consumers first)"
+            )
+        committed = admin.list_group_offsets({gid: None}).get(gid, {})
+        tps = _targets(admin, args, committed)
+        earliest = {
+            tp: int(o.offset)
+            for tp, o in admin.list_partition_offsets(
+                dict.fromkeys(tps, OffsetSpec.EARLIEST)
+            ).items()
+        }
+        latest = _end_offsets(admin, tps)
+        by_time: dict[Any, int] = {}
+        if args.to_datetime:
+            ts = parse_datetime(args.to_datetime)
+            by_time = {
+                tp: int(o.offset)
+                for tp, o in admin.list_partition_offsets(dict.fromkeys(tps, ts)).items()
+            }
+        new: dict[Any, int] = {}
+        for tp in tps:
+            lo, hi = earliest.get(tp, 0), latest.get(tp, 0)
+            cur = committed.get(tp)
+            current = int(cur.offset) if cur is not None and cur.offset >= 0 else None
+            if args.to_earliest:
+                target = lo
+            elif args.to_latest:
+                target = hi
+            elif args.to_offset is not None:
+                target = args.to_offset
+            elif args.shift_by is not None:
+                target = (current if current is not None else hi) + args.shift_by
+            elif args.to_current:
+                target = current if current is not None else hi
+            else:
+                found = by_time.get(tp, -1)
+                target = found if found >= 0 else hi
+            new[tp] = min(max(target, lo), hi)
+        if args.execute and new:
+            errors = admin.alter_group_offsets(
+                gid, {tp: OffsetAndMetadata(off, "", -1) for tp, off in new.items()}
+            )
+            bad = {tp: e for tp, e in (errors or {}).items() if getattr(e, "errno", 0)}
+            if bad:
+                tp, err = next(iter(bad.items()))
+                raise ToolError(f"committing the new offsets failed for {tp}: {err.__name__}")
+        print()
+        print(format_table(
+            ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+            [[gid, tp.topic, tp.partition, off] for tp, off in new.items()],
+        ))  # fmt: skip
+    return EXIT_OK

@@ -1,0 +1,395 @@
+"""The topic registry: name -> topic id, partition count, config overrides.
+
+# Kafka divergence: Kafka keeps topics in the KRaft metadata log (``__cluster_metadata``); tidelog
+# keeps them in ``tidelog-topics.json`` in the first log dir, written atomically (tmp + fsync +
+# rename + fsync of the directory). At start-up the registry is reconciled with the partition
+# directories LogManager found: a topic present only on disk is adopted (its id from
+# ``partition.metadata``), a registered partition without a directory gets an empty log.
+
+Everything here runs on the event loop thread; the operations are rare and small (a mkdir and a
+few fsyncs), so they run inline. Admin handlers call these methods and map ``TopicError`` to the
+wire error by its ``error_name``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from config import BrokerConfig, ConfigError
+from config.topic import effective_topic_config, validate_topic_configs
+from storage import LogConfig
+
+if TYPE_CHECKING:
+    from storage import LogManager, PartitionLog
+
+log = logging.getLogger("tidelog.topics")
+
+__all__ = (
+    "INTERNAL_TOPICS",
+    "REGISTRY_FILE",
+    "TopicError",
+    "TopicInfo",
+    "Topics",
+    "log_config_from",
+    "topic_name_error",
+)
+
+REGISTRY_FILE = "tidelog-topics.json"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+MAX_TOPIC_NAME_LENGTH = 249
+#: Kafka's Long.MAX_VALUE: a flush setting at or above it means "never forced".
+_LONG_MAX = 2**63 - 1
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class TopicError(Exception):
+    """A topic operation refused; ``error_name`` is the Kafka error it answers with."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None if it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return (
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name}"
+        )
+    if not _LEGAL.fullmatch(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def _optional(value: object) -> int | None:
+    if value is None:
+        return None
+    assert isinstance(value, int)
+    return None if value >= _LONG_MAX else value
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def log_config_from(effective: Mapping[str, object]) -> LogConfig:
+    """Map an effective topic config (Kafka topic names -> typed values) to a LogConfig."""
+    d = LogConfig()
+    policy = effective.get("cleanup.policy", d.cleanup_policy)
+    if isinstance(policy, list | tuple):
+        policy = ",".join(str(p) for p in policy)
+    return LogConfig(
+        segment_bytes=_int(effective.get("segment.bytes"), d.segment_bytes),
+        segment_ms=_int(effective.get("segment.ms"), d.segment_ms),
+        segment_index_bytes=_int(effective.get("segment.index.bytes"), d.segment_index_bytes),
+        index_interval_bytes=_int(effective.get("index.interval.bytes"), d.index_interval_bytes),
+        retention_ms=_int(effective.get("retention.ms"), d.retention_ms),
+        retention_bytes=_int(effective.get("retention.bytes"), d.retention_bytes),
+        max_message_bytes=_int(effective.get("max.message.bytes"), d.max_message_bytes),
+        message_timestamp_type=str(
+            effective.get("message.timestamp.type") or d.message_timestamp_type
+        ),
+        flush_messages=_optional(effective.get("flush.messages")),
+        flush_ms=_optional(effective.get("flush.ms")),
+        file_delete_delay_ms=_int(effective.get("file.delete.delay.ms"), d.file_delete_delay_ms),
+        cleanup_policy=str(policy) if policy else d.cleanup_policy,
+        segment_jitter_ms=_int(effective.get("segment.jitter.ms"), d.segment_jitter_ms),
+    )
+
+
+class Topics:
+    """The registry, bound to the broker's config and LogManager."""
+
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, path: Path) -> None:
+        self._config = config
+        self._logs = log_manager
+        self.path = path
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._topics
+
+    def __iter__(self) -> Iterator[TopicInfo]:
+        return iter([self._topics[n] for n in sorted(self._topics)])
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def get_log(self, name: str, partition: int) -> PartitionLog | None:
+        """The partition's log, or None when the topic or partition does not exist."""
+        info = self._topics.get(name)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        return self._logs.get_log(name, partition)
+
+    def effective_config(
+        self, name: str, overrides: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """Every topic config's effective value for ``name`` (or for ``overrides`` if given)."""
+        if overrides is None:
+            info = self._topics.get(name)
+            overrides = info.configs if info is not None else {}
+        return effective_topic_config(self._config, overrides)
+
+    def log_config(self, name: str) -> LogConfig:
+        return log_config_from(self.effective_config(name))
+
+    # ------------------------------------------------------------------ changing
+
+    def check_new_topic(
+        self, name: str, num_partitions: int, configs: Mapping[str, str | None]
+    ) -> LogConfig:
+        """Validate a CreateTopics entry without creating it; returns its LogConfig."""
+        reason = topic_name_error(name)
+        if reason is not None:
+            raise TopicError("INVALID_TOPIC_EXCEPTION", reason)
+        if name in self._topics:
+            raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        collision = _collision_key(name)
+        for other in self._topics:
+            if _collision_key(other) == collision:
+                raise TopicError(
+                    "INVALID_TOPIC_EXCEPTION",
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+        if num_partitions < 1:
+            raise TopicError(
+                "INVALID_PARTITIONS",
+                "Number of partitions was set to an invalid non-positive value.",
+            )
+        try:
+            validate_topic_configs(configs)
+            effective = effective_topic_config(self._config, configs)
+            return log_config_from(effective)
+        except ConfigError as exc:
+            raise TopicError("INVALID_CONFIG", str(exc)) from None
+        except ValueError as exc:
+            raise TopicError("INVALID_CONFIG", str(exc)) from None
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        """Create the topic and its partition logs, then persist the registry."""
+        configs = dict(configs or {})
+        log_config = self.check_new_topic(name, num_partitions, configs)
+        info = TopicInfo(
+            name=name,
+            topic_id=topic_id or uuid.uuid4(),
+            partitions=num_partitions,
+            configs=MappingProxyType({k: str(v) for k, v in configs.items() if v is not None}),
+        )
+        for partition in range(num_partitions):
+            self._logs.create_log(name, partition, log_config, info.topic_id)
+        self._put(info)
+        self.save()
+        log.info(
+            "created topic %s (%d partitions, id %s, configs %s)",
+            name,
+            num_partitions,
+            info.topic_id,
+            dict(info.configs),
+        )
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Forget the topic and delete its logs (storage renames them for later deletion)."""
+        info = self._topics.get(name)
+        if info is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+        for partition in range(info.partitions):
+            if self._logs.get_log(name, partition) is not None:
+                self._logs.delete_log(name, partition)
+        del self._topics[name]
+        self._by_id.pop(info.topic_id, None)
+        self.save()
+        log.info("deleted topic %s", name)
+        return info
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
+        """Grow the topic to ``total`` partitions (CreatePartitions)."""
+        info = self._topics.get(name)
+        if info is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+        if total <= info.partitions:
+            raise TopicError(
+                "INVALID_PARTITIONS",
+                f"Topic currently has {info.partitions} partitions, which is higher than or equal "
+                f"to the requested {total}.",
+            )
+        if validate_only:
+            return info
+        log_config = self.log_config(name)
+        for partition in range(info.partitions, total):
+            self._logs.create_log(name, partition, log_config, info.topic_id)
+        new = TopicInfo(name, info.topic_id, total, info.configs)
+        self._put(new)
+        self.save()
+        return new
+
+    def set_config_overrides(
+        self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False
+    ) -> TopicInfo:
+        """Replace the topic's overrides (validated) and apply them to its logs."""
+        info = self._topics.get(name)
+        if info is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+        try:
+            log_config = log_config_from(effective_topic_config(self._config, overrides))
+        except (ConfigError, ValueError) as exc:
+            raise TopicError("INVALID_CONFIG", str(exc)) from None
+        if validate_only:
+            return info
+        new = TopicInfo(name, info.topic_id, info.partitions, MappingProxyType(dict(overrides)))
+        for partition in range(info.partitions):
+            partition_log = self._logs.get_log(name, partition)
+            if partition_log is not None:
+                partition_log.update_config(log_config)
+        self._put(new)
+        self.save()
+        return new
+
+    def _put(self, info: TopicInfo) -> None:
+        old = self._topics.get(info.name)
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
+        self._topics[info.name] = info
+        self._by_id[info.topic_id] = info
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self) -> None:
+        """Write the registry atomically: tmp + fsync + rename + fsync(dir)."""
+        data = {
+            "version": 1,
+            "topics": {
+                info.name: {
+                    "topic_id": str(info.topic_id),
+                    "partitions": info.partitions,
+                    "configs": dict(info.configs),
+                }
+                for info in self
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def load_and_reconcile(self) -> None:
+        """Read the registry file, then make it agree with the logs LogManager found."""
+        registered: dict[str, TopicInfo] = {}
+        if self.path.exists():
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            for name, entry in data.get("topics", {}).items():
+                registered[name] = TopicInfo(
+                    name=name,
+                    topic_id=uuid.UUID(entry["topic_id"]),
+                    partitions=int(entry["partitions"]),
+                    configs=MappingProxyType(dict(entry.get("configs", {}))),
+                )
+        on_disk: dict[str, dict[int, PartitionLog]] = {}
+        for partition_log in self._logs.logs():
+            on_disk.setdefault(partition_log.topic, {})[partition_log.partition] = partition_log
+        changed = False
+        for name, parts in on_disk.items():
+            info = registered.get(name)
+            disk_ids = {p.topic_id for p in parts.values() if p.topic_id is not None}
+            disk_id = next(iter(disk_ids)) if len(disk_ids) == 1 else None
+            if info is None:
+                info = TopicInfo(name, disk_id or uuid.uuid4(), max(parts) + 1)
+                log.warning(
+                    "topic %s found on disk but not in %s: adopted with %d partitions",
+                    name,
+                    self.path.name,
+                    info.partitions,
+                )
+                changed = True
+            else:
+                if disk_id is not None and disk_id != info.topic_id:
+                    log.warning(
+                        "topic %s: id %s in %s differs from %s in partition.metadata; "
+                        "using the partition's",
+                        name,
+                        info.topic_id,
+                        self.path.name,
+                        disk_id,
+                    )
+                    info = TopicInfo(name, disk_id, info.partitions, info.configs)
+                    changed = True
+                if max(parts) + 1 > info.partitions:
+                    info = TopicInfo(name, info.topic_id, max(parts) + 1, info.configs)
+                    changed = True
+            registered[name] = info
+        for info in registered.values():
+            self._put(info)
+            log_config = self.log_config(info.name)
+            for partition in range(info.partitions):
+                existing = on_disk.get(info.name, {}).get(partition)
+                if existing is None:
+                    log.warning(
+                        "topic %s partition %d had no log: created empty", info.name, partition
+                    )
+                    self._logs.create_log(info.name, partition, log_config, info.topic_id)
+                elif existing.config != log_config:
+                    existing.update_config(log_config)
+        if changed or not self.path.exists():
+            self.save()
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")

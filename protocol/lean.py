@@ -1,0 +1,159 @@
+"""Lean encoders for the hot responses: ProduceResponse v3-10 and FetchResponse v4-16.
+
+kio's writers are generic pure Python (one BytesIO write per field, a dataclass per partition);
+these write the same bytes with a few ``struct`` calls and, for Fetch, hand the record data back
+as separate chunks so it is never copied into the answer (``transport.writelines``). The tests
+check them byte for byte against kio's writers for every version.
+
+Optional tagged fields are never written (Produce v10 ``current_leader``/``node_endpoints``,
+Fetch v12+ ``diverging_epoch``/``current_leader``/``snapshot_id``/``node_endpoints``): they
+matter only after a leader change, which a single node never has.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = (
+    "FetchPartitionAnswer",
+    "ProducePartitionAnswer",
+    "encode_fetch_body",
+    "encode_produce_body",
+)
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, HW, LSO
+_I64 = struct.Struct(">q")
+_PRODUCE_PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionAnswer:
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes | memoryview = b""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionAnswer:
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _array_len(n: int, flexible: bool) -> bytes:
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _string(value: str, flexible: bool) -> bytes:
+    data = value.encode()
+    if flexible:
+        return _uvarint(len(data) + 1) + data
+    return _I16.pack(len(data)) + data
+
+
+def _nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return _string(value, flexible)
+
+
+def encode_fetch_body(
+    version: int,
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionAnswer]]],
+    *,
+    error_code: int = 0,
+    session_id: int = 0,
+    throttle_time_ms: int = 0,
+) -> list[bytes | memoryview]:
+    """The FetchResponse body (no header) as chunks; record data chunks are not copied.
+
+    ``topics`` pairs a topic name (v4-12) or topic id (v13+) with its partitions.
+    """
+    flexible = version >= 12
+    chunks: list[bytes | memoryview] = []
+    out = bytearray(_I32.pack(throttle_time_ms))
+    if version >= 7:
+        out += _I16.pack(error_code)
+        out += _I32.pack(session_id)
+    out += _array_len(len(topics), flexible)
+    for topic, partitions in topics:
+        if version >= 13:
+            assert isinstance(topic, uuid.UUID)
+            out += topic.bytes
+        else:
+            out += _string(str(topic), flexible)
+        out += _array_len(len(partitions), flexible)
+        for p in partitions:
+            out += _FETCH_PARTITION_V4.pack(
+                p.partition, p.error_code, p.high_watermark, p.last_stable_offset
+            )
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            out += _array_len(0, flexible)  # aborted transactions: none
+            if version >= 11:
+                out += b"\xff\xff\xff\xff"  # preferred read replica -1
+            size = len(p.records)
+            out += _uvarint(size + 1) if flexible else _I32.pack(size)
+            if size:
+                chunks.append(bytes(out))
+                chunks.append(p.records)
+                out = bytearray()
+            if flexible:
+                out += b"\x00"  # partition tagged fields
+        if flexible:
+            out += b"\x00"  # topic tagged fields
+    if flexible:
+        out += b"\x00"  # top-level tagged fields
+    chunks.append(bytes(out))
+    return chunks
+
+
+def encode_produce_body(
+    version: int,
+    topics: Sequence[tuple[str, Sequence[ProducePartitionAnswer]]],
+    *,
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """The ProduceResponse body (no header) for v3-10."""
+    flexible = version >= 9
+    out = bytearray(_array_len(len(topics), flexible))
+    for name, partitions in topics:
+        out += _string(name, flexible)
+        out += _array_len(len(partitions), flexible)
+        for p in partitions:
+            out += _PRODUCE_PARTITION.pack(
+                p.index, p.error_code, p.base_offset, p.log_append_time_ms
+            )
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            if version >= 8:
+                out += _array_len(0, flexible)  # record errors: none
+                out += _nullable_string(p.error_message, flexible)
+            if flexible:
+                out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out += b"\x00"
+    return bytes(out)

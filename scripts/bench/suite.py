@@ -1,0 +1,568 @@
+"""tidelog's benchmark suite, side by side with peer brokers. Run it as ``scripts/bench/run``.
+
+    scripts/bench/run                        # every workload, 3 runs, tidelog + installed peers
+    scripts/bench/run --quick                # small counts, 1 run (CI smoke)
+    scripts/bench/run --only produce-kcat,sync-latency --runs 5 --brokers tidelog
+
+Each workload runs ``--runs`` times against each broker (one broker process per broker for the
+whole suite, a fresh topic per run); the table shows medians, the JSON in ``bench-results/``
+every run, the machine, the date and the settings. Workloads:
+
+  hardware        disk append (1 MiB writes, fsync every 64 MiB) and loopback TCP, MB/s
+  produce-kcat    kcat -P -l, 100 B messages, acks=1, one partition: msgs/s, MB/s
+  produce-ck      confluent-kafka, 1 KiB, acks=all, linger.ms=5: msgs/s
+  produce-ck-100  confluent-kafka, 100 B, acks=1, linger.ms=5 (peers kcat cannot talk to)
+  consume-kcat    kcat -C -e from the beginning: msgs/s
+  consume-ck      confluent-kafka consumer (assign, no group) from the beginning: msgs/s
+  sync-latency    one 100 B produce in flight (raw v7 requests), acks=1: p50/p99/p99.9
+  e2e-latency     produce -> consume at a steady 10,000 msg/s (linger.ms=0): p50/p99/p99.9
+  produce-fsync   produce-kcat with acks=all on a topic with flush.messages=1 (fsync before
+                  the ack); ratio to produce-kcat
+The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
+is reported at the end.
+
+Every server listens on 127.0.0.1 only; every load loop is bounded by a count and a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hardware
+import servers
+import workloads as wl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WORKLOADS = (
+    "hardware",
+    "produce-kcat",
+    "produce-ck",
+    "produce-ck-100",
+    "consume-kcat",
+    "consume-ck",
+    "sync-latency",
+    "e2e-latency",
+    "produce-fsync",
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    produce_kcat: int
+    produce_ck: int
+    produce_ck_100: int
+    consume: int
+    sync_latency: int
+    e2e_rate: int
+    e2e_seconds: float
+    e2e_warmup_s: float
+    disk_mib: int
+    loopback_mib: int
+
+
+FULL = Counts(2_000_000, 500_000, 1_000_000, 2_000_000, 20_000, 10_000, 10.0, 1.0, 1024, 2048)
+QUICK = Counts(20_000, 10_000, 20_000, 20_000, 500, 2_000, 1.0, 0.2, 64, 128)
+
+TARGETS = {
+    "produce-kcat": ">= 1,000,000 msg/s, ahead of every peer",
+    "produce-ck": ">= 250,000 msg/s",
+    "consume-kcat": ">= 1,000,000 msg/s",
+    "sync-latency": "p99 <= 0.3 ms",
+    "e2e-latency": "p99 <= 3 ms",
+    "produce-fsync": ">= 50% of produce-kcat",
+    "rss": "<= 150 MB",
+}
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- RSS sampling
+
+
+class RssSampler:
+    """Samples the server's VmRSS every 50 ms; keeps the maximum per workload label."""
+
+    def __init__(self, server: servers.Server) -> None:
+        self.server = server
+        self.label = "start"
+        self.peaks: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            if not self.server.alive():
+                return
+            kb = self.server.rss_kb()
+            label = self.label
+            if kb > self.peaks.get(label, 0):
+                self.peaks[label] = kb
+
+
+# --------------------------------------------------------------------------- one workload
+
+
+class Context:
+    def __init__(self, args: argparse.Namespace, workdir: Path, counts: Counts) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.counts = counts
+        self.file_100 = workdir / "messages-100.txt"
+        self._prepared: dict[tuple[str, str], str] = {}
+
+    def message_file(self, count: int) -> Path:
+        wl.make_message_file(self.file_100, count, 100)
+        return self.file_100
+
+    def topic(
+        self, server: servers.Server, workload: str, configs: dict[str, str] | None = None
+    ) -> str:
+        name = f"bench-{workload}-{uuid.uuid4().hex[:8]}"
+        wl.create_topic(server.bootstrap, name, configs)
+        return name
+
+    def filled_topic(self, server: servers.Server, count: int) -> str:
+        """A topic holding ``count`` 100 B messages (produced once per server, untimed)."""
+        key = (server.name, str(count))
+        if key in self._prepared:
+            return self._prepared[key]
+        topic = self.topic(server, "consume")
+        if server.kcat_ok:
+            wl.kcat_produce(server.bootstrap, topic, self.message_file(count), count, 100)
+        else:
+            wl.ck_produce(server.bootstrap, topic, count, 100, acks="1", linger_ms=5)
+        self._prepared[key] = topic
+        return topic
+
+
+def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, Any]:
+    c = ctx.counts
+    b = server.bootstrap
+    if name == "produce-kcat":
+        if not server.kcat_ok:
+            raise Unsupported("kcat cannot talk to this broker")
+        topic = ctx.topic(server, name)
+        return wl.kcat_produce(b, topic, ctx.message_file(c.produce_kcat), c.produce_kcat, 100)
+    if name == "produce-fsync":
+        if not server.kcat_ok:
+            raise Unsupported("kcat cannot talk to this broker")
+        if not server.fsync_config:
+            raise Unsupported("no per-topic fsync setting")
+        topic = ctx.topic(server, name, {"flush.messages": "1"})
+        return wl.kcat_produce(
+            b, topic, ctx.message_file(c.produce_kcat), c.produce_kcat, 100, acks="all"
+        )
+    if name == "produce-ck":
+        topic = ctx.topic(server, name)
+        return wl.ck_produce(b, topic, c.produce_ck, 1024, acks="all", linger_ms=5)
+    if name == "produce-ck-100":
+        topic = ctx.topic(server, name)
+        return wl.ck_produce(b, topic, c.produce_ck_100, 100, acks="1", linger_ms=5)
+    if name == "consume-kcat":
+        if not server.kcat_ok:
+            raise Unsupported("kcat cannot talk to this broker")
+        topic = ctx.filled_topic(server, c.consume)
+        return wl.kcat_consume(b, topic, c.consume)
+    if name == "consume-ck":
+        topic = ctx.filled_topic(server, c.consume)
+        return wl.ck_consume(b, topic, c.consume)
+    if name == "sync-latency":
+        topic = ctx.topic(server, name)
+        return wl.sync_latency(b, topic, c.sync_latency)
+    if name == "e2e-latency":
+        topic = ctx.topic(server, name)
+        return wl.e2e_latency(b, topic, c.e2e_rate, c.e2e_seconds, warmup_s=c.e2e_warmup_s)
+    raise ValueError(name)
+
+
+class Unsupported(Exception):
+    """The workload cannot run against this broker (shown as n/a, not as a failure)."""
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in ok[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = statistics.median(float(r[key]) for r in ok if key in r)
+    return out
+
+
+# --------------------------------------------------------------------------- the suite
+
+
+def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
+    server = servers.make_server(name, ctx.workdir / name)
+    result: dict[str, Any] = {"version": server.version(), "note": server.note, "workloads": {}}
+    log(f"starting {name}")
+    try:
+        server.start()
+    except Exception as exc:
+        result["error"] = f"did not start: {exc}"
+        log(result["error"])
+        return result
+    result["vmhwm_after_start_mb"] = server.peak_rss_kb() / 1024
+    sampler = RssSampler(server)
+    sampler.start()
+    try:
+        for workload in selected:
+            if workload == "hardware":
+                continue
+            sampler.label = workload
+            runs: list[dict[str, Any]] = []
+            for i in range(ctx.args.runs):
+                if not server.alive():
+                    runs.append({"error": "the broker died"})
+                    break
+                started = time.perf_counter()
+                load_before = os.getloadavg()[0]
+                try:
+                    figures = run_workload(ctx, server, workload)
+                except Unsupported as exc:
+                    runs = [{"unsupported": str(exc)}]
+                    log(f"{name} {workload}: n/a ({exc})")
+                    break
+                except Exception as exc:
+                    figures = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                figures["wall_s"] = round(time.perf_counter() - started, 3)
+                # Other work on the machine skews every figure: keep the 1-minute load average.
+                figures["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+                runs.append(figures)
+                log(f"{name} {workload} run {i + 1}: {_short(figures)}")
+            entry: dict[str, Any] = {"runs": runs, "median": median_of(runs)}
+            if runs and "unsupported" in runs[0]:
+                entry = {"unsupported": runs[0]["unsupported"]}
+            entry["peak_rss_mb"] = sampler.peaks.get(workload, 0) / 1024
+            entry["vmhwm_after_mb"] = server.peak_rss_kb() / 1024 if server.alive() else None
+            result["workloads"][workload] = entry
+    finally:
+        sampler.stop()
+        result["peak_rss_mb"] = server.peak_rss_kb() / 1024 if server.alive() else None
+        result["peak_rss_sampled_mb"] = max(sampler.peaks.values(), default=0) / 1024
+        code = server.stop()
+        result["exit_code"] = code
+        if name == "tidelog" and code not in (0, None):
+            log(f"tidelog exited {code}:\n{server.log_tail()}")
+    return result
+
+
+def _short(figures: dict[str, Any]) -> str:
+    keys = ("msgs_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "error")
+    return ", ".join(
+        f"{k}={figures[k]:.4g}" if isinstance(figures[k], float) else f"{k}={figures[k]}"
+        for k in keys
+        if k in figures
+    )
+
+
+def run_hardware(ctx: Context) -> dict[str, Any]:
+    runs = []
+    for _ in range(ctx.args.runs):
+        disk = hardware.disk_append(ctx.workdir, ctx.counts.disk_mib)
+        net = hardware.loopback_tcp(ctx.counts.loopback_mib)
+        runs.append(
+            {"disk_append_mb_per_s": disk["mb_per_s"], "loopback_mb_per_s": net["mb_per_s"]}
+        )
+        log(f"hardware: disk {disk['mb_per_s']:.0f} MB/s, loopback {net['mb_per_s']:.0f} MB/s")
+    return {"runs": runs, "median": median_of(runs)}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    if unit == "MB":
+        return f"{value:,.0f} MB"
+    if unit == "MB/s":
+        return f"{value:,.0f} MB/s"
+    if unit == "%":
+        return f"{value * 100:.0f}%"
+    return f"{value:,.0f}"
+
+
+Row = tuple[str, str, str, str]  # label, workload, key, unit
+
+
+ROWS: list[Row] = [
+    ("produce 100 B kcat, msgs/s", "produce-kcat", "msgs_per_s", ""),
+    ("produce 100 B kcat, MB/s", "produce-kcat", "mb_per_s", "MB/s"),
+    ("produce 1 KiB ck acks=all, msgs/s", "produce-ck", "msgs_per_s", ""),
+    ("produce 100 B ck acks=1, msgs/s", "produce-ck-100", "msgs_per_s", ""),
+    ("consume kcat, msgs/s", "consume-kcat", "msgs_per_s", ""),
+    ("consume ck, msgs/s", "consume-ck", "msgs_per_s", ""),
+    ("sync produce p50", "sync-latency", "p50_ms", "ms"),
+    ("sync produce p99", "sync-latency", "p99_ms", "ms"),
+    ("e2e 10k msg/s p50", "e2e-latency", "p50_ms", "ms"),
+    ("e2e 10k msg/s p99", "e2e-latency", "p99_ms", "ms"),
+    ("e2e 10k msg/s p99.9", "e2e-latency", "p999_ms", "ms"),
+    ("produce fsync (acks=all), msgs/s", "produce-fsync", "msgs_per_s", ""),
+]
+
+
+def _cell(server: dict[str, Any], workload: str, key: str, unit: str) -> str:
+    if "error" in server and not server.get("workloads"):
+        return "no start"
+    entry = server.get("workloads", {}).get(workload)
+    if entry is None:
+        return "-"
+    if "unsupported" in entry:
+        return "n/a"
+    value = entry["median"].get(key)
+    if value is None:
+        return "error"
+    return _fmt(value, unit)
+
+
+def evaluate_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    tl = results["servers"].get("tidelog", {})
+    w = tl.get("workloads", {})
+
+    def med(workload: str, key: str) -> float | None:
+        value = w.get(workload, {}).get("median", {}).get(key)
+        return float(value) if value is not None else None
+
+    out: dict[str, dict[str, Any]] = {}
+    produce = med("produce-kcat", "msgs_per_s")
+    if produce is not None:
+        peers = {
+            n: s.get("workloads", {}).get("produce-kcat", {}).get("median", {}).get("msgs_per_s")
+            for n, s in results["servers"].items()
+            if n != "tidelog"
+        }
+        ahead = all(v is None or produce > v for v in peers.values())
+        out["produce-kcat"] = {"value": produce, "met": produce >= 1_000_000 and ahead}
+    limits: tuple[tuple[str, str, float, float], ...] = (  # workload, key, at least, at most
+        ("produce-ck", "msgs_per_s", 250_000, float("inf")),
+        ("consume-kcat", "msgs_per_s", 1_000_000, float("inf")),
+        ("sync-latency", "p99_ms", 0.0, 0.3),
+        ("e2e-latency", "p99_ms", 0.0, 3.0),
+    )
+    for workload, key, low, high in limits:
+        value = med(workload, key)
+        if value is not None:
+            out[workload] = {"value": value, "met": low <= value <= high}
+    fsync = med("produce-fsync", "msgs_per_s")
+    if fsync is not None and produce:
+        out["produce-fsync"] = {"value": fsync / produce, "met": fsync / produce >= 0.5}
+    rss = tl.get("peak_rss_mb")
+    if rss:
+        out["rss"] = {"value": rss, "met": rss <= 150}
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    names = list(results["servers"])
+    hw = results.get("hardware", {}).get("median", {})
+    disk = hw.get("disk_append_mb_per_s")
+    net = hw.get("loopback_mb_per_s")
+    header = ["metric (median)", *names]
+    lines: list[list[str]] = []
+    for label, workload, key, unit in ROWS:
+        if workload not in results["workloads"]:
+            continue
+        lines.append([label, *(_cell(results["servers"][n], workload, key, unit) for n in names)])
+    if any(w != "hardware" for w in results["workloads"]):
+        lines.append(
+            [
+                "broker peak RSS (VmHWM)",
+                *(
+                    _fmt(results["servers"][n].get("peak_rss_mb"), "MB")
+                    if results["servers"][n].get("peak_rss_mb")
+                    else "-"
+                    for n in names
+                ),
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    out = []
+    for row in [header, *lines]:
+        out.append(
+            "  ".join(
+                c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)
+            )
+        )
+    out.insert(1, "-" * len(out[0]))
+    text = "\n".join(out)
+    if hw:
+        text += f"\n\nmachine: disk append {_fmt(disk, 'MB/s')}, loopback TCP {_fmt(net, 'MB/s')}"
+        tl = results["servers"].get("tidelog", {}).get("workloads", {})
+        produce_mb = tl.get("produce-kcat", {}).get("median", {}).get("mb_per_s")
+        if produce_mb and disk:
+            text += f"; tidelog produce-kcat = {produce_mb / disk:.0%} of disk append"
+        consume = tl.get("consume-kcat", {}).get("median", {}).get("msgs_per_s")
+        if consume and net:
+            # on the wire a 100 B message costs ~ 100 B value + ~8 B record overhead
+            text += f", consume-kcat payload = {consume * 100 / 1e6 / net:.0%} of loopback TCP"
+    targets = results.get("targets", {})
+    if targets:
+        text += "\n\ntidelog targets:"
+        for key, t in targets.items():
+            value = t["value"]
+            shown = (
+                f"{value:.0%}"
+                if key == "produce-fsync"
+                else f"{value:.3f} ms"
+                if key.endswith("latency")
+                else f"{value:,.0f} MB"
+                if key == "rss"
+                else f"{value:,.0f} msg/s"
+            )
+            verdict = "met    " if t["met"] else "NOT met"
+            text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
+    notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
+    if notes:
+        text += "\n\nnotes:\n  " + "\n  ".join(notes)
+    return text
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="scripts/bench/run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="small counts and 1 run (CI smoke)")
+    p.add_argument("--only", default="", help="comma-separated workloads (default: all)")
+    p.add_argument(
+        "--runs", type=int, default=None, help="runs per workload (default 3; 1 with --quick)"
+    )
+    p.add_argument(
+        "--brokers",
+        default="",
+        help="comma-separated: tidelog,tansu,noida (default: tidelog and every installed peer)",
+    )
+    p.add_argument(
+        "--dir", type=Path, default=None, help="work directory (default: a new one in /tmp)"
+    )
+    p.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the JSON goes")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    if args.runs < 1:
+        p.error("--runs must be >= 1")
+    selected = [w.strip() for w in args.only.split(",") if w.strip()] or list(WORKLOADS)
+    unknown = [w for w in selected if w not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    args.selected = [w for w in WORKLOADS if w in selected]
+    available = servers.available_servers()
+    if args.brokers:
+        wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        bad = [b for b in wanted if b not in available]
+        if bad:
+            p.error(f"unknown broker(s) {', '.join(bad)}; choose from {', '.join(available)}")
+        missing = [b for b in wanted if available[b] != "ok"]
+        if missing:
+            p.error("; ".join(f"{b}: {available[b]}" for b in missing))
+        args.broker_list = wanted
+    else:
+        args.broker_list = [b for b, why in available.items() if why == "ok"]
+        for b, why in available.items():
+            if why != "ok":
+                log(f"peer {b} skipped: {why} (pip install '.[bench]')")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    counts = QUICK if args.quick else FULL
+    if shutil.which("kcat") is None:
+        log("kcat is not installed (apt-get install kcat); kcat workloads will fail")
+    own_dir = args.dir is None
+    workdir = Path(tempfile.mkdtemp(prefix="tidelog-bench-")) if own_dir else args.dir
+    workdir.mkdir(parents=True, exist_ok=True)
+    ctx = Context(args, workdir, counts)
+    started = dt.datetime.now(dt.UTC)
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1) * 0.5:
+        log(
+            f"the 1-minute load average is {load:.1f} on {os.cpu_count()} cores: other work "
+            "on this machine will skew the figures"
+        )
+    results: dict[str, Any] = {
+        "date": started.isoformat(timespec="seconds"),
+        "machine": hardware.machine_info(),
+        "settings": {
+            "quick": args.quick,
+            "runs": args.runs,
+            "counts": counts.__dict__,
+            "kcat_produce": {"acks": "1", **wl.KCAT_PRODUCE_SETTINGS},
+            "produce_ck": {"size": 1024, "acks": "all", "linger.ms": 5},
+            "produce_ck_100": {"size": 100, "acks": "1", "linger.ms": 5},
+            "produce_fsync": {
+                "topic": {"flush.messages": "1"},
+                "acks": "all",
+                **wl.KCAT_PRODUCE_SETTINGS,
+            },
+            "sync_latency": {"request": "Produce v7", "acks": 1, "size": 100, "warmup": 1000},
+            "e2e": {
+                "producer": {"acks": "1", "linger.ms": 0},
+                "consumer": {"fetch.wait.max.ms": 100},
+            },
+            "brokers": args.broker_list,
+        },
+        "workloads": args.selected,
+        "servers": {},
+    }
+    try:
+        if "hardware" in args.selected:
+            results["hardware"] = run_hardware(ctx)
+        if any(w != "hardware" for w in args.selected):
+            for name in args.broker_list:
+                results["servers"][name] = run_server(ctx, name, args.selected)
+    finally:
+        if own_dir and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results["targets"] = evaluate_targets(results)
+    results["duration_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = (
+        args.out / f"bench-{started.strftime('%Y%m%d-%H%M%S')}{'-quick' if args.quick else ''}.json"
+    )
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(render(results))
+    print(f"\nresults: {out}")
+    tl = results["servers"].get("tidelog")
+    failed = tl is not None and (
+        "error" in tl
+        or any("error" in r for e in tl.get("workloads", {}).values() for r in e.get("runs", []))
+        or tl.get("exit_code") not in (0, None)
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""tidelog storage: Kafka's on-disk log format (message format v2), synchronous Python.
+
+Layout of a log dir, of a partition dir and of each file is specified in the docstrings of
+``storage.manager`` (log dir), ``storage.log`` (partition), ``storage.segment`` (segment files),
+``storage.batch`` (record batches), ``storage.index`` (indexes), ``storage.checkpoint`` and
+``storage.metadata``; crash recovery in ``storage.recovery``.
+
+Threading: appends to one partition come from one thread (the broker's event loop); flush,
+retention, reads and look-ups may run in worker threads concurrently (see ``storage.log``).
+This package never imports ``broker``, ``protocol``, ``config`` or ``analytics``.
+"""
+
+from . import errors
+from .batch import RecordBatchHeader, iter_batches, parse_batch_header, verify_crc
+from .config import LogConfig
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    StorageError,
+    UnsupportedMessageFormatError,
+)
+from .info import AppendInfo, FileRegion, ReadInfo
+from .log import PartitionLog
+from .manager import LogManager
+from .segment import LogSegment
+
+__all__ = [
+    "AppendInfo",
+    "CorruptRecordError",
+    "FileRegion",
+    "InvalidRecordError",
+    "KafkaStorageError",
+    "LogConfig",
+    "LogDirNotFoundError",
+    "LogManager",
+    "LogSegment",
+    "MessageTooLargeError",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "ReadInfo",
+    "RecordBatchHeader",
+    "RecordListTooLargeError",
+    "StorageError",
+    "UnsupportedMessageFormatError",
+    "errors",
+    "iter_batches",
+    "parse_batch_header",
+    "verify_crc",
+]

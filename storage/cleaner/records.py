@@ -1,0 +1,192 @@
+"""The records of a v2 batch as the cleaner sees them: key, offset, tombstone, raw bytes.
+
+A v2 record (inside a batch's records section, after decompression)::
+
+    length           varint   bytes of the record after this field
+    attributes       int8     unused (copied as is)
+    timestamp_delta  varlong  record timestamp minus the batch's base_timestamp
+    offset_delta     varint   record offset minus the batch's base_offset
+    key_length       varint   -1: no key
+    key              bytes
+    value_length     varint   -1: no value (a tombstone)
+    value            bytes
+    headers          varint count, then the headers (skipped by ``length``)
+
+``scan_records`` returns one ``RecordSpan`` per record: where the record starts, where its
+``offset_delta`` field starts (everything from there on is copied verbatim when the record is
+re-encoded with a new timestamp delta), where it ends, its deltas, its key and whether it has a
+value. Nothing beyond the key is copied out of the buffer.
+
+``require_record_keys`` is the produce-path check for compacted topics (Kafka's LogValidator:
+"Compacted topic cannot accept message without key"): the only place where a produce request's
+records are decoded, and only their keys, and only when the log's ``cleanup.policy`` contains
+``compact``.
+
+Varints are zigzag-encoded (Kafka's ByteUtils.readVarint / readVarlong). Every length is checked
+against the bytes present; damage raises ``CorruptRecordError``.
+
+Threading: pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, RecordBatchHeader
+from ..errors import CorruptRecordError, InvalidRecordError
+from ..records import decompress
+
+__all__ = [
+    "RecordSpan",
+    "encode_varint",
+    "records_section",
+    "require_record_keys",
+    "scan_records",
+]
+
+# (start, rest_start, end, attributes, timestamp_delta, offset_delta, key, has_value)
+RecordSpan = tuple[int, int, int, int, int, int, bytes | None, bool]
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it."""
+    raw = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("truncated varint in a record")
+        byte = data[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes in a record")
+
+
+def encode_varint(value: int, out: bytearray) -> None:
+    """Append ``value`` as a zigzag varlong (64-bit) to ``out``."""
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def records_section(batch: bytes | memoryview, header: RecordBatchHeader) -> bytes:
+    """The (decompressed) records section of a whole batch's bytes."""
+    end = header.batch_length + LOG_OVERHEAD
+    return decompress(header.compression, memoryview(batch)[BATCH_HEADER_SIZE:end])
+
+
+def scan_records(data: bytes, count: int) -> list[RecordSpan]:
+    """One ``RecordSpan`` per record of a records section that must hold exactly ``count``."""
+    try:
+        return _scan(data, count)
+    except IndexError:
+        raise CorruptRecordError("record data is truncated") from None
+
+
+def _scan(data: bytes, count: int) -> list[RecordSpan]:
+    spans: list[RecordSpan] = []
+    n = len(data)
+    pos = 0
+    append = spans.append
+    for _ in range(count):
+        start = pos
+        b = data[pos] if pos < n else 0x100
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = _varint(data, pos, n)
+        end = pos + length
+        if length < 6 or end > n:
+            raise CorruptRecordError(f"record length {length} at {start} overruns the batch")
+        attributes = data[pos]
+        b = data[pos + 1]
+        if b < 0x80:
+            ts_delta, cursor = (b >> 1) ^ -(b & 1), pos + 2
+        else:
+            ts_delta, cursor = _varint(data, pos + 1, end)
+        rest = cursor
+        b = data[cursor]
+        if b < 0x80:
+            offset_delta, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        else:
+            offset_delta, cursor = _varint(data, cursor, end)
+        if cursor >= end:
+            raise CorruptRecordError(f"record at {start} ends inside its header")
+        b = data[cursor]
+        if b == 1:  # zigzag(-1): no key
+            key: bytes | None = None
+            cursor += 1
+        else:
+            if b < 0x80:
+                key_length, cursor = b >> 1, cursor + 1
+                if b & 1:
+                    raise CorruptRecordError(f"invalid key length in record at {start}")
+            else:
+                key_length, cursor = _varint(data, cursor, end)
+                if key_length < 0:
+                    raise CorruptRecordError(f"invalid key length in record at {start}")
+            if cursor + key_length > end:
+                raise CorruptRecordError(f"key of record at {start} overruns the record")
+            key = data[cursor : cursor + key_length]
+            cursor += key_length
+        if cursor >= end:
+            raise CorruptRecordError(f"record at {start} has no value field")
+        b = data[cursor]
+        if b < 0x80:
+            value_length = (b >> 1) ^ -(b & 1)
+        else:
+            value_length, _ = _varint(data, cursor, end)
+        if value_length < -1:
+            raise CorruptRecordError(f"invalid value length in record at {start}")
+        append((start, rest, end, attributes, ts_delta, offset_delta, key, value_length >= 0))
+        pos = end
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
+    return spans
+
+
+def _keys_present(data: bytes, count: int) -> bool:
+    """True when every record of a records section has a key (nothing else is decoded)."""
+    n = len(data)
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(data, pos, n)
+        end = pos + length
+        if length < 6 or end > n:
+            raise CorruptRecordError("record length overruns the batch")
+        cursor = pos + 1
+        _, cursor = _varint(data, cursor, end)  # timestamp delta
+        _, cursor = _varint(data, cursor, end)  # offset delta
+        key_length, _ = _varint(data, cursor, end)
+        if key_length < 0:
+            return False
+        pos = end
+    return True
+
+
+def require_record_keys(
+    records: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, RecordBatchHeader]],
+) -> None:
+    """Refuse keyless records (``InvalidRecordError``, INVALID_RECORD) for a compacted log.
+
+    ``batches`` are ``(position, header)`` as ``storage.batch.validate_records`` returns them
+    (CRC already checked). Control batches are skipped. A compressed batch is decompressed.
+    """
+    view = memoryview(records)
+    for position, header in batches:
+        if header.attributes & CONTROL_MASK:
+            continue
+        size = header.batch_length + LOG_OVERHEAD
+        body = decompress(header.compression, view[position + BATCH_HEADER_SIZE : position + size])
+        try:
+            ok = _keys_present(body, header.records_count)
+        except (IndexError, CorruptRecordError) as exc:
+            raise CorruptRecordError(f"batch at position {position}: {exc}") from None
+        if not ok:
+            raise InvalidRecordError("Compacted topic cannot accept message without key")

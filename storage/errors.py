@@ -1,0 +1,89 @@
+"""Errors raised by the storage engine, each carrying the Kafka error name it maps to.
+
+The broker turns ``error_name`` into the wire error code; storage never imports the protocol
+layer, so the mapping is by name (upper snake case, exactly as Kafka's ``Errors`` enum spells it).
+
+Threading: these are plain values; nothing here is shared state.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "KafkaStorageError",
+    "LogDirNotFoundError",
+    "MessageTooLargeError",
+    "OffsetOutOfRangeError",
+    "RecordListTooLargeError",
+    "StorageError",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedMessageFormatError",
+]
+
+
+class StorageError(Exception):
+    """Base of every storage error; ``error_name`` is the Kafka error it answers with."""
+
+    error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(StorageError):
+    """Bad CRC, truncated batch, impossible length or unknown magic (CorruptRecordException)."""
+
+    error_name = "CORRUPT_MESSAGE"
+
+
+class UnsupportedMessageFormatError(CorruptRecordError):
+    """A batch of message format v0/v1 (magic < 2).
+
+    Kafka divergence: Kafka up-converts old message formats; tidelog stores magic 2 only and
+    rejects older batches with this error (a CorruptRecordError subclass, so code that treats all
+    malformed input alike keeps working).
+    """
+
+    error_name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that breaks a rule (record count vs offsets, control batch)."""
+
+    error_name = "INVALID_RECORD"
+
+
+class MessageTooLargeError(StorageError):
+    """One batch is larger than ``max.message.bytes`` (Kafka's RecordTooLargeException)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class RecordListTooLargeError(StorageError):
+    """The records of one append exceed ``segment.bytes`` (RecordBatchTooLargeException)."""
+
+    error_name = "RECORD_LIST_TOO_LARGE"
+
+
+class OffsetOutOfRangeError(StorageError):
+    """An offset outside ``[log_start_offset, log_end_offset]`` (fetch) or above the HW."""
+
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class KafkaStorageError(StorageError):
+    """An OSError while writing or flushing (ENOSPC, EIO ...). No partial batch is left behind."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class LogDirNotFoundError(StorageError):
+    """A configured log dir is missing and cannot be created."""
+
+    error_name = "LOG_DIR_NOT_FOUND"
+
+
+class UnknownTopicOrPartitionError(StorageError):
+    """No log for that topic-partition."""
+
+    error_name = "UNKNOWN_TOPIC_OR_PARTITION"

@@ -1,0 +1,131 @@
+"""File I/O helpers of a segment: the recovery scan, whole writes, whole reads.
+
+``scan_batches`` is the recovery scan's inner loop (see ``storage.segment`` for the format):
+over a read-only mmap of a ``.log`` file it checks each batch's magic, length, CRC-32C and offset
+order, stopping at the first invalid byte, and collects the index entries Kafka's rule gives.
+It allocates nothing per batch but a memoryview slice, so scanning runs near memory speed for
+large batches and at roughly a microsecond per batch for small ones.
+
+Threading: pure functions over a file descriptor or buffer the caller owns.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from array import array
+
+from crc32c import crc32c
+
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    SCAN_STRUCT,
+)
+from .errors import CorruptRecordError
+
+__all__ = ["pread_all", "scan_batches", "write_all"]
+
+_IOV_MAX = 1024
+INT32_MAX = 2**31 - 1
+
+
+def scan_batches(
+    buf: mmap.mmap,
+    view: memoryview,
+    size: int,
+    base: int,
+    prev_last_offset: int,
+    index_interval_bytes: int,
+    entries: tuple[array[int], array[int], array[int], array[int]],
+) -> tuple[int, str, int, int, int]:
+    """Validate batches from position 0; returns (valid bytes, reason, next offset, max
+    timestamp, its offset) and fills the rebuilt index columns in ``entries``."""
+    offsets, positions, timestamps, time_offsets = entries
+    unpack = SCAN_STRUCT.unpack_from
+    max_relative = base + INT32_MAX
+    position = 0
+    last_entry_position = 0
+    max_ts = -1
+    offset_of_max = base
+    last_time_entry = -1
+    reason = ""
+    while position < size:
+        if size - position < BATCH_HEADER_SIZE:
+            reason = f"truncated batch header ({size - position} bytes left)"
+            break
+        base_offset, batch_length, magic, crc, last_delta, batch_max_ts = unpack(buf, position)
+        end = position + batch_length + LOG_OVERHEAD
+        if magic != MAGIC_V2 or batch_length < MIN_BATCH_LENGTH or end > size:
+            if magic != MAGIC_V2:
+                reason = f"invalid magic {magic}"
+            elif batch_length < MIN_BATCH_LENGTH:
+                reason = f"invalid batch length {batch_length}"
+            else:
+                reason = (
+                    f"truncated batch ({end - position} bytes declared, {size - position} left)"
+                )
+            break
+        if crc32c(view[position + ATTRIBUTES_OFFSET : end]) != crc:
+            reason = f"CRC mismatch in batch at offset {base_offset}"
+            break
+        last_offset = base_offset + last_delta
+        if base_offset <= prev_last_offset or last_delta < 0 or last_offset > max_relative:
+            reason = f"offset {base_offset} out of order or out of the segment's range"
+            break
+        if batch_max_ts > max_ts:
+            max_ts = batch_max_ts
+            offset_of_max = last_offset
+        if position - last_entry_position > index_interval_bytes:
+            offsets.append(last_offset - base)
+            positions.append(position)
+            if max_ts > last_time_entry:
+                timestamps.append(max_ts)
+                time_offsets.append(offset_of_max - base)
+                last_time_entry = max_ts
+            last_entry_position = position
+        prev_last_offset = last_offset
+        position = end
+    next_offset = prev_last_offset + 1 if position > 0 else base
+    return position, reason, next_offset, max_ts, offset_of_max
+
+
+def pread_all(fd: int, position: int, length: int) -> bytes:
+    data = os.pread(fd, length, position)
+    if len(data) == length:
+        return data
+    parts = [data]
+    done = len(data)
+    while done < length:
+        chunk = os.pread(fd, length - done, position + done)
+        if not chunk:
+            raise CorruptRecordError(f"short read: wanted {length} bytes at {position}")
+        parts.append(chunk)
+        done += len(chunk)
+    return b"".join(parts)
+
+
+def write_all(
+    fd: int, iov: list[bytes | bytearray | memoryview], position: int, total: int
+) -> None:
+    """``pwritev`` everything (chunks of IOV_MAX buffers; short writes finished by pwrite)."""
+    written = 0
+    for start in range(0, len(iov), _IOV_MAX):
+        chunk = iov if len(iov) <= _IOV_MAX else iov[start : start + _IOV_MAX]
+        chunk_size = total if chunk is iov else sum(len(b) for b in chunk)
+        done = os.pwritev(fd, chunk, position + written)
+        if done < chunk_size:
+            rest = b"".join(bytes(b) for b in chunk)[done:]
+            while rest:
+                n = os.pwrite(fd, rest, position + written + done)
+                if n <= 0:
+                    raise OSError(errno.EIO, "short write")
+                rest = rest[n:]
+                done += n
+        written += chunk_size
+    if written != total:
+        raise OSError(errno.EIO, f"wrote {written} of {total} bytes")

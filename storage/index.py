@@ -1,0 +1,392 @@
+"""Sparse offset and time indexes of a segment (Kafka's ``.index`` and ``.timeindex`` files).
+
+``<base offset, 20 digits>.index`` - entries of 8 bytes, big-endian::
+
+    relative_offset  int32   last offset of an indexed batch minus the segment's base offset
+    position         int32   byte position of that batch in the ``.log`` file
+
+``<base offset, 20 digits>.timeindex`` - entries of 12 bytes, big-endian::
+
+    timestamp        int64   largest timestamp seen in the segment up to the indexed batch
+    relative_offset  int32   offset of (the batch holding) that timestamp, minus the base offset
+
+Invariants: offset-index relative offsets strictly increase and positions never decrease; time
+index timestamps strictly increase (an entry is added only when the max timestamp grows) and
+their offsets never decrease; every position lies inside the ``.log`` file. Entries are sparse:
+the segment adds one when more than ``index.interval.bytes`` were appended since the last entry.
+
+The files of the active segment are preallocated (``ftruncate``, sparse) to
+``segment.index.bytes`` rounded down to a whole entry; the used entries are the leading ones.
+When a segment rolls, and on clean shutdown, the files are trimmed to their used size, so an
+inactive segment's index holds exactly ``size / entry_size`` entries (what Kafka expects).
+
+In memory the entries live in two ``array`` columns (compact, C-speed ``bisect``). They reach
+the file lazily: ``write_pending`` writes every entry added since its last call in one
+``pwrite``; it runs when the segment stops being active (roll, clean close) and after a
+rebuild. The active segment's index file may therefore lag behind memory;
+that is safe because after a crash the segment holding the recovery point and every later one
+(so always the active one) are rebuilt from the ``.log`` file. Writing entries one by one on the
+append path cost tens of microseconds each (a page under writeback must settle first).
+
+A crash can leave an untrimmed file (zero entries after the used ones), a lagging or torn file
+or one of the wrong size; ``load`` reports any of these as ``IndexCorruptError`` and the loader
+rebuilds the index from the ``.log`` file. Removed entries (truncation) are zeroed on disk.
+
+Threading: one writer (the appender, or the loader, under the partition lock); readers may
+``lookup`` concurrently from other threads (array operations are atomic under the GIL; a reader
+sees a prefix of the entries, which is always a valid index).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+__all__ = [
+    "IndexCorruptError",
+    "OffsetIndex",
+    "TimeIndex",
+    "replace_offset_entries",
+    "replace_time_entries",
+]
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_LITTLE = sys.byteorder == "little"
+
+
+class IndexCorruptError(Exception):
+    """An index file fails its sanity check; the caller rebuilds it from the log."""
+
+
+class _Index:
+    entry_size: int = 0
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._max_entries = max(max_index_bytes // self.entry_size, 2)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file_size = os.fstat(self._fd).st_size
+        self._written = 0  # leading entries that are in the file
+
+    # -- sizes ---------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of used entries (the file size once trimmed)."""
+        return self.entries * self.entry_size
+
+    @property
+    def file_size(self) -> int:
+        return self._file_size
+
+    def _read_file(self) -> bytes:
+        size = os.fstat(self._fd).st_size
+        if size % self.entry_size != 0:
+            raise IndexCorruptError(
+                f"{self.path}: size {size} is not a multiple of {self.entry_size}"
+            )
+        chunks: list[bytes] = []
+        done = 0
+        while done < size:
+            chunk = os.pread(self._fd, size - done, done)
+            if not chunk:
+                raise IndexCorruptError(f"{self.path}: short read")
+            chunks.append(chunk)
+            done += len(chunk)
+        return b"".join(chunks)
+
+    def _pack(self, first: int, last: int) -> bytes:
+        raise NotImplementedError
+
+    def write_pending(self) -> None:
+        """Write the entries appended since the last call to the file (one ``pwrite``)."""
+        entries = self.entries
+        if self._written < entries:
+            data = self._pack(self._written, entries)
+            start = self._written * self.entry_size
+            os.pwrite(self._fd, data, start)
+            self._file_size = max(self._file_size, start + len(data))
+            self._written = entries
+
+    def _forget_from(self, keep: int) -> None:
+        """Entries from ``keep`` on are gone: zero the ones already in the file."""
+        if keep < self._written:
+            start = keep * self.entry_size
+            end = min(self._written * self.entry_size, self._file_size)
+            if end > start:
+                os.pwrite(self._fd, bytes(end - start), start)
+            self._written = keep
+
+    def _replace_file(self, data: bytes, entries: int) -> None:
+        os.ftruncate(self._fd, 0)
+        if data:
+            os.pwrite(self._fd, data, 0)
+        self._file_size = len(data)
+        self._written = entries
+
+    def make_writable(self, max_index_bytes: int) -> None:
+        """Preallocate the file for appends (the segment became active)."""
+        self._max_entries = max(max_index_bytes // self.entry_size, 2)
+        self._max_entries = max(self._max_entries, self.entries + 2)
+        size = self._max_entries * self.entry_size
+        if self._file_size != size:
+            os.ftruncate(self._fd, size)
+            self._file_size = size
+
+    def trim_to_valid_size(self) -> None:
+        """Write pending entries and shrink the file to them (roll or clean shutdown)."""
+        self.write_pending()
+        size = self.size_in_bytes
+        if self._file_size != size:
+            os.ftruncate(self._fd, size)
+            self._file_size = size
+        self._max_entries = max(self.entries, 2)
+
+    def flush(self) -> None:
+        """fsync the file. Pending entries are not written here (that happens under the
+        partition lock, in ``trim_to_valid_size``), so a flusher never races the appender."""
+        os.fsync(self._fd)
+
+    def rename(self, new_path: Path) -> None:
+        os.rename(self.path, new_path)
+        self.path = new_path
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+
+class OffsetIndex(_Index):
+    """Maps offsets to file positions (floor look-up)."""
+
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self._offsets: array[int] = array("i")
+        self._positions: array[int] = array("i")
+
+    @property
+    def entries(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self._max_entries
+
+    def _pack(self, first: int, last: int) -> bytes:
+        flat = array("i", bytes(8 * (last - first)))
+        flat[0::2] = self._offsets[first:last]
+        flat[1::2] = self._positions[first:last]
+        if _LITTLE:
+            flat.byteswap()
+        return flat.tobytes()
+
+    def load(self, log_size: int) -> None:
+        """Read the file's entries and sanity-check them (raises ``IndexCorruptError``)."""
+        data = self._read_file()
+        flat = array("i")
+        flat.frombytes(data)
+        if _LITTLE:
+            flat.byteswap()
+        offsets = flat[0::2]
+        positions = flat[1::2]
+        if len(offsets) > 0:
+            if offsets[0] < 0 or positions[0] < 0:
+                raise IndexCorruptError(f"{self.path}: negative first entry")
+            if positions[-1] >= log_size:
+                raise IndexCorruptError(
+                    f"{self.path}: last entry points at {positions[-1]}, log has {log_size} bytes"
+                )
+            offs = offsets.tolist()
+            poss = positions.tolist()
+            if offs != sorted(offs) or len(set(offs)) != len(offs) or poss != sorted(poss):
+                raise IndexCorruptError(f"{self.path}: entries are not monotonic")
+        self._offsets = offsets
+        self._positions = positions
+        self._written = len(offsets)
+
+    def reset(self) -> None:
+        self._forget_from(0)
+        self._offsets = array("i")
+        self._positions = array("i")
+
+    def can_append_offset(self, offset: int) -> bool:
+        relative = offset - self.base_offset
+        return 0 <= relative <= 2**31 - 1
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self._offsets and relative <= self._offsets[-1]:
+            raise ValueError(
+                f"offset {offset} is not larger than the last indexed offset "
+                f"{self._offsets[-1] + self.base_offset} in {self.path}"
+            )
+        self._offsets.append(relative)
+        self._positions.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Floor entry ``(offset, position)``: largest indexed offset <= ``offset``.
+
+        ``(base_offset, 0)`` when there is none.
+        """
+        relative = offset - self.base_offset
+        if relative < 0:
+            return self.base_offset, 0
+        if relative > 2**31 - 1:
+            relative = 2**31 - 1
+        slot = bisect_right(self._offsets, relative) - 1
+        if slot < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._offsets[slot], self._positions[slot]
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        return self.base_offset + self._offsets[slot], self._positions[slot]
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._offsets:
+            return self.base_offset, 0
+        return self.entry(len(self._offsets) - 1)
+
+    def all_entries(self) -> list[tuple[int, int]]:
+        base = self.base_offset
+        return [(base + o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries whose offset is >= ``offset``."""
+        relative = offset - self.base_offset
+        keep = 0 if relative <= 0 else bisect_right(self._offsets, relative - 1)
+        removed = len(self._offsets) - keep
+        if removed > 0:
+            self._forget_from(keep)
+            del self._offsets[keep:]
+            del self._positions[keep:]
+
+
+class TimeIndex(_Index):
+    """Maps timestamps to offsets (floor look-up)."""
+
+    entry_size = 12
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self._timestamps: array[int] = array("q")
+        self._offsets: array[int] = array("i")
+
+    @property
+    def entries(self) -> int:
+        return len(self._timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        # One slot stays free for the entry written when the segment rolls (as Kafka).
+        return len(self._timestamps) >= self._max_entries - 1
+
+    def load(self) -> None:
+        data = self._read_file()
+        timestamps: array[int] = array("q")
+        offsets: array[int] = array("i")
+        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+            timestamps.append(ts)
+            offsets.append(rel)
+        if len(timestamps) > 0:
+            if offsets[0] < 0:
+                raise IndexCorruptError(f"{self.path}: negative first entry")
+            tss = timestamps.tolist()
+            offs = offsets.tolist()
+            if tss != sorted(tss) or offs != sorted(offs):
+                raise IndexCorruptError(f"{self.path}: entries are not monotonic")
+        self._timestamps = timestamps
+        self._offsets = offsets
+        self._written = len(timestamps)
+
+    def _pack(self, first: int, last: int) -> bytes:
+        pack = _TIME_ENTRY.pack
+        return b"".join(
+            pack(t, o)
+            for t, o in zip(self._timestamps[first:last], self._offsets[first:last], strict=True)
+        )
+
+    def reset(self) -> None:
+        self._forget_from(0)
+        self._timestamps = array("q")
+        self._offsets = array("i")
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
+        if self._timestamps:
+            if timestamp <= self._timestamps[-1]:
+                return
+        elif timestamp <= -1:
+            return
+        if not skip_full_check and self.is_full:
+            raise ValueError(f"time index {self.path} is full")
+        relative = offset - self.base_offset
+        if self._offsets and relative < self._offsets[-1]:
+            raise ValueError(f"time index offset {offset} goes backwards in {self.path}")
+        self._timestamps.append(timestamp)
+        self._offsets.append(relative)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Floor entry ``(timestamp, offset)``; ``(-1, base_offset)`` when there is none."""
+        slot = bisect_right(self._timestamps, timestamp) - 1
+        if slot < 0:
+            return -1, self.base_offset
+        return self._timestamps[slot], self.base_offset + self._offsets[slot]
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._timestamps:
+            return -1, self.base_offset
+        return self._timestamps[-1], self.base_offset + self._offsets[-1]
+
+    def all_entries(self) -> list[tuple[int, int]]:
+        base = self.base_offset
+        return [(t, base + o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries whose offset is >= ``offset``."""
+        relative = offset - self.base_offset
+        keep = 0 if relative <= 0 else bisect_right(self._offsets, relative - 1)
+        removed = len(self._timestamps) - keep
+        if removed > 0:
+            self._forget_from(keep)
+            del self._timestamps[keep:]
+            del self._offsets[keep:]
+
+
+def replace_offset_entries(index: OffsetIndex, offsets: array[int], positions: array[int]) -> None:
+    """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
+    rewritten in one go (stale bytes of an untrimmed file must not survive)."""
+    index._offsets = offsets
+    index._positions = positions
+    index._replace_file(index._pack(0, len(offsets)), len(offsets))
+
+
+def replace_time_entries(index: TimeIndex, timestamps: array[int], offsets: array[int]) -> None:
+    """Install rebuilt entries (timestamps, relative offsets) and write the file in one go."""
+    index._timestamps = timestamps
+    index._offsets = offsets
+    index._replace_file(index._pack(0, len(timestamps)), len(timestamps))

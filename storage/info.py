@@ -1,0 +1,79 @@
+"""Values handed from storage to the broker: append results and read results.
+
+``FileRegion`` names bytes of a segment's ``.log`` file so the broker can ``sendfile`` them
+without copying; a region always holds whole batches.
+
+Threading: immutable values.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .batch import RecordBatchHeader
+from .segment import DELETED_SUFFIX
+
+__all__ = ["AppendInfo", "FileRegion", "ReadInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one ``PartitionLog.append`` wrote."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 when CreateTime
+    log_start_offset: int
+    batches: tuple[RecordBatchHeader, ...]  # headers as written (offsets assigned)
+    size_in_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes of whole batches at ``position`` in the segment file ``path``.
+
+    If retention deleted the segment in the meantime, the file was renamed to
+    ``path + ".deleted"`` and is still there for ``file.delete.delay.ms``; ``read_bytes`` falls
+    back to that name.
+    """
+
+    path: str
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = os.open(self.path + DELETED_SUFFIX, os.O_RDONLY)
+        try:
+            parts: list[bytes] = []
+            done = 0
+            while done < self.length:
+                chunk = os.pread(fd, self.length - done, self.position + done)
+                if not chunk:
+                    raise OSError(f"short read of {self.path} at {self.position + done}")
+                parts.append(chunk)
+                done += len(chunk)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """Result of ``PartitionLog.read``: whole batches in offset order, maybe across segments."""
+
+    regions: tuple[FileRegion, ...]
+    size_in_bytes: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    first_offset: int | None  # base offset of the first batch returned (None if empty)
+    last_offset: int | None = None  # last offset of the last batch returned (None if empty)
+
+    def read_bytes(self) -> bytes:
+        """The concatenated bytes of the regions (``os.pread``)."""
+        return b"".join(region.read_bytes() for region in self.regions)

@@ -1,0 +1,581 @@
+"""A partition's log: ordered segments, offsets (log start, HW, LEO), appends, reads, flushes.
+
+A partition directory ``<log dir>/<topic>-<partition>/`` holds its segments (see
+``storage.segment``) and ``partition.metadata``. Offsets: ``log_start_offset <= high_watermark
+<= log_end_offset``; readers never see past the HW; ``recovery_point`` is the offset below which
+every byte has been fsynced. The HW follows the LEO at once unless the flush policy holds it
+back (``flush.messages=1``, see ``LogConfig.holds_high_watermark``), in which case it advances
+when the fsync covering a batch returns.
+
+Durability: ``append`` writes to the page cache only. ``flush`` (called by the broker from a
+worker thread when ``needs_flush`` says so) fsyncs every segment written since the last flush
+(the active segment's ``.log`` only: its indexes are rebuilt after a crash anyway) and then
+advances the recovery point; one fsync covers every batch appended before it (group
+commit: callers that arrive while a flush runs wait for it and return at once if it covered
+them). After a crash, everything from the segment holding the recovery point on is re-validated
+(see ``storage.recovery``).
+
+Threading (the contract with the broker):
+* ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop).
+* ``read``, ``flush``, ``apply_retention``, ``delete_expired_files``, timestamp look-ups and the
+  offset properties may be called from worker threads at the same time.
+* ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
+  it is held only for in-memory work and page-cache writes, never across an fsync.
+* ``self._flush_lock`` serializes flushers (group commit) and is never taken by ``append``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+
+from .batch import prepare_append, validate_records
+from .config import LogConfig
+from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .info import AppendInfo, FileRegion, ReadInfo
+from .metadata import read_partition_metadata
+from .recovery import load_segments
+from .retention import log_start_breached, retention_ms_breached, retention_size_breached
+from .segment import DELETED_SUFFIX, LogSegment
+from .timestamps import find_max_timestamp, find_offset_for_timestamp
+
+__all__ = ["PartitionLog", "parse_partition_dir_name", "wall_clock_ms"]
+
+logger = logging.getLogger("tidelog.storage")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``"<topic>-<partition>"`` -> ``(topic, partition)``; None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """The log of one topic-partition (Kafka's UnifiedLog + LocalLog, single replica)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        topic_id: uuid.UUID | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        parsed = parse_partition_dir_name(directory.name)
+        if parsed is None:
+            raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
+        self.topic, self.partition = parsed
+        self.dir = directory
+        self.config = config
+        self._clock = clock
+        directory.mkdir(parents=True, exist_ok=True)
+        self.topic_id = topic_id if topic_id is not None else read_partition_metadata(directory)
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        now = clock()
+        loaded = load_segments(
+            directory,
+            config,
+            now_ms=now,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._deleted: list[LogSegment] = []
+        self._dir_dirty = True
+        self._closed = False
+        self._log_end_offset = self._segments[-1].next_offset
+        self._log_start_offset = min(
+            max(log_start_offset, self._segments[0].base_offset), self._log_end_offset
+        )
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._high_watermark = self._log_end_offset
+        self._last_flush_ms = now
+        if loaded.recovered_segments or loaded.truncated_bytes:
+            # Recovered data is made durable before it counts as flushed.
+            self.flush(now)
+        # Single replica: the leader's HW is the ISR's smallest LEO, i.e. its own LEO, and
+        # everything on disk after loading has been validated (and fsynced if recovered).
+        # Kafka divergence: the replication-offset-checkpoint is written but not needed to
+        # restore the HW.
+        self._recovery_point = self._log_end_offset
+
+    # -- offsets -------------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+            f"hw={self._high_watermark}, leo={self._log_end_offset})"
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    # -- append --------------------------------------------------------------------------------
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int | None = None,
+        leader_epoch: int | None = None,
+        allow_control: bool = False,
+    ) -> AppendInfo:
+        """Validate every batch, assign offsets from the LEO and write them (all or nothing).
+
+        ``leader_epoch`` overwrites each batch's partition leader epoch when given.
+        ``allow_control`` lets a coordinator write control batches (clients may not).
+        Raises ``StorageError`` subclasses; nothing is written when one is raised.
+        """
+        config = self.config
+        now = self._clock() if now_ms is None else now_ms
+        batches = validate_records(
+            records,
+            max_message_bytes=config.max_message_bytes,
+            segment_bytes=config.segment_bytes,
+            allow_control=allow_control,
+        )
+        append_time = now if config.log_append_time else None
+        with self._lock:
+            self._check_open()
+            prepared = prepare_append(
+                records,
+                batches,
+                base_offset=self._log_end_offset,
+                log_append_time_ms=append_time,
+                leader_epoch=leader_epoch,
+            )
+            segment = self._segments[-1]
+            if segment.should_roll(
+                config,
+                messages_size=prepared.size_in_bytes,
+                max_offset=prepared.last_offset,
+                now_ms=now,
+            ):
+                segment = self._roll_locked(now)
+            segment.append(prepared, config.index_interval_bytes, now)
+            self._log_end_offset = prepared.last_offset + 1
+            if not config.holds_high_watermark:
+                self._high_watermark = self._log_end_offset
+            log_start = self._log_start_offset
+        return AppendInfo(
+            first_offset=prepared.first_offset,
+            last_offset=prepared.last_offset,
+            max_timestamp=prepared.max_timestamp,
+            log_append_time_ms=-1 if append_time is None else append_time,
+            log_start_offset=log_start,
+            batches=prepared.headers,
+            size_in_bytes=prepared.size_in_bytes,
+        )
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Start a new active segment at the LEO (no-op when the active segment is empty)."""
+        with self._lock:
+            self._check_open()
+            self._roll_locked(self._clock() if now_ms is None else now_ms)
+
+    def _roll_locked(self, now_ms: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        new_base = self._log_end_offset
+        active.seal()
+        segment = LogSegment(self.dir, new_base, self.config, now_ms=now_ms)
+        if segment.size > 0:  # a stray file with our name: start it afresh
+            os.ftruncate(segment._fd, 0)
+            segment._size = 0
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segment.make_active(self.config)
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        logger.debug("rolled %s-%s at offset %d", self.topic, self.partition, new_base)
+        return segment
+
+    # -- read ----------------------------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_message: bool = True,
+    ) -> ReadInfo:
+        """Whole batches from the one holding ``start_offset``, below ``upper_bound`` (the HW).
+
+        At most ``max_bytes``, except that the first batch is returned whole even if larger when
+        ``min_one_message``. ``start_offset`` outside ``[log_start_offset, log_end_offset]``
+        raises ``OffsetOutOfRangeError``; at or past the bound the result is empty.
+        Raises ``CorruptRecordError`` when a batch header on disk is damaged.
+        """
+        with self._lock:
+            self._check_open()
+            log_start = self._log_start_offset
+            leo = self._log_end_offset
+            hw = self._high_watermark
+            first = max(bisect_right(self._bases, start_offset) - 1, 0)
+            snapshot = [(s, s.size) for s in self._segments[first:]]
+        if start_offset < log_start or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{log_start}, {leo}] of "
+                f"{self.topic}-{self.partition}"
+            )
+        bound = hw if upper_bound is None else min(upper_bound, leo)
+        # Kafka divergence: Kafka reads from one segment per fetch and may end on a partial
+        # batch (the client drops it); tidelog returns whole batches, continuing into later
+        # segments while max_bytes allows.
+        regions: list[FileRegion] = []
+        total = 0
+        first_offset: int | None = None
+        last_offset: int | None = None
+        done = start_offset >= bound
+        for segment, end_position in snapshot:
+            if done:
+                break
+            if segment.base_offset >= bound:
+                break
+            found = segment.find_position(start_offset, end_position)
+            if found is None:
+                continue
+            region_start = found
+            region_end = region_start
+            for position, base_offset, batch_last, size in segment.iter_spans(
+                region_start, end_position
+            ):
+                if batch_last >= bound:
+                    done = True
+                    break
+                if total + size > max_bytes and (total > 0 or not min_one_message):
+                    done = True
+                    break
+                if first_offset is None:
+                    first_offset = base_offset
+                last_offset = batch_last
+                total += size
+                region_end = position + size
+            if region_end > region_start:
+                regions.append(
+                    FileRegion(str(segment.log_path), region_start, region_end - region_start)
+                )
+        return ReadInfo(
+            regions=tuple(regions),
+            size_in_bytes=total,
+            high_watermark=hw,
+            log_start_offset=log_start,
+            log_end_offset=leo,
+            first_offset=first_offset,
+            last_offset=last_offset,
+        )
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.
+
+        Kafka's fetchOffsetByTimestamp: the first segment whose max timestamp reaches the
+        target, its time index, then the batches; the matching batch's records are decoded
+        (decompressed if needed) to find the exact record. Searches up to the LEO; the broker
+        filters by HW/LSO as Kafka's Partition does. None when no record qualifies.
+        """
+        with self._lock:
+            log_start = self._log_start_offset
+            snapshot = [(s, s.size) for s in self._segments]
+        return find_offset_for_timestamp(snapshot, timestamp_ms, log_start)
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record holding the largest timestamp (-3).
+
+        As Kafka >= 3.8 (KIP-734 follow-up): the exact record, found by decoding the batch that
+        holds the segment's max timestamp. None for an empty log.
+        """
+        with self._lock:
+            log_start = self._log_start_offset
+            snapshot = [(s, s.size) for s in self._segments]
+        return find_max_timestamp(snapshot, log_start)
+
+    # -- flush ---------------------------------------------------------------------------------
+    def needs_flush(self, now_ms: int) -> bool:
+        """True when the flush policy (flush.messages / flush.ms) asks for an fsync now."""
+        unflushed = self._log_end_offset - self._recovery_point
+        if unflushed <= 0:
+            return False
+        config = self.config
+        if config.flush_messages is not None and unflushed >= config.flush_messages:
+            return True
+        return config.flush_ms is not None and now_ms - self._last_flush_ms >= config.flush_ms
+
+    def flush(self, now_ms: int | None = None) -> int:
+        """fsync everything appended so far; advance the recovery point (and held HW).
+
+        Call from a worker thread. Concurrent callers share fsyncs (group commit). Returns the
+        high watermark after the flush. Raises ``KafkaStorageError`` if an fsync fails.
+        """
+        wanted = self._log_end_offset
+        with self._flush_lock:
+            if self._recovery_point >= wanted and not self._dir_dirty:
+                return self._high_watermark
+            with self._lock:
+                target = self._log_end_offset
+                dirty = [s for s in self._segments if s.dirty]
+                active = self._segments[-1]
+                for segment in dirty:
+                    segment.dirty = False
+                sync_dir = self._dir_dirty
+                self._dir_dirty = False
+            try:
+                for segment in dirty:
+                    # Kafka divergence: Kafka fsyncs the active segment's indexes too; ours
+                    # are rebuilt by recovery after any crash, so only inactive ones are synced.
+                    segment.flush(indexes=segment is not active)
+                if sync_dir:
+                    _fsync_dir(self.dir)
+            except (KafkaStorageError, OSError) as exc:
+                with self._lock:
+                    for segment in dirty:
+                        segment.dirty = True
+                    self._dir_dirty = self._dir_dirty or sync_dir
+                if isinstance(exc, KafkaStorageError):
+                    raise
+                raise KafkaStorageError(f"fsync of {self.dir} failed: {exc}") from exc
+            with self._lock:
+                if target > self._recovery_point:
+                    self._recovery_point = min(target, self._log_end_offset)
+                self._last_flush_ms = self._clock() if now_ms is None else now_ms
+                if self.config.holds_high_watermark:
+                    self._high_watermark = max(
+                        self._high_watermark, min(target, self._log_end_offset)
+                    )
+                return self._high_watermark
+
+    # -- configuration -------------------------------------------------------------------------
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            if not config.holds_high_watermark:
+                self._high_watermark = self._log_end_offset
+
+    # -- log start, truncation -----------------------------------------------------------------
+    def delete_records(self, offset: int) -> int:
+        """Raise the log start offset (DeleteRecords); -1 means the HW. Returns the new start.
+
+        Segments wholly below it are deleted by the next ``apply_retention``.
+        """
+        with self._lock:
+            target = self._high_watermark if offset == -1 else offset
+            if target < 0 or target > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self.topic}-{self.partition} up to {offset}: "
+                    f"high watermark is {self._high_watermark}"
+                )
+            if target > self._log_start_offset:
+                self._log_start_offset = target
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding offsets >= ``offset`` (whole batches, as Kafka).
+
+        Below the log start offset the log restarts empty at ``offset``.
+        """
+        with self._lock:
+            self._check_open()
+            if offset >= self._log_end_offset:
+                return
+            if offset < self._log_start_offset or offset < self._segments[0].base_offset:
+                self._truncate_fully_locked(max(offset, 0))
+                return
+            now = self._clock()
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                self._schedule_delete_locked(self._segments.pop(), now)
+                self._bases.pop()
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            active.make_active(self.config)
+            self._after_truncation_locked(active.next_offset)
+
+    def _truncate_fully_locked(self, new_offset: int) -> None:
+        now = self._clock()
+        for segment in self._segments:
+            self._schedule_delete_locked(segment, now)
+        segment = LogSegment(self.dir, new_offset, self.config, now_ms=now)
+        if segment.size > 0:
+            os.ftruncate(segment._fd, 0)
+            segment._size = 0
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segment.make_active(self.config)
+        self._segments = [segment]
+        self._bases = [new_offset]
+        self._log_start_offset = new_offset
+        self._after_truncation_locked(new_offset)
+        self._recovery_point = new_offset
+
+    def _after_truncation_locked(self, leo: int) -> None:
+        self._log_end_offset = leo
+        self._recovery_point = min(self._recovery_point, leo)
+        self._high_watermark = min(self._high_watermark, leo)
+        self._log_start_offset = min(self._log_start_offset, leo)
+        self._dir_dirty = True
+
+    # -- retention -----------------------------------------------------------------------------
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments (retention.ms, retention.bytes, below the log start offset).
+
+        As Kafka's deleteOldSegments: only a prefix of segments wholly below the HW; an expired
+        non-empty active segment is rolled first. Files are renamed ``.deleted`` and removed by
+        ``delete_expired_files`` after ``file.delete.delay.ms``. Returns segments deleted.
+        """
+        deleted = 0
+        config = self.config
+        if config.delete_enabled:
+            if config.retention_ms >= 0:
+                deleted += self._delete_old_segments(retention_ms_breached(config, now_ms), now_ms)
+            if config.retention_bytes >= 0:
+                with self._lock:
+                    total = sum(s.size for s in self._segments)
+                deleted += self._delete_old_segments(retention_size_breached(config, total), now_ms)
+        deleted += self._delete_old_segments(log_start_breached(self._log_start_offset), now_ms)
+        return deleted
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+    ) -> int:
+        with self._lock:
+            if self._closed:
+                return 0
+            segments = self._segments
+            deletable: list[LogSegment] = []
+            for i, segment in enumerate(segments):
+                next_segment = segments[i + 1] if i + 1 < len(segments) else None
+                upper = next_segment.base_offset if next_segment else self._log_end_offset
+                last_and_empty = next_segment is None and segment.size == 0
+                if (
+                    upper <= self._high_watermark
+                    and not last_and_empty
+                    and predicate(segment, next_segment)
+                ):
+                    deletable.append(segment)
+                else:
+                    break
+            if not deletable:
+                return 0
+            if deletable[-1] is segments[-1]:
+                self._roll_locked(now_ms)
+            for segment in deletable:
+                self._schedule_delete_locked(segment, now_ms)
+            count = len(deletable)
+            del self._segments[:count]
+            del self._bases[:count]
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._dir_dirty = True
+        logger.info(
+            "deleted %d segment(s) of %s-%s; log start offset is now %d",
+            count,
+            self.topic,
+            self.partition,
+            self._log_start_offset,
+        )
+        return count
+
+    def _schedule_delete_locked(self, segment: LogSegment, now_ms: int) -> None:
+        try:
+            segment.rename_with_suffix(DELETED_SUFFIX)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot rename {segment.log_path}: {exc}") from exc
+        segment.deleted_at_ms = now_ms
+        self._deleted.append(segment)
+
+    def delete_expired_files(self, now_ms: int) -> None:
+        """Remove ``.deleted`` files older than ``file.delete.delay.ms``."""
+        delay = self.config.file_delete_delay_ms
+        with self._lock:
+            due = [
+                s
+                for s in self._deleted
+                if s.deleted_at_ms is not None and now_ms - s.deleted_at_ms >= delay
+            ]
+            self._deleted = [s for s in self._deleted if s not in due]
+        for segment in due:
+            segment.delete_files()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Clean close: final time-index entry and trimmed indexes, fsync, close files."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._segments[-1].seal()
+                segments = list(self._segments)
+            for segment in segments:
+                if segment.dirty:
+                    segment.flush()
+                    segment.dirty = False
+            _fsync_dir(self.dir)
+            with self._lock:
+                self._closed = True
+                self._recovery_point = self._log_end_offset
+                for segment in self._segments + self._deleted:
+                    segment.close()
+
+    def close_without_flush(self) -> None:
+        """Close every file without fsync (the partition is being deleted)."""
+        with self._flush_lock, self._lock:
+            self._closed = True
+            for segment in self._segments + self._deleted:
+                segment.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,309 @@
+"""The log manager: every partition log in every log dir (Kafka's LogManager, one node).
+
+A log dir holds::
+
+    meta.properties                      node.id, cluster.id, directory.id (KRaft, version 1)
+    recovery-point-offset-checkpoint     per partition: offset below which all is fsynced
+    replication-offset-checkpoint        per partition: high watermark
+    log-start-offset-checkpoint          per partition: log start offset
+    .kafka_cleanshutdown                 present only after a clean shutdown
+    <topic>-<partition>/                 one directory per partition (see storage.log)
+    <topic>-<partition>.<uuid hex>-delete/   a deleted partition awaiting removal
+
+Start-up: ``meta.properties`` is read (or created); the clean-shutdown marker is noted and
+deleted (fsynced) before any partition is loaded, so a crash during this run is seen as unclean
+next time; every partition dir is loaded (recovering from its recovery point when the shutdown
+was not clean); ``-delete`` dirs are removed. Shutdown: every log is flushed and closed
+(indexes trimmed), the checkpoints are written, then the marker.
+
+A new partition goes to the log dir holding the fewest partitions. Deleting a partition renames
+its directory to ``<topic>-<partition>.<uuid hex>-delete`` (atomic; a crash leaves the renamed
+dir, removed at the next start-up) and removes it after ``file.delete.delay.ms``.
+
+Threading: ``create_log``/``delete_log``/``get_log`` take the manager lock (short). Checkpoint
+writes take a per-dir lock. Per-partition work follows ``PartitionLog``'s rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    read_checkpoint,
+    write_checkpoint,
+)
+from .config import LogConfig
+from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
+from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
+from .metadata import (
+    fsync_dir,
+    kafka_uuid_string,
+    read_meta_properties,
+    write_meta_properties,
+    write_partition_metadata,
+)
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
+
+logger = logging.getLogger("tidelog.storage")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Opens, creates, deletes, checkpoints and shuts down the partition logs."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        *,
+        default_config: LogConfig,
+        clock: Callable[[], int] = wall_clock_ms,
+        node_id: int = 1,
+        cluster_id: str | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.clock = clock
+        self.node_id = node_id
+        self._cluster_id = cluster_id
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._pending_dir_deletes: list[tuple[Path, int]] = []
+        self._lock = threading.Lock()
+        self._checkpoint_locks = {d: threading.Lock() for d in self.log_dirs}
+        self._started = False
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            raise StorageError("cluster id is known only after startup()")
+        return self._cluster_id
+
+    # -- start-up ------------------------------------------------------------------------------
+    def startup(self) -> None:
+        for log_dir in self.log_dirs:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LogDirNotFoundError(f"cannot create log dir {log_dir}: {exc}") from exc
+            self._load_meta_properties(log_dir)
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir)
+        self._started = True
+        self.checkpoint()
+
+    def _load_meta_properties(self, log_dir: Path) -> None:
+        props = read_meta_properties(log_dir)
+        if props is not None:
+            found = props.get("cluster.id")
+            if found:
+                if self._cluster_id is None:
+                    self._cluster_id = found
+                elif found != self._cluster_id:
+                    raise StorageError(
+                        f"{log_dir}/meta.properties has cluster.id {found}, expected "
+                        f"{self._cluster_id}"
+                    )
+            node = props.get("node.id")
+            if node is not None and node != str(self.node_id):
+                raise StorageError(
+                    f"{log_dir}/meta.properties has node.id {node}, this node is {self.node_id}"
+                )
+            if found and props.get("directory.id"):
+                return
+        if self._cluster_id is None:
+            self._cluster_id = kafka_uuid_string(uuid.uuid4())
+        directory_id = (props or {}).get("directory.id") or kafka_uuid_string(uuid.uuid4())
+        write_meta_properties(
+            log_dir, node_id=self.node_id, cluster_id=self._cluster_id, directory_id=directory_id
+        )
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_checkpoint(path)
+        except CheckpointError as exc:
+            # Kafka divergence: Kafka takes the log dir offline; a lost checkpoint only costs
+            # recovery work here (offsets fall back to 0 and segments are re-scanned).
+            logger.warning("ignoring unreadable checkpoint: %s", exc)
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                # Kafka divergence: Kafka waits file.delete.delay.ms again after a restart.
+                logger.info("removing deleted partition dir %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir_name(path.name)
+            if parsed is None:
+                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                continue
+            if parsed in self._logs:
+                raise StorageError(
+                    f"duplicate log directories for {parsed[0]}-{parsed[1]}: "
+                    f"{self._log_dir_of[parsed]} and {log_dir}"
+                )
+            log = PartitionLog(
+                path,
+                self.default_config,
+                clock=self.clock,
+                recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=log_starts.get(parsed, 0),
+                clean_shutdown=clean,
+            )
+            self._logs[parsed] = log
+            self._log_dir_of[parsed] = log_dir
+        logger.info("loaded log dir %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+
+    # -- partitions ----------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def logs(self) -> list[PartitionLog]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        with self._lock:
+            return self._log_dir_of.get((topic, partition))
+
+    def create_log(
+        self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID
+    ) -> PartitionLog:
+        """Create (or return the existing) log; a new one goes to the least-loaded log dir."""
+        key = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(key)
+            if existing is not None:
+                return existing
+            counts = dict.fromkeys(self.log_dirs, 0)
+            for d in self._log_dir_of.values():
+                counts[d] = counts.get(d, 0) + 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            directory = log_dir / f"{topic}-{partition}"
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                write_partition_metadata(directory, topic_id)
+                fsync_dir(log_dir)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot create {directory}: {exc}") from exc
+            log = PartitionLog(
+                directory,
+                config,
+                clock=self.clock,
+                topic_id=topic_id,
+                clean_shutdown=True,
+            )
+            self._logs[key] = log
+            self._log_dir_of[key] = log_dir
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and rename its dir ``<topic>-<partition>.<uuid hex>-delete``."""
+        key = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(key, None)
+            log_dir = self._log_dir_of.pop(key, None)
+        if log is None or log_dir is None:
+            return
+        log.close_without_flush()
+        target = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(log.dir, target)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {exc}") from exc
+        with self._lock:
+            self._pending_dir_deletes.append((target, self.clock()))
+
+    def delete_expired_dirs(self, now_ms: int) -> None:
+        delay = self.default_config.file_delete_delay_ms
+        with self._lock:
+            due = [p for p, t in self._pending_dir_deletes if now_ms - t >= delay]
+            self._pending_dir_deletes = [
+                (p, t) for p, t in self._pending_dir_deletes if now_ms - t < delay
+            ]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- periodic work -------------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoint files of every log dir (atomically)."""
+        for log_dir in self.log_dirs:
+            with self._lock:
+                logs = [
+                    (key, log)
+                    for key, log in self._logs.items()
+                    if self._log_dir_of.get(key) == log_dir
+                ]
+            recovery = {key: log.recovery_point for key, log in logs}
+            replication = {key: log.high_watermark for key, log in logs}
+            log_start = {key: log.log_start_offset for key, log in logs}
+            with self._checkpoint_locks[log_dir]:
+                try:
+                    write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+                    write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, replication)
+                    write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, log_start)
+                except OSError as exc:
+                    raise KafkaStorageError(
+                        f"cannot write checkpoints in {log_dir}: {exc}"
+                    ) from exc
+
+    def run_retention(self, now_ms: int) -> None:
+        """Apply retention to every log and remove files whose deletion delay passed."""
+        for log in self.logs():
+            try:
+                log.apply_retention(now_ms)
+                log.delete_expired_files(now_ms)
+            except StorageError:
+                logger.exception("retention failed for %s", log)
+        self.delete_expired_dirs(now_ms)
+
+    def flush_logs(self, now_ms: int) -> None:
+        """Flush every log whose flush policy asks for it (convenience for a flusher thread)."""
+        for log in self.logs():
+            if log.needs_flush(now_ms):
+                log.flush(now_ms)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        for log in self.logs():
+            log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(log_dir)
+        with self._lock:
+            self._logs.clear()
+            self._log_dir_of.clear()

@@ -1,0 +1,573 @@
+"""Idempotent-producer state of one partition: validation, duplicates, snapshots, rebuild.
+
+What is kept (Kafka's ProducerStateManager): for each producer id seen in the partition, its
+current epoch and the metadata of its last five batches (``BatchMetadata``: last sequence, last
+offset, offset delta, max timestamp; the first sequence and first offset follow from the delta).
+Batches with ``producer_id < 0`` (plain producers) are ignored everywhere.
+
+On disk: ``<offset>.snapshot`` files in the partition directory (format and crash behaviour in
+``storage/producer_snapshot.py``). The file named ``N`` is the state after all batches below
+``N``. Snapshots are taken when a segment rolls (named after the new segment's base offset) and
+at clean shutdown (named after the log end offset), and after every load.
+
+The append path (the caller holds the partition lock):
+
+1. ``check_append(headers)`` BEFORE anything is written. A batch whose producer, epoch and exact
+   sequence range match one of the five cached batches is a retry: its ``BatchMetadata`` is
+   returned and the caller writes nothing and answers success with the offsets of the cached
+   batch. Otherwise every batch is validated in order (a later batch of the same producer is
+   checked against the earlier one):
+
+   - epoch below the producer's current epoch -> INVALID_PRODUCER_EPOCH;
+   - a new (higher) epoch must start at sequence 0 -> else OUT_OF_ORDER_SEQUENCE_NUMBER;
+   - same epoch: ``base_sequence`` must be ``last_sequence + 1`` (``Int.MAX`` wraps to 0)
+     -> else OUT_OF_ORDER_SEQUENCE_NUMBER;
+   - an unknown producer (no entry, e.g. expired or never seen) may start at any sequence
+     (Kafka >= 2.5, KIP-360: the broker no longer answers UNKNOWN_PRODUCER_ID);
+   - ``base_sequence < 0`` on a batch with a producer id -> INVALID_RECORD.
+
+   Nothing changes in memory on failure.
+2. ``update(headers)`` AFTER the write, with the headers as written (offsets assigned).
+
+Loading (``load``): snapshots above the log end offset or below the log start offset are
+deleted; the latest remaining snapshot is read (a corrupt one is deleted and the next older one
+tried); entries already expired or whose last offset is below the log start are dropped; then
+the batch headers from the snapshot offset to the log end are replayed (no records are decoded,
+no validation: what is in the log was accepted once). After an unclean shutdown this yields the
+state the broker had when it died, for every batch that survived log recovery; a retry of a
+batch that was written just before a crash is still recognised.
+
+Expiry: ``remove_expired_producers(now_ms)`` drops producers whose last batch's max timestamp
+is ``producer.id.expiration.ms`` or more ago (Kafka's rule; the broker calls it periodically).
+Log start: ``on_log_start_offset_incremented`` (retention, DeleteRecords) drops cached batches
+below the new log start, producers left with none, and snapshots below it.
+
+Kafka divergence: Kafka >= 2.4 keeps a producer in memory when its last batch falls below the
+log start (until it expires); tidelog drops it as Kafka 2.0-2.3 did, so the live state and the
+state rebuilt after a restart agree. A retry of a batch whose data was already deleted is then
+accepted as new data.
+
+Threading: not thread-safe; the owning PartitionLog calls it under its partition lock (or
+before the log is shared). ``clock`` returns epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from .batch import CONTROL_MASK, RecordBatchHeader
+from .config import LogConfig
+from .errors import InvalidRecordError, StorageError
+from .info import AppendInfo
+from .producer_snapshot import (
+    CorruptSnapshotError,
+    SnapshotEntry,
+    delete_snapshot,
+    fsync_file_and_directory,
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
+
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "NUM_BATCHES_TO_RETAIN",
+    "BatchMetadata",
+    "InvalidProducerEpochError",
+    "OutOfOrderSequenceError",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "decrement_sequence",
+    "duplicate_append_info",
+    "increment_sequence",
+    "segment_scanner",
+]
+
+logger = logging.getLogger("tidelog.storage")
+
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A sequence gap, or a new epoch not starting at 0 (Kafka's OutOfOrderSequenceException)."""
+
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    """An epoch below the producer's current one (Kafka's InvalidProducerEpochException)."""
+
+    error_name = "INVALID_PRODUCER_EPOCH"
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment`` wrapping past Int.MAX to 0 (Kafka's DefaultRecordBatch)."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """The inverse of ``increment_sequence``."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
+    return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One cached batch of a producer (Kafka's BatchMetadata)."""
+
+    last_sequence: int
+    last_offset: int
+    offset_delta: int  # last_offset - first_offset
+    timestamp: int  # the batch's max timestamp
+
+    @property
+    def first_sequence(self) -> int:
+        return decrement_sequence(self.last_sequence, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """A producer's epoch and its last batches, oldest first (at most five).
+
+    Mutable state, as Kafka's ProducerStateEntry: only the manager changes it (in ``update``,
+    after a write); readers of ``ProducerStateManager.producers`` must not. Updating in place
+    keeps the append path cheap (a frozen dataclass costs a micro-second per construction).
+    """
+
+    producer_id: int
+    producer_epoch: int
+    batches: tuple[BatchMetadata, ...] = ()
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: RecordBatchHeader) -> BatchMetadata | None:
+        """The cached batch with the same epoch and exact sequence range, if any."""
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        delta = header.last_offset_delta
+        last = increment_sequence(header.base_sequence, delta)
+        for batch in self.batches:  # same last sequence and delta: same first sequence
+            if batch.last_sequence == last and batch.offset_delta == delta:
+                return batch
+        return None
+
+    def to_snapshot_entry(self) -> SnapshotEntry:
+        last = self.batches[-1] if self.batches else None
+        return SnapshotEntry(
+            producer_id=self.producer_id,
+            epoch=self.producer_epoch,
+            last_sequence=last.last_sequence if last else NO_SEQUENCE,
+            last_offset=last.last_offset if last else -1,
+            offset_delta=last.offset_delta if last else 0,
+            timestamp=self.last_timestamp,
+            coordinator_epoch=self.coordinator_epoch,
+            current_txn_first_offset=self.current_txn_first_offset,
+        )
+
+    @staticmethod
+    def from_snapshot_entry(entry: SnapshotEntry) -> ProducerStateEntry:
+        batches: tuple[BatchMetadata, ...] = ()
+        if entry.last_offset >= 0:
+            batches = (
+                BatchMetadata(
+                    entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp
+                ),
+            )
+        return ProducerStateEntry(
+            producer_id=entry.producer_id,
+            producer_epoch=entry.epoch,
+            batches=batches,
+            last_timestamp=entry.timestamp,
+            coordinator_epoch=entry.coordinator_epoch,
+            current_txn_first_offset=entry.current_txn_first_offset,
+        )
+
+
+def _apply(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> ProducerStateEntry:
+    """``entry`` (updated in place, or a new one) after the accepted batch ``header``."""
+    epoch = header.producer_epoch
+    if entry is None:
+        entry = ProducerStateEntry(header.producer_id, epoch)
+    elif entry.producer_epoch != epoch:
+        entry.producer_epoch = epoch
+        entry.batches = ()
+    # Kafka divergence: the coordinator epoch of a transaction marker is in its record, which is
+    # not decoded here; tidelog writes no markers, so a control batch only moves the epoch.
+    if not header.attributes & CONTROL_MASK:
+        delta = header.last_offset_delta
+        batch = BatchMetadata(
+            increment_sequence(header.base_sequence, delta),
+            header.base_offset + delta,
+            delta,
+            header.max_timestamp,
+        )
+        kept = entry.batches
+        if len(kept) >= NUM_BATCHES_TO_RETAIN:
+            kept = kept[1 - NUM_BATCHES_TO_RETAIN :]
+        entry.batches = (*kept, batch)
+    entry.last_timestamp = header.max_timestamp
+    entry.current_txn_first_offset = -1
+    return entry
+
+
+class ProducerStateManager:
+    """The producer state of one partition and its snapshot files."""
+
+    def __init__(
+        self,
+        directory: Path,
+        clock: Callable[[], int],
+        producer_id_expiration_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.producer_id_expiration_ms = (
+            DEFAULT_PRODUCER_ID_EXPIRATION_MS
+            if producer_id_expiration_ms is None
+            else producer_id_expiration_ms
+        )
+        self._clock = clock
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._unflushed: list[Path] = []
+
+    # -- reading -------------------------------------------------------------------------------
+    @property
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only view of the active producers by id."""
+        return MappingProxyType(self._producers)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    # -- the append path -----------------------------------------------------------------------
+    def check_append(self, headers: Iterable[RecordBatchHeader]) -> BatchMetadata | None:
+        """Validate a client append before it is written (see the module docstring).
+
+        Returns the cached ``BatchMetadata`` when the append is a retry of a written batch
+        (the caller writes nothing and answers with its offsets), else None. Raises
+        ``OutOfOrderSequenceError``, ``InvalidProducerEpochError`` or ``InvalidRecordError``.
+
+        Kafka behaviour kept: a request whose records hold several batches is answered as a
+        duplicate as soon as one of them is (clients send one batch per partition).
+        """
+        pending: dict[int, tuple[int, int]] | None = None  # producer id -> (epoch, last seq)
+        producers = self._producers
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id < 0:
+                continue
+            if pending is None:
+                pending = {}
+            current = producers.get(producer_id)
+            earlier = pending.get(producer_id)
+            if current is not None:
+                first_sequence = header.base_sequence
+                if (
+                    earlier is None
+                    and first_sequence > 0
+                    and first_sequence == current.last_sequence + 1
+                    and header.producer_epoch == current.producer_epoch
+                ):
+                    # the common case: the next batch in sequence (a retry cannot start above
+                    # the last sequence written without 2**31 sequences in five batches)
+                    last = increment_sequence(first_sequence, header.last_offset_delta)
+                    pending[producer_id] = (header.producer_epoch, last)
+                    continue
+                duplicate = current.find_duplicate(header)
+                if duplicate is not None:
+                    return duplicate
+            pending[producer_id] = self._check_batch(header, current, earlier)
+        return None
+
+    @staticmethod
+    def _check_batch(
+        header: RecordBatchHeader,
+        current: ProducerStateEntry | None,
+        pending: tuple[int, int] | None,
+    ) -> tuple[int, int]:
+        producer_id = header.producer_id
+        epoch = header.producer_epoch
+        first_sequence = header.base_sequence
+        if first_sequence < 0:
+            raise InvalidRecordError(
+                f"batch of producer {producer_id} has no sequence number ({first_sequence})"
+            )
+        current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
+        updated_epoch = pending[0] if pending is not None else current_epoch
+        if epoch < updated_epoch:
+            raise InvalidProducerEpochError(
+                f"epoch {epoch} of producer {producer_id} is below its current epoch "
+                f"{updated_epoch}"
+            )
+        if epoch != updated_epoch:
+            if first_sequence != 0 and updated_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"new epoch {epoch} of producer {producer_id} starts at sequence "
+                    f"{first_sequence}, not 0 (current epoch {updated_epoch})"
+                )
+        else:
+            if pending is not None:
+                last_sequence = pending[1]
+            elif current is not None and epoch == current_epoch:
+                last_sequence = current.last_sequence
+            else:
+                last_sequence = NO_SEQUENCE
+            if current_epoch != NO_PRODUCER_EPOCH and not _in_sequence(
+                last_sequence, first_sequence
+            ):
+                raise OutOfOrderSequenceError(
+                    f"out of order sequence for producer {producer_id} (epoch {epoch}): "
+                    f"got {first_sequence}, expected {increment_sequence(last_sequence, 1)}"
+                )
+        return epoch, increment_sequence(first_sequence, header.last_offset_delta)
+
+    def update(self, headers: Iterable[RecordBatchHeader]) -> None:
+        """Record batches as written (offsets assigned); also used to replay the log."""
+        producers = self._producers
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id >= 0:
+                producers[producer_id] = _apply(producers.get(producer_id), header)
+
+    # -- expiry and log start ------------------------------------------------------------------
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (
+            entry.current_txn_first_offset < 0
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; return how many."""
+        now = self._clock() if now_ms is None else now_ms
+        expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now)]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Drop what lies below a new log start: cached batches, producers, snapshots."""
+        for pid, entry in list(self._producers.items()):
+            if entry.last_data_offset < log_start_offset:
+                del self._producers[pid]
+            elif entry.batches[0].last_offset < log_start_offset:
+                kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
+                entry.batches = kept
+        self.delete_snapshots_before(log_start_offset)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(list_snapshots(self.directory))
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[-1] if offsets else None
+
+    def take_snapshot(self, offset: int, *, sync: bool = True) -> Path | None:
+        """Write ``<offset>.snapshot`` with the current state, unless it exists already.
+
+        ``offset`` must be the log end offset (all batches below it applied). With
+        ``sync=False`` the file is renamed into place without fsync; ``flush_snapshots`` (the
+        log's flusher, in a worker thread) fsyncs it later, as Kafka does for the snapshot of a
+        roll. Until then a power loss may lose it: the loader then falls back (see
+        ``storage/producer_snapshot.py``).
+
+        A snapshot only saves replay time, so an OSError (disk full...) is logged, not raised:
+        the append or close that asked for it goes on. ``sync=True`` also fsyncs the snapshots
+        still waiting for ``flush_snapshots``.
+        """
+        path = snapshot_path(self.directory, offset)
+        written: Path | None = None
+        try:
+            if not path.exists():
+                entries = [self._producers[p].to_snapshot_entry() for p in sorted(self._producers)]
+                written = write_snapshot(self.directory, offset, entries, sync=sync)
+                if not sync:
+                    self._unflushed.append(written)
+            if sync:
+                self.flush_snapshots()
+        except OSError as exc:
+            logger.warning("could not write producer snapshot %s: %s", path, exc)
+        return written
+
+    def flush_snapshots(self) -> None:
+        """fsync the snapshots written with ``sync=False`` since the last call (and the dir).
+
+        May run in another thread than ``take_snapshot``: the list swap is safe under the GIL.
+        """
+        pending = self._unflushed
+        self._unflushed = []
+        for path in pending:
+            fsync_file_and_directory(path)
+
+    def maintain(self, now_ms: int, segment_bases: Sequence[int], recovery_point: int) -> None:
+        """Periodic work: expire idle producers; keep only the snapshots Kafka keeps.
+
+        Kafka's minSnapshotsOffsetToRetain: snapshots of the last two segments, and every
+        snapshot from the segment holding the recovery point on (recovery replays from there).
+        """
+        self.remove_expired_producers(now_ms)
+        if not segment_bases:
+            return
+        two_segments = segment_bases[-2] if len(segment_bases) > 1 else segment_bases[-1]
+        below = bisect_left(segment_bases, recovery_point) - 1
+        recovery_base = segment_bases[below] if below >= 0 else recovery_point
+        self.delete_snapshots_before(min(two_segments, recovery_base))
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for snap_offset, path in list_snapshots(self.directory).items():
+            if snap_offset < offset:
+                delete_snapshot(path)
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(
+        self,
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        scan: Callable[[int], Iterable[RecordBatchHeader]],
+        take_snapshot: bool = True,
+    ) -> int:
+        """Rebuild the state from the latest usable snapshot plus the log after it.
+
+        ``scan(offset)`` yields, in offset order, the headers of the log's batches from the one
+        holding ``offset`` to the end (a batch straddling ``offset`` is skipped here). Returns
+        the number of batches replayed. Ends with a snapshot at ``log_end_offset`` (unless
+        ``take_snapshot`` is False), so the next start need not replay them again.
+        """
+        self._producers.clear()
+        now = self._clock()
+        snapshots = list_snapshots(self.directory)
+        for offset, path in list(snapshots.items()):
+            if offset > log_end_offset or offset < log_start_offset:
+                delete_snapshot(path)
+                del snapshots[offset]
+        start = log_start_offset
+        while snapshots:
+            offset = max(snapshots)
+            path = snapshots.pop(offset)
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError as exc:
+                logger.warning("deleting corrupt producer snapshot: %s", exc)
+                delete_snapshot(path)
+                continue
+            for item in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(item)
+                if not self._is_expired(entry, now) and entry.last_data_offset >= log_start_offset:
+                    self._producers[entry.producer_id] = entry
+            start = offset
+            break
+        replayed = 0
+        if start < log_end_offset:
+            for header in scan(start):
+                if header.base_offset >= log_end_offset:
+                    break
+                if header.last_offset < start:
+                    continue
+                self.update((header,))
+                replayed += 1
+            self.remove_expired_producers(now)
+        if take_snapshot and log_end_offset > start:
+            self.take_snapshot(log_end_offset, sync=False)
+        return replayed
+
+    def load_from_segments(self, segments: Sequence[_Segment], log_start_offset: int) -> int:
+        """``load`` over a log's segments at start-up (up to the last one's next offset)."""
+        return self.load(
+            log_start_offset=log_start_offset,
+            log_end_offset=segments[-1].next_offset,
+            scan=segment_scanner(segments),
+        )
+
+    def truncate_and_reload(self, segments: Sequence[_Segment], log_start_offset: int) -> int:
+        """After the log was truncated: the state as of its new end (Kafka's truncateAndReload):
+        snapshots above the new end are deleted, the rest replayed; no new snapshot."""
+        return self.load(
+            log_start_offset=log_start_offset,
+            log_end_offset=segments[-1].next_offset,
+            scan=segment_scanner(segments),
+            take_snapshot=False,
+        )
+
+
+class _Segment(Protocol):
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def read_headers(
+        self, start_position: int, end_position: int
+    ) -> Iterator[tuple[int, RecordBatchHeader]]: ...
+    def translate_offset(
+        self, offset: int, end_position: int, start_position: int = 0
+    ) -> tuple[int, RecordBatchHeader] | None: ...
+
+
+def segment_scanner(
+    segments: Sequence[_Segment],
+) -> Callable[[int], Iterator[RecordBatchHeader]]:
+    """A ``scan`` for ``ProducerStateManager.load`` over a log's segments (headers only)."""
+
+    def scan(offset: int) -> Iterator[RecordBatchHeader]:
+        bases = [s.base_offset for s in segments]
+        first = max(bisect_right(bases, offset) - 1, 0)
+        for segment in segments[first:]:
+            size = segment.size
+            found = segment.translate_offset(offset, size)
+            if found is None:
+                continue
+            for _, header in segment.read_headers(found[0], size):
+                yield header
+
+    return scan
+
+
+def duplicate_append_info(
+    duplicate: BatchMetadata, log_start_offset: int, config: LogConfig
+) -> AppendInfo:
+    """The answer to a retried batch: its original offsets; nothing was written.
+
+    Kafka divergence: Kafka reports the cached batch's max timestamp as ``log_append_time`` even
+    on CreateTime topics; tidelog reports it only on LogAppendTime topics (-1 otherwise), as for
+    a first write.
+    """
+    return AppendInfo(
+        first_offset=duplicate.first_offset,
+        last_offset=duplicate.last_offset,
+        max_timestamp=duplicate.timestamp,
+        log_append_time_ms=duplicate.timestamp if config.log_append_time else -1,
+        log_start_offset=log_start_offset,
+        batches=(),
+    )

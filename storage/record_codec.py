@@ -1,0 +1,585 @@
+"""Kafka record data: decode and encode message format v2 batches, decode legacy v0/v1 sets.
+
+Written from the format spec (DefaultRecordBatch / DefaultRecord / LegacyRecord). Pure
+functions, no I/O. Every length is checked against what remains before anything is
+allocated; corrupt input raises `RecordDecodeError` (a `ValueError`), never anything else.
+
+v2 batch header (61 bytes, big-endian):
+  baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 (CRC-32C of
+  attributes..end) | attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64
+  | producerId i64 | producerEpoch i16 | baseSequence i32 | recordCount i32 | records...
+A record: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint | key
+(varint length, -1 = null) | value (likewise) | header count varint | headers (key string, value).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+
+import crc32c as _crc32c
+
+from storage.record_compression import compress, decompress
+from storage.record_types import (
+    COMPRESSION_CODES,
+    COMPRESSION_NAMES,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_UNCOMPRESSED,
+    BatchHeader,
+    DecodedBatch,
+    LegacyBatch,
+    NewRecord,
+    Record,
+    RecordColumns,
+    RecordDecodeError,
+)
+
+__all__ = [
+    "COMPRESSION_CODES",
+    "COMPRESSION_NAMES",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAX_UNCOMPRESSED",
+    "BatchHeader",
+    "DecodedBatch",
+    "LegacyBatch",
+    "NewRecord",
+    "Record",
+    "RecordColumns",
+    "RecordDecodeError",
+    "batch_records_bytes",
+    "compress",
+    "control_marker",
+    "decode_batch",
+    "decode_batch_into",
+    "decode_legacy_entry",
+    "decompress",
+    "encode_batch",
+    "encode_control_batch",
+    "iter_batches",
+    "iter_records",
+    "read_batch_header",
+]
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_LEGACY_V1 = struct.Struct(">qiIbbq")  # ... timestamp
+_I32 = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+_MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
+
+
+# ---------------------------------------------------------------- v2 decoding
+
+
+def read_batch_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the v2 header at `pos`; the batch body is not checked."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise RecordDecodeError(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
+    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if h.magic != 2:
+        raise RecordDecodeError(f"batch at byte {pos} has magic {h.magic}, expected 2")
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise RecordDecodeError(f"batch length {h.batch_length} is smaller than its header")
+    return h
+
+
+def _records_region(
+    buf: bytes | memoryview, pos: int, h: BatchHeader, verify: bool, limit: int
+) -> bytes:
+    end = pos + h.size
+    if end > len(buf):
+        raise RecordDecodeError(f"batch of {h.size} bytes is truncated at {len(buf) - pos}")
+    body = memoryview(buf)[pos + 21 : end]
+    if verify and (_crc32c.crc32c(body) & 0xFFFFFFFF) != h.crc:
+        raise RecordDecodeError(f"batch at offset {h.base_offset}: CRC-32C mismatch (corrupt)")
+    data = bytes(body[HEADER_SIZE - 21 :])
+    if h.compression:
+        data = decompress(h.compression, data, limit=limit)
+    if h.records_count < 0 or h.records_count * _MIN_RECORD_SIZE > len(data):
+        raise RecordDecodeError(
+            f"batch claims {h.records_count} records in {len(data)} bytes of record data"
+        )
+    return data
+
+
+def batch_records_bytes(
+    buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True, limit: int = MAX_UNCOMPRESSED
+) -> tuple[BatchHeader, bytes]:
+    """The header and the (decompressed, CRC-checked) record bytes of the v2 batch at `pos`,
+    for readers that decode records their own way."""
+    h = read_batch_header(buf, pos)
+    return h, _records_region(buf, pos, h, verify_crc, limit)
+
+
+def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
+    """Append every record of one batch to `cols`. The hot loop of bulk reads: flat, with inline
+    paths for one- and two-byte varints, bound appends (an IndexError means truncated data)."""
+    off_add, ts_add = cols.offsets.append, cols.timestamps.append
+    key_add, val_add, hdr_add = cols.keys.append, cols.values.append, cols.headers.append
+    base_offset, base_ts, n, uv = h.base_offset, h.base_timestamp, len(data), _uvarint
+    append_ts = h.max_timestamp if h.timestamp_type == 1 else None
+    no_headers: tuple[tuple[str, bytes | None], ...] = ()
+    pos = 0
+    for _ in range(h.records_count):
+        v = data[pos]  # record length
+        if v < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
+        else:
+            v, pos = uv(data, pos)
+        end = pos + ((v >> 1) ^ -(v & 1))
+        if end > n or end < pos + 6:
+            raise RecordDecodeError(f"record length {end - pos} overruns the batch")
+        v = data[pos + 1]  # timestamp delta, after the attributes byte
+        if v < 0x80:
+            pos += 2
+        elif data[pos + 2] < 0x80:
+            v, pos = (v & 0x7F) | data[pos + 2] << 7, pos + 3
+        else:
+            v, pos = uv(data, pos + 1)
+        if append_ts is None:
+            ts_add(base_ts + ((v >> 1) ^ -(v & 1)))
+        else:
+            ts_add(append_ts)
+        v = data[pos]  # offset delta
+        if v < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
+        else:
+            v, pos = uv(data, pos)
+        off_add(base_offset + ((v >> 1) ^ -(v & 1)))
+        v = data[pos]  # key length
+        if v == 1:
+            key_add(None)
+            pos += 1
+        else:
+            if v < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
+            else:
+                v, pos = uv(data, pos)
+            if v & 1:
+                raise RecordDecodeError(f"invalid key length {(v >> 1) ^ -1}")
+            v >>= 1
+            if pos + v > end:
+                raise RecordDecodeError(f"key length {v} overruns its record")
+            key_add(data[pos : pos + v])
+            pos += v
+        v = data[pos]  # value length
+        if v == 1:
+            val_add(None)
+            pos += 1
+        else:
+            if v < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
+            else:
+                v, pos = uv(data, pos)
+            if v & 1:
+                raise RecordDecodeError(f"invalid value length {(v >> 1) ^ -1}")
+            v >>= 1
+            if pos + v > end:
+                raise RecordDecodeError(f"value length {v} overruns its record")
+            val_add(data[pos : pos + v])
+            pos += v
+        if data[pos] == 0:  # no headers: the common case
+            hdr_add(no_headers)
+            pos += 1
+        else:
+            pos = _decode_headers(data, pos, end, cols.headers)
+        if pos != end:
+            raise RecordDecodeError(
+                f"record at offset {cols.offsets[-1]} has {end - pos} bytes more or less "
+                "than its length says"
+            )
+    if pos != n:
+        raise RecordDecodeError(f"{n - pos} bytes left over after the batch's records")
+    cols.timestamp_types.extend([h.timestamp_type] * h.records_count)
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint (still zigzagged) and the position after it."""
+    r, s = 0, 0
+    while True:
+        b = data[pos]
+        pos += 1
+        r |= (b & 0x7F) << s
+        if b < 0x80:
+            return r, pos
+        s += 7
+        if s > 63:
+            raise RecordDecodeError("varint longer than 10 bytes")
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    r, pos = _uvarint(data, pos)
+    return (r >> 1) ^ -(r & 1), pos
+
+
+def _decode_headers(
+    data: bytes, pos: int, end: int, out: list[tuple[tuple[str, bytes | None], ...]]
+) -> int:
+    count, pos = _varint(data, pos)
+    if count < 0 or count * 2 > end - pos:
+        raise RecordDecodeError(f"header count {count} overruns its record")
+    headers = []
+    for _ in range(count):
+        klen, pos = _varint(data, pos)
+        if klen < 0 or pos + klen > end:
+            raise RecordDecodeError(f"header key length {klen} overruns its record")
+        key = data[pos : pos + klen].decode("utf-8", "replace")
+        pos += klen
+        vlen, pos = _varint(data, pos)
+        if vlen < -1 or pos + vlen > end:
+            raise RecordDecodeError(f"header value length {vlen} overruns its record")
+        value = None if vlen == -1 else data[pos : pos + vlen]
+        pos += max(vlen, 0)
+        headers.append((key, value))
+    out.append(tuple(headers))
+    return pos
+
+
+def decode_batch_into(
+    buf: bytes | memoryview,
+    cols: RecordColumns,
+    pos: int = 0,
+    *,
+    verify_crc: bool = True,
+    limit: int = MAX_UNCOMPRESSED,
+) -> BatchHeader:
+    """Decode the v2 batch at `pos`, appending its records to `cols`; returns its header.
+    Control batches are appended like data batches; callers check `header.is_control`."""
+    h = read_batch_header(buf, pos)
+    data = _records_region(buf, pos, h, verify_crc, limit)
+    mark = len(cols)
+    try:
+        _decode_records(data, h, cols)
+    except IndexError:
+        _truncate(cols, mark)
+        raise RecordDecodeError(
+            f"batch at offset {h.base_offset}: record data is truncated"
+        ) from None
+    except RecordDecodeError as e:
+        _truncate(cols, mark)
+        raise RecordDecodeError(f"batch at offset {h.base_offset}: {e}") from None
+    return h
+
+
+def _truncate(cols: RecordColumns, n: int) -> None:
+    for col in (
+        cols.offsets,
+        cols.timestamps,
+        cols.timestamp_types,
+        cols.keys,
+        cols.values,
+        cols.headers,
+    ):
+        del col[n:]
+
+
+def _sequence(base: int, delta: int) -> int:
+    if base < 0:
+        return -1
+    return (base + delta) % 0x80000000
+
+
+def decode_batch(
+    buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True, limit: int = MAX_UNCOMPRESSED
+) -> DecodedBatch:
+    """Decode one v2 batch (header and records). Control records are flagged."""
+    cols = RecordColumns()
+    h = decode_batch_into(buf, cols, pos, verify_crc=verify_crc, limit=limit)
+    records = []
+    for off, ts, key, value, headers in zip(
+        cols.offsets, cols.timestamps, cols.keys, cols.values, cols.headers, strict=True
+    ):
+        ctype = -1
+        if h.is_control:
+            if key is None or len(key) < 4:
+                raise RecordDecodeError(f"control record at offset {off} has a short key")
+            ctype = _CONTROL_KEY.unpack_from(key)[1]
+        records.append(
+            Record(
+                off,
+                ts,
+                key,
+                value,
+                headers,
+                h.timestamp_type,
+                _sequence(h.base_sequence, off - h.base_offset),
+                h.is_control,
+                ctype,
+            )
+        )
+    return DecodedBatch(
+        h.base_offset,
+        h.batch_length,
+        h.partition_leader_epoch,
+        h.magic,
+        h.crc,
+        h.attributes,
+        h.last_offset_delta,
+        h.base_timestamp,
+        h.max_timestamp,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        h.records_count,
+        tuple(records),
+    )
+
+
+# ---------------------------------------------------------------- legacy v0/v1
+
+
+def decode_legacy_entry(
+    buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True, limit: int = MAX_UNCOMPRESSED
+) -> LegacyBatch:
+    """Decode the v0/v1 message at `pos`, unwrapping a compressed wrapper into its records."""
+    if len(buf) - pos < LOG_OVERHEAD + 14:
+        raise RecordDecodeError("legacy message is truncated")
+    magic = buf[pos + 16]
+    hs = _LEGACY_V0 if magic == 0 else _LEGACY_V1
+    if magic not in (0, 1):
+        raise RecordDecodeError(f"message at byte {pos} has magic {magic}, expected 0 or 1")
+    if len(buf) - pos < hs.size:
+        raise RecordDecodeError("legacy message header is truncated")
+    fields = hs.unpack_from(buf, pos)
+    offset, size, crc, _, attrs = fields[:5]
+    ts = fields[5] if magic == 1 else -1
+    end = pos + LOG_OVERHEAD + size
+    if size < hs.size - LOG_OVERHEAD + 8 or end > len(buf):
+        raise RecordDecodeError(f"legacy message at offset {offset}: size {size} is invalid")
+    body = bytes(memoryview(buf)[pos + 16 : end])
+    if verify_crc and zlib.crc32(body) != crc:
+        raise RecordDecodeError(f"legacy message at offset {offset}: CRC-32 mismatch (corrupt)")
+    p = hs.size - 16
+    kv: list[bytes | None] = []
+    for what in ("key", "value"):
+        (n,) = _I32.unpack_from(body, p) if p + 4 <= len(body) else (-2,)
+        if n < -1 or p + 4 + max(n, 0) > len(body):
+            raise RecordDecodeError(f"legacy message at offset {offset}: bad {what} length {n}")
+        kv.append(None if n == -1 else body[p + 4 : p + 4 + n])
+        p += 4 + max(n, 0)
+    if p != len(body):
+        raise RecordDecodeError(f"legacy message at offset {offset}: trailing bytes")
+    ts_type = (attrs >> 3) & 1 if magic == 1 else -1
+    codec = attrs & 0x07
+    if codec == 0:
+        rec = Record(offset, ts, kv[0], kv[1], (), ts_type, magic=magic)
+        return LegacyBatch(offset, end - pos, magic, crc, attrs, ts, (rec,))
+    if kv[1] is None:
+        raise RecordDecodeError(f"compressed wrapper at offset {offset} has a null value")
+    inner_buf = decompress(codec, kv[1], magic=magic, limit=limit)
+    inner: list[Record] = []
+    ip = 0
+    while ip < len(inner_buf):
+        e = decode_legacy_entry(inner_buf, ip, verify_crc=verify_crc, limit=limit)
+        if e.attributes & 0x07:
+            raise RecordDecodeError(f"wrapper at offset {offset} holds a compressed message")
+        inner.extend(e.records)
+        ip += e.size
+    if not inner:
+        raise RecordDecodeError(f"compressed wrapper at offset {offset} holds no messages")
+    base = 0  # v0 inner offsets are absolute; v1 are relative to the wrapper's last offset
+    if magic == 1 and offset != 0:
+        base = offset - inner[-1].offset
+        if base < 0:
+            raise RecordDecodeError(f"wrapper offset {offset} is below its inner offsets")
+    out = tuple(
+        Record(
+            base + r.offset,
+            ts if ts_type == 1 else r.timestamp,
+            r.key,
+            r.value,
+            (),
+            ts_type if ts_type == 1 else r.timestamp_type,
+            magic=r.magic,
+        )
+        for r in inner
+    )
+    return LegacyBatch(offset, end - pos, magic, crc, attrs, ts, out)
+
+
+# ---------------------------------------------------------------- iteration
+
+
+def iter_batches(
+    buf: bytes | memoryview, *, verify_crc: bool = True, limit: int = MAX_UNCOMPRESSED
+) -> Iterator[DecodedBatch | LegacyBatch]:
+    """Every batch in concatenated log data (any magic), stopping cleanly at a partial
+    trailing batch (as a fetch answer or a crashed log may end)."""
+    pos, n = 0, len(buf)
+    while n - pos >= LOG_OVERHEAD + 5:
+        (length,) = _I32.unpack_from(buf, pos + 8)
+        if length < 14:
+            raise RecordDecodeError(f"batch at byte {pos} has invalid length {length}")
+        if pos + LOG_OVERHEAD + length > n:
+            return
+        magic = buf[pos + 16]
+        if magic == 2:
+            b: DecodedBatch | LegacyBatch = decode_batch(
+                buf, pos, verify_crc=verify_crc, limit=limit
+            )
+        else:
+            b = decode_legacy_entry(buf, pos, verify_crc=verify_crc, limit=limit)
+        yield b
+        pos += LOG_OVERHEAD + length
+
+
+def iter_records(
+    buf: bytes | memoryview, *, include_control: bool = False, verify_crc: bool = True
+) -> Iterator[Record]:
+    """Every record in concatenated batches (any magic), in log order."""
+    for batch in iter_batches(buf, verify_crc=verify_crc):
+        if include_control or not (isinstance(batch, DecodedBatch) and batch.is_control):
+            yield from batch.records
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _zz(v: int, out: bytearray) -> None:
+    v = (v << 1) ^ (v >> 63)
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _bytes_field(b: bytes | None, out: bytearray) -> None:
+    if b is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        _zz(len(b), out)
+        out += b
+
+
+def encode_batch(
+    records: Iterable[Record | NewRecord],
+    *,
+    base_offset: int = 0,
+    compression: str | int = "none",
+    compression_level: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    timestamp_type: int = 0,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = -1,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+    empty_timestamp: int = -1,
+) -> bytes:
+    """Build a v2 batch. A `NewRecord` gets offset base_offset + its index; a `Record` keeps
+    its own offset (gaps allowed, as compaction leaves them). `last_offset_delta` keeps a
+    batch's last offset when its last records were removed; an empty batch is allowed."""
+    code = COMPRESSION_CODES.get(compression) if isinstance(compression, str) else compression
+    if code not in COMPRESSION_NAMES:
+        raise ValueError(f"unknown compression {compression!r}: use {sorted(COMPRESSION_CODES)}")
+    recs = list(records)
+    now = int(time.time() * 1000)
+    stamps = [now if r.timestamp is None else r.timestamp for r in recs]
+    base_ts = stamps[0] if recs else empty_timestamp
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    body, prev = bytearray(), -1
+    for i, r in enumerate(recs):
+        delta = r.offset - base_offset if isinstance(r, Record) else i
+        if delta <= prev:
+            raise ValueError(f"record offsets must increase from base_offset {base_offset}")
+        prev = delta
+        rec = bytearray(b"\x00")  # attributes
+        _zz(stamps[i] - base_ts, rec)
+        _zz(delta, rec)
+        _bytes_field(r.key, rec)
+        _bytes_field(r.value, rec)
+        _zz(len(r.headers), rec)
+        for hk, hv in r.headers:
+            _bytes_field(hk.encode("utf-8"), rec)
+            _bytes_field(hv, rec)
+        _zz(len(rec), body)
+        body += rec
+    payload = compress(code, bytes(body), level=compression_level) if code else bytes(body)
+    lod = prev if last_offset_delta is None else last_offset_delta
+    if lod < max(prev, 0 if recs else -1):
+        raise ValueError(f"last_offset_delta {lod} is below the last record's delta {prev}")
+    max_ts = max_timestamp if max_timestamp is not None else (max(stamps) if recs else base_ts)
+    attrs = code | (timestamp_type & 1) << 3 | is_transactional << 4 | is_control << 5
+    attrs |= (delete_horizon_ms is not None) << 6
+    head = bytearray(
+        _HEADER.pack(
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            2,
+            0,
+            attrs,
+            max(lod, 0),
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(recs),
+        )
+    )
+    crc = _crc32c.crc32c(bytes(head[21:]) + payload) & 0xFFFFFFFF
+    struct.pack_into(">I", head, 17, crc)
+    return bytes(head) + payload
+
+
+def encode_control_batch(
+    control_type: int,
+    *,
+    base_offset: int = 0,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    timestamp: int | None = None,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """An end-transaction marker: control_type 0 = ABORT, 1 = COMMIT."""
+    rec = NewRecord(
+        _CONTROL_KEY.pack(0, control_type), _CONTROL_VALUE.pack(0, coordinator_epoch), (), timestamp
+    )
+    return encode_batch(
+        [rec],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def control_marker(record: Record) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control record."""
+    if (
+        not record.is_control
+        or record.key is None
+        or record.value is None
+        or len(record.key) < 4
+        or len(record.value) < 6
+    ):
+        raise RecordDecodeError(f"record at offset {record.offset} is not a control record")
+    return _CONTROL_KEY.unpack_from(record.key)[1], _CONTROL_VALUE.unpack_from(record.value)[1]
+
+
+def records_of(batches: Sequence[DecodedBatch | LegacyBatch]) -> list[Record]:
+    """Flatten decoded batches into their records."""
+    return [r for b in batches for r in b.records]

@@ -1,0 +1,231 @@
+"""Loading a partition directory at start-up: stray files, swaps, index checks, recovery.
+
+A partition directory ``<topic>-<partition>`` holds segments (``NNNNNNNNNNNNNNNNNNNN.log`` +
+``.index`` + ``.timeindex``), ``partition.metadata`` and possibly left-overs of operations a
+crash interrupted. Loading, in order (as Kafka's LogLoader):
+
+1. ``*.deleted`` files (segments retention had scheduled for deletion) are removed;
+   ``*.cleaned`` files (an unfinished compaction's output) are removed.
+2. ``*.swap`` files: an index swap is removed (indexes are rebuilt); a log swap whose base
+   offset is at or above the smallest ``.cleaned`` base offset is incomplete and removed;
+   otherwise the swap is completed as Kafka does: live segments inside its offset range are
+   removed and the swap is renamed to its live name, its indexes rebuilt.
+3. Index files without a ``.log`` file are removed.
+4. Each segment is opened. Without a clean-shutdown marker, every segment that ends above the
+   recovery point is *recovered*: scanned batch by batch (size, magic, CRC, offset order), cut
+   at the first invalid byte, its indexes rebuilt; once a segment had to be cut, every later
+   segment is deleted. One warning line names each repaired segment and the bytes cut.
+   Other segments (and all of them after a clean shutdown) load their indexes with a sanity
+   check (size a multiple of the entry size, monotonic entries, last entry inside the file,
+   tail parseable); a missing or failing index is rebuilt from the log without cutting it, except
+   for the last segment, whose damaged tail is cut as in recovery.
+5. An empty directory gets a first segment at the log start offset. The last segment becomes
+   active (index files preallocated); the others have trimmed index files.
+
+Damage in a segment below the recovery point is not scanned for at start-up; reads validate
+batch headers and raise ``CorruptRecordError`` (CORRUPT_MESSAGE) when they meet it.
+
+Threading: runs before the partition is shared; no locking needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .batch import BATCH_HEADER_SIZE, parse_batch_header
+from .config import LogConfig
+from .errors import CorruptRecordError
+from .index import IndexCorruptError
+from .segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
+
+__all__ = ["LoadedLog", "load_segments"]
+
+logger = logging.getLogger("tidelog.storage")
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    segments: list[LogSegment]
+    recovered_segments: int
+    truncated_bytes: int
+
+
+def _base_offset_of(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    if len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _clean_stray_files(directory: Path) -> None:
+    min_cleaned: int | None = None
+    swaps: list[Path] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name.endswith(DELETED_SUFFIX):
+            logger.info("removing %s left by an interrupted deletion", path)
+            _unlink(path)
+        elif name.endswith(CLEANED_SUFFIX):
+            base = _base_offset_of(name)
+            if base is not None:
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+            logger.info("removing %s left by an interrupted compaction", path)
+            _unlink(path)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(path)
+    for swap in swaps:
+        live_name = swap.name[: -len(SWAP_SUFFIX)]
+        base = _base_offset_of(live_name)
+        if not live_name.endswith(LOG_SUFFIX) or base is None:
+            _unlink(swap)  # index swaps: rebuilt from the log
+            continue
+        if min_cleaned is not None and base >= min_cleaned:
+            logger.info("removing incomplete swap %s", swap)
+            _unlink(swap)
+            continue
+        _complete_swap(directory, swap, base)
+    # Index files whose log is gone.
+    for path in directory.iterdir():
+        if path.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+            base = _base_offset_of(path.name)
+            if (
+                base is not None
+                and not (directory / f"{segment_file_name(base)}{LOG_SUFFIX}").exists()
+            ):
+                logger.info("removing orphan index %s", path)
+                _unlink(path)
+
+
+def _swap_next_offset(swap: Path, base: int) -> int:
+    next_offset = base
+    size = swap.stat().st_size
+    with open(swap, "rb") as f:
+        position = 0
+        while position < size:
+            head = os.pread(f.fileno(), BATCH_HEADER_SIZE, position)
+            try:
+                header = parse_batch_header(head, 0, available=size - position)
+            except CorruptRecordError:
+                break
+            next_offset = header.next_offset
+            position += header.size_in_bytes
+    return next_offset
+
+
+def _complete_swap(directory: Path, swap: Path, base: int) -> None:
+    next_offset = _swap_next_offset(swap, base)
+    for path in list(directory.iterdir()):
+        other = _base_offset_of(path.name)
+        if other is None or not path.name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+            continue
+        if base <= other < max(next_offset, base + 1):
+            logger.info("removing %s replaced by swap %s", path, swap)
+            _unlink(path)
+    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        _unlink(directory / f"{segment_file_name(base)}{suffix}")
+    live = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
+    os.replace(swap, live)
+    logger.info("completed swap %s -> %s", swap.name, live.name)
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    recovery_point: int,
+    log_start_offset: int,
+    clean_shutdown: bool,
+) -> LoadedLog:
+    """Open (and recover as needed) every segment of a partition directory."""
+    _clean_stray_files(directory)
+    bases = sorted(
+        base
+        for path in directory.iterdir()
+        if path.name.endswith(LOG_SUFFIX) and (base := _base_offset_of(path.name)) is not None
+    )
+    segments: list[LogSegment] = []
+    recovered = 0
+    truncated_total = 0
+    for i, base in enumerate(bases):
+        name = segment_file_name(base)
+        indexes_present = (directory / f"{name}{INDEX_SUFFIX}").exists() and (
+            directory / f"{name}{TIMEINDEX_SUFFIX}"
+        ).exists()
+        segment = LogSegment(directory, base, config, now_ms=now_ms)
+        is_last = i == len(bases) - 1
+        next_base = bases[i + 1] if not is_last else None
+        prev_last = segments[-1].next_offset - 1 if segments else None
+        unflushed = next_base is None or next_base > recovery_point
+        cut = 0
+        if not clean_shutdown and unflushed:
+            cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+            recovered += 1
+        else:
+            try:
+                if not indexes_present:
+                    raise IndexCorruptError("index files missing")
+                segment.load_indexes()
+            except IndexCorruptError as exc:
+                logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
+                if is_last:
+                    cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+                else:
+                    # Kafka divergence: Kafka's recoverSegment would also cut this file; the
+                    # bytes are kept (reads raise CORRUPT_MESSAGE there) and so are later
+                    # segments, which hold data the recovery point says was flushed.
+                    _rebuild_without_cut(segment, config, next_base)
+        segments.append(segment)
+        truncated_total += cut
+        if cut > 0 and not is_last:
+            for later in bases[i + 1 :]:
+                later_name = segment_file_name(later)
+                logger.warning(
+                    "deleting segment %s after the damaged segment %s",
+                    directory / f"{later_name}{LOG_SUFFIX}",
+                    segment.log_path,
+                )
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                    _unlink(directory / f"{later_name}{suffix}")
+            break
+    if not segments:
+        # As Kafka: an empty log starts at its log start offset.
+        segments.append(LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms))
+    for segment in segments[:-1]:
+        segment.seal()
+    segments[-1].make_active(config)
+    return LoadedLog(segments, recovered, truncated_total)
+
+
+def _rebuild_without_cut(segment: LogSegment, config: LogConfig, next_base: int | None) -> None:
+    """Rebuild a non-last segment's indexes from its valid prefix; the file stays as is.
+
+    Reads of the damaged part will raise CORRUPT_MESSAGE; later segments are kept.
+    """
+    segment.recover_indexes_only(config.index_interval_bytes)
+    if next_base is not None and segment.next_offset < next_base and segment.size > 0:
+        logger.warning(
+            "segment %s is damaged below the recovery point (valid up to offset %d)",
+            segment.log_path,
+            segment.next_offset,
+        )

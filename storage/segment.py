@@ -1,0 +1,568 @@
+"""One log segment: a ``.log`` file of record batches plus its offset and time indexes.
+
+Files (``NNNNNNNNNNNNNNNNNNNN`` is the segment's base offset in 20 digits, as Kafka names them)::
+
+    NNNNNNNNNNNNNNNNNNNN.log        batches back to back (see ``storage.batch``)
+    NNNNNNNNNNNNNNNNNNNN.index      sparse offset -> position index (see ``storage.index``)
+    NNNNNNNNNNNNNNNNNNNN.timeindex  sparse timestamp -> offset index
+
+Invariants: every batch's offsets lie in ``[base_offset, base_offset + 2**31 - 1]`` and strictly
+increase through the file; the file holds at most ``segment.bytes`` (< 2 GiB); the indexes
+describe a prefix of the file. Index entries follow Kafka's LogSegment rule, applied per batch:
+an offset-index entry ``(batch last offset, batch position)`` and a time-index entry (max
+timestamp so far, its offset) are added before a batch is counted when more than
+``index.interval.bytes`` were appended since the last entry. Appending and rebuilding (recovery)
+therefore produce identical indexes. When the segment stops being active (roll, clean close,
+end of recovery) the time index gets a final entry with the segment's max timestamp (as Kafka),
+so that a reopened segment knows its largest timestamp from the last entry.
+
+A crash can leave: a partial or garbage tail on the ``.log`` file (cut by ``recover``), index
+files that are untrimmed, torn or stale (detected by the sanity check at load and rebuilt).
+A write that fails (ENOSPC ...) is undone by truncating the file back to its previous size.
+
+Threading: ``append``, ``truncate_to``, ``recover`` and index changes are called under the
+partition lock by one writer; ``read_headers``/``iter_spans``/``translate_offset`` are called
+from reader threads without it (they read only bytes below a size the caller snapshotted);
+``flush`` (fsync) runs without the partition lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import random
+import struct
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+from .batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    PreparedAppend,
+    RecordBatchHeader,
+    parse_batch_header,
+)
+from .config import LogConfig
+from .errors import CorruptRecordError, KafkaStorageError
+from .fileio import pread_all, scan_batches, write_all
+from .index import (
+    IndexCorruptError,
+    OffsetIndex,
+    TimeIndex,
+    replace_offset_entries,
+    replace_time_entries,
+)
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIMEINDEX_SUFFIX",
+    "LogSegment",
+    "segment_file_name",
+]
+
+logger = logging.getLogger("tidelog.storage")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+_READ_CHUNK = 16 * 1024
+_SPAN_CHUNK = 64 * 1024
+# base_offset, batch_length, (epoch), magic, (crc, attributes), last_offset_delta
+SPAN_STRUCT = struct.Struct(">qi4xb6xi")
+INT32_MAX = 2**31 - 1
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """A ``.log`` file with its two indexes. Create with ``LogSegment.open``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+    ) -> None:
+        name = segment_file_name(base_offset)
+        self.dir = directory
+        self.base_offset = base_offset
+        self.log_path = directory / f"{name}{LOG_SUFFIX}"
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            directory / f"{name}{INDEX_SUFFIX}", base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / f"{name}{TIMEINDEX_SUFFIX}", base_offset, config.segment_index_bytes
+        )
+        self.next_offset = base_offset
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.rolling_based_ms: int | None = None
+        self.created_ms = now_ms
+        self.roll_jitter_ms = (
+            random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+            if config.segment_jitter_ms > 0
+            else 0
+        )
+        self.dirty = False  # loaded files were fsynced (or are recovered, which marks them)
+        self.deleted_at_ms: int | None = None
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def index_path(self) -> Path:
+        return self.offset_index.path
+
+    @property
+    def timeindex_path(self) -> Path:
+        return self.time_index.path
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the file's mtime when no batch has a timestamp (as Kafka)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return self.created_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self._size}, "
+            f"next_offset={self.next_offset})"
+        )
+
+    # -- loading -------------------------------------------------------------------------------
+    def load_indexes(self) -> None:
+        """Load both index files and sanity-check them; raises ``IndexCorruptError``."""
+        self.offset_index.load(self._size)
+        self.time_index.load()
+        if self.offset_index.entries > 0:
+            last_offset, _ = self.offset_index.last_entry()
+            if last_offset < self.base_offset:
+                raise IndexCorruptError(f"{self.offset_index.path}: last offset below base")
+        if self.time_index.entries > 0:
+            _, last_offset = self.time_index.last_entry()
+            if last_offset < self.base_offset:
+                raise IndexCorruptError(f"{self.time_index.path}: last offset below base")
+        # Offsets and max timestamp after the last index entry: scan the short tail.
+        _, position = self.offset_index.last_entry()
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (
+            self.time_index.last_entry()
+        )
+        next_offset = self.base_offset
+        try:
+            for _, header in self.read_headers(position, self._size):
+                next_offset = header.next_offset
+                if header.max_timestamp > self.max_timestamp_so_far:
+                    self.max_timestamp_so_far = header.max_timestamp
+                    self.offset_of_max_timestamp_so_far = header.last_offset
+        except CorruptRecordError as exc:
+            raise IndexCorruptError(f"{self.log_path}: tail does not parse: {exc}") from exc
+        if self.offset_index.entries > 0:
+            last_indexed, _ = self.offset_index.last_entry()
+            if last_indexed >= next_offset:
+                raise IndexCorruptError(f"{self.offset_index.path}: entry beyond the log")
+        if self.time_index.entries > 0:
+            _, last_timed = self.time_index.last_entry()
+            if last_timed >= max(next_offset, self.base_offset + 1):
+                raise IndexCorruptError(f"{self.time_index.path}: entry beyond the log")
+        self.next_offset = next_offset
+        self.bytes_since_last_index_entry = self._size - position
+        self._load_rolling_base()
+
+    def _load_rolling_base(self) -> None:
+        if self._size == 0:
+            self.rolling_based_ms = None
+            return
+        try:
+            first = next(self.read_headers(0, self._size))[1]
+        except (StopIteration, CorruptRecordError):
+            self.rolling_based_ms = None
+            return
+        self.rolling_based_ms = first.max_timestamp if first.max_timestamp >= 0 else None
+
+    def recover_indexes_only(self, index_interval_bytes: int) -> None:
+        """Rebuild the indexes from the valid prefix of the file without cutting it."""
+        self.recover(index_interval_bytes, cut=False)
+
+    def recover(
+        self,
+        index_interval_bytes: int,
+        *,
+        prev_last_offset: int | None = None,
+        cut: bool = True,
+    ) -> int:
+        """Rebuild both indexes from the ``.log`` file, cutting it at the first invalid byte.
+
+        Checks each batch's framing, magic, CRC and that offsets strictly increase and fit the
+        segment. Returns the number of bytes cut. The time index gets its final entry.
+        """
+        valid_bytes, reason, next_offset, max_ts, offset_of_max, entries = self._scan(
+            index_interval_bytes,
+            self.base_offset - 1 if prev_last_offset is None else prev_last_offset,
+        )
+        offsets, positions, timestamps, time_offsets = entries
+        self._size = os.fstat(self._fd).st_size
+        truncated = self._size - valid_bytes
+        if truncated > 0 and not cut:
+            logger.warning(
+                "segment %s has %d invalid bytes from position %d (%s); left in place",
+                self.log_path,
+                truncated,
+                valid_bytes,
+                reason,
+            )
+            truncated = 0
+        elif truncated > 0:
+            os.ftruncate(self._fd, valid_bytes)
+            self._size = valid_bytes
+            self.dirty = True
+            logger.warning(
+                "recovered segment %s: cut %d bytes at position %d (%s)",
+                self.log_path,
+                truncated,
+                valid_bytes,
+                reason,
+            )
+        replace_offset_entries(self.offset_index, offsets, positions)
+        replace_time_entries(self.time_index, timestamps, time_offsets)
+        self.next_offset = next_offset
+        self.max_timestamp_so_far = max_ts
+        self.offset_of_max_timestamp_so_far = offset_of_max
+        last_position = positions[-1] if len(positions) else 0
+        self.bytes_since_last_index_entry = valid_bytes - last_position
+        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.time_index.write_pending()
+        self.dirty = True
+        self._load_rolling_base()
+        return truncated
+
+    def _scan(
+        self, index_interval_bytes: int, prev_last_offset: int
+    ) -> tuple[int, str, int, int, int, tuple[array[int], array[int], array[int], array[int]]]:
+        """The recovery scan over a read-only mmap: one unpack and one CRC per batch.
+
+        No per-batch allocation besides a memoryview slice; the page cache is read in place.
+        """
+        base = self.base_offset
+        offsets: array[int] = array("i")
+        positions: array[int] = array("i")
+        timestamps: array[int] = array("q")
+        time_offsets: array[int] = array("i")
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return 0, "", base, -1, base, (offsets, positions, timestamps, time_offsets)
+        mapped = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
+        try:
+            mapped.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mapped)
+            try:
+                result = scan_batches(
+                    mapped,
+                    view,
+                    size,
+                    base,
+                    prev_last_offset,
+                    index_interval_bytes,
+                    (offsets, positions, timestamps, time_offsets),
+                )
+            finally:
+                view.release()
+        finally:
+            mapped.close()
+        return (*result, (offsets, positions, timestamps, time_offsets))
+
+    # -- appending -----------------------------------------------------------------------------
+    def should_roll(
+        self,
+        config: LogConfig,
+        *,
+        messages_size: int,
+        max_offset: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll, with the clock in place of message timestamps.
+
+        Kafka divergence: Kafka measures segment.ms from the first batch's timestamp to the
+        incoming batch's max timestamp; tidelog measures it with the broker clock from when the
+        first batch was appended (after a restart: from the first batch's timestamp).
+        """
+        if self._size > config.segment_bytes - messages_size:
+            return True
+        if self._size > 0:
+            start = self.rolling_based_ms if self.rolling_based_ms is not None else self.created_ms
+            if now_ms - start > config.segment_ms - self.roll_jitter_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return not self.offset_index.can_append_offset(max_offset)
+
+    def append(self, prepared: PreparedAppend, index_interval_bytes: int, now_ms: int) -> int:
+        """Write prepared batches at the end of the file; returns their file position.
+
+        On an OSError the file and indexes are cut back and ``KafkaStorageError`` is raised.
+        """
+        position = self._size
+        saved = (
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            self.bytes_since_last_index_entry,
+            self.next_offset,
+            self.rolling_based_ms,
+        )
+        try:
+            write_all(self._fd, prepared.iov, position, prepared.size_in_bytes)
+            self._size = position + prepared.size_in_bytes
+            self.dirty = True
+            if position == 0:
+                self.rolling_based_ms = now_ms
+            max_ts = self.max_timestamp_so_far
+            since = self.bytes_since_last_index_entry
+            for header, rel_pos in zip(prepared.headers, prepared.positions, strict=True):
+                last_offset = header[0] + header[6]
+                if header[8] > max_ts:
+                    max_ts = self.max_timestamp_so_far = header[8]
+                    self.offset_of_max_timestamp_so_far = last_offset
+                if since > index_interval_bytes:
+                    self.offset_index.append(last_offset, position + rel_pos)
+                    self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp_so_far)
+                    since = 0
+                since += header[1] + LOG_OVERHEAD
+            self.bytes_since_last_index_entry = since
+            self.next_offset = prepared.last_offset + 1
+        except OSError as exc:
+            (
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                self.bytes_since_last_index_entry,
+                self.next_offset,
+                self.rolling_based_ms,
+            ) = saved
+            try:
+                os.ftruncate(self._fd, position)
+                self.offset_index.truncate_to(prepared.first_offset)
+                self.time_index.truncate_to(prepared.first_offset)
+            except OSError:
+                logger.exception("could not undo a failed append to %s", self.log_path)
+            self._size = position
+            raise KafkaStorageError(
+                f"write to {self.log_path} failed: {os.strerror(exc.errno or errno.EIO)}"
+            ) from exc
+        return position
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_headers(
+        self, start_position: int, end_position: int
+    ) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """Yield ``(position, header)`` of the batches in ``[start_position, end_position)``.
+
+        Headers are validated against the bytes present (magic, length); damage raises
+        ``CorruptRecordError``. Reads in chunks so small batches cost no syscall each.
+        """
+        fd = self._fd
+        position = start_position
+        window = b""
+        window_start = 0
+        while position < end_position:
+            rel = position - window_start
+            if rel < 0 or rel + BATCH_HEADER_SIZE > len(window):
+                want = min(_READ_CHUNK, end_position - position)
+                window = os.pread(fd, max(want, BATCH_HEADER_SIZE), position)
+                window_start = position
+                rel = 0
+            try:
+                header = parse_batch_header(window, rel, available=end_position - position)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.log_path} at position {position}: {exc}") from None
+            yield position, header
+            position += header.batch_length + LOG_OVERHEAD
+
+    def iter_spans(
+        self, start_position: int, end_position: int
+    ) -> Iterator[tuple[int, int, int, int]]:
+        """Yield ``(position, base_offset, last_offset, size)`` of the batches in a range.
+
+        The fetch path's lean scan: 64 KiB preads, one small unpack per batch, header sanity
+        (magic, length, inside the range) checked; damage raises ``CorruptRecordError``.
+        """
+        fd = self._fd
+        unpack = SPAN_STRUCT.unpack_from
+        position = start_position
+        window = b""
+        window_start = 0
+        window_len = 0
+        while position < end_position:
+            rel = position - window_start
+            if rel + BATCH_HEADER_SIZE > window_len:
+                want = min(_SPAN_CHUNK, end_position - position)
+                window = os.pread(fd, max(want, BATCH_HEADER_SIZE), position)
+                window_start = position
+                window_len = len(window)
+                rel = 0
+                if window_len < BATCH_HEADER_SIZE:
+                    raise CorruptRecordError(
+                        f"{self.log_path} at position {position}: truncated batch header"
+                    )
+            base_offset, batch_length, magic, last_delta = unpack(window, rel)
+            size = batch_length + LOG_OVERHEAD
+            if (
+                magic != MAGIC_V2
+                or batch_length < MIN_BATCH_LENGTH
+                or position + size > end_position
+                or last_delta < 0
+            ):
+                parse_batch_header(window, rel, available=end_position - position)
+                raise CorruptRecordError(  # pragma: no cover - parse_batch_header raised
+                    f"{self.log_path} at position {position}: bad batch header"
+                )
+            yield position, base_offset, base_offset + last_delta, size
+            position += size
+
+    def translate_offset(
+        self, offset: int, end_position: int, start_position: int = 0
+    ) -> tuple[int, RecordBatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.read_headers(max(position, start_position), end_position):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def find_position(self, offset: int, end_position: int) -> int | None:
+        """File position of the first batch whose last offset is >= ``offset`` (lean scan)."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, _, last_offset, _ in self.iter_spans(position, end_position):
+            if last_offset >= offset:
+                return pos
+        return None
+
+    def pread(self, position: int, length: int) -> bytes:
+        return pread_all(self._fd, position, length)
+
+    # -- state changes -------------------------------------------------------------------------
+    def seal(self) -> None:
+        """The segment stops being active: final time-index entry, trimmed index files."""
+        before = (
+            self.time_index.entries,
+            self.offset_index.file_size,
+            self.time_index.file_size,
+        )
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        after = (
+            self.time_index.entries,
+            self.offset_index.file_size,
+            self.time_index.file_size,
+        )
+        if after != before:
+            self.dirty = True
+
+    def make_active(self, config: LogConfig) -> None:
+        """Preallocate the index files for appends."""
+        self.offset_index.make_writable(config.segment_index_bytes)
+        self.time_index.make_writable(config.segment_index_bytes)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches holding offsets >= ``offset`` (whole batches); returns bytes cut."""
+        found = self.translate_offset(offset, self._size)
+        if found is None:
+            return 0
+        position, _ = found
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        cut = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self.dirty = True
+        # Recompute in-memory state from the (now shorter) indexes and tail.
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (
+            self.time_index.last_entry()
+        )
+        _, last_position = self.offset_index.last_entry()
+        next_offset = self.base_offset
+        for _, header in self.read_headers(last_position, self._size):
+            next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+        self.bytes_since_last_index_entry = self._size - last_position
+        self.next_offset = next_offset
+        if self._size == 0:
+            self.rolling_based_ms = None
+        return cut
+
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync the log and (unless ``indexes=False``) both index files.
+
+        Called without the partition lock. The active segment's indexes need no fsync: after a
+        crash the segment holding the recovery point - always the active one or an earlier
+        one - is rebuilt from its log; a segment's indexes are fsynced once it is inactive.
+        """
+        try:
+            os.fsync(self._fd)
+            if indexes:
+                self.offset_index.flush()
+                self.time_index.flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Rename all three files (``.deleted`` on retention); file descriptors stay open."""
+        new_log = self.log_path.with_name(self.log_path.name + suffix)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.rename(index.path.with_name(index.path.name + suffix))
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def __del__(self) -> None:
+        # Deleted segments keep their descriptors until the last reader's snapshot drops them.
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+    def delete_files(self) -> None:
+        """Unlink the files. The descriptors stay open while anything still references this
+        segment (a reader that snapshotted it), so such a read finishes on the old bytes; they
+        are closed when the segment object is freed."""
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,259 @@
+"""Replay into Spark, over the wire and from files, against records produced through a real
+tidelog broker (every codec, keys, null keys, tombstones, headers, rolled segments)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Broker
+
+from analytics.logdir import read_checkpoint
+from analytics.replay import main as replay_main
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_040_000  # a minute boundary
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+Row = tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
+
+
+def _record(i: int, null_header: bool = True) -> tuple[
+    bytes | None, bytes | None, list[tuple[str, bytes | None]], int
+]:  # fmt: skip
+    key = None if i % 10 == 0 else b"user-0" if i % 4 == 0 else b"user-%d" % (i % 7)
+    value = None if i % 25 == 7 else b"payload-%d-" % i + b"x" * (i % 50)
+    headers = [("trace", b"%d" % i), ("empty", None if null_header else b"")] if i % 2 else []
+    return key, value, headers, T0 + i * 1000
+
+
+def _produce(bootstrap: str, topic: str, items: list[tuple[int, int]], codec: str,
+             client: str = "librdkafka") -> list[Row]:  # fmt: skip
+    """Send records (index, partition) with one codec and client (librdkafka or kafka-python,
+    which has no snappy here and no null header values); returns what was acknowledged."""
+    rows: list[Row] = []
+    if client == "librdkafka":
+        import confluent_kafka as ck
+
+        p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+                         "linger.ms": 20})  # fmt: skip
+        for i, part in items:
+            k, v, h, ts = _record(i)
+
+            def done(err: Any, msg: Any, k: Any = k, v: Any = v, h: Any = h, ts: int = ts) -> None:
+                assert err is None, err
+                rows.append((topic, msg.partition(), msg.offset(), k, v, tuple(h), ts))
+
+            p.produce(topic, key=k, value=v, headers=h, partition=part, timestamp=ts,
+                      on_delivery=done)  # fmt: skip
+        assert p.flush(30) == 0
+        return rows
+    from kafka import KafkaProducer
+
+    kp = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none"
+                       else codec, enable_idempotence=False, linger_ms=20)  # fmt: skip
+    futures = []
+    for i, part in items:
+        k, v, h, ts = _record(i, null_header=False)
+        f = kp.send(topic, key=k, value=v, headers=h, partition=part, timestamp_ms=ts)
+        futures.append((f, k, v, h, ts))
+    kp.flush()
+    for f, k, v, h, ts in futures:
+        md = f.get(timeout=30)
+        rows.append((topic, md.partition, md.offset, k, v, tuple(h), ts))
+    kp.close()
+    return rows
+
+
+def _wait_for_checkpoint(broker: Broker, rows: list[Row]) -> None:
+    want = Counter((t, p) for t, p, *_ in rows)
+    ends: dict[tuple[str, int], int] = {}
+    for t, p, o, *_ in rows:
+        ends[(t, p)] = max(ends.get((t, p), 0), o + 1)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        hw = read_checkpoint(broker.log_dir / "replication-offset-checkpoint")
+        if all(hw.get(tp, 0) >= end for tp, end in ends.items()):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"HW checkpoint never reached {ends} (partitions {dict(want)})")
+
+
+@pytest.fixture(scope="module")
+def produced(replay_broker: Broker) -> list[Row]:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=replay_broker.bootstrap)
+    admin.create_topics([
+        NewTopic("events", 3, 1, topic_configs={"segment.bytes": "1500"}),
+        NewTopic("audit", 1, 1),
+    ])  # fmt: skip
+    admin.close()
+    rows: list[Row] = []
+    for g in range(10):  # 10 groups of 30 records, each group with one codec -> many batches
+        codec = CODECS[g % len(CODECS)]
+        client = "kafka-python" if g >= 5 and codec != "snappy" else "librdkafka"
+        items = [(i, i % 3) for i in range(g * 30, g * 30 + 30)]
+        rows += _produce(replay_broker.bootstrap, "events", items, codec, client)
+    rows += _produce(replay_broker.bootstrap, "audit", [(i, 0) for i in range(40)], "zstd",
+                     "kafka-python")  # fmt: skip
+    _wait_for_checkpoint(replay_broker, rows)
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+
+
+def _commit_group(bootstrap: str, group: str, offsets: dict[int, int]) -> dict[int, int]:
+    """Commit offsets of `events` for a group; {} when the broker has no group support yet."""
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        c.commit({TopicPartition("events", p): OffsetAndMetadata(o, "", -1)
+                  for p, o in offsets.items()})  # fmt: skip
+        return offsets
+    except Exception:
+        return {}
+    finally:
+        c.close()
+
+
+def _collect(df: Any) -> list[Row]:
+    from pyspark.sql import functions as F
+
+    got = df.select("topic", "partition", "offset", "key", "value", "headers",
+                    F.unix_millis("timestamp").alias("ts"), "timestampType").collect()  # fmt: skip
+    assert {r.timestampType for r in got} <= {0}
+    return sorted(
+        (r.topic, r.partition, r.offset, None if r.key is None else bytes(r.key),
+         None if r.value is None else bytes(r.value),
+         tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers or ()),
+         r.ts)
+        for r in got
+    )  # fmt: skip
+
+
+def _read(spark: Any, broker: Broker, way: str, **options: str) -> Any:
+    reader = spark.read.format("tidelog").option("includeHeaders", "true")
+    if way == "files":
+        reader = reader.option("path", str(broker.log_dir))
+    else:
+        reader = reader.option("kafka.bootstrap.servers", broker.bootstrap)
+    return reader.options(**options).load()
+
+
+KAFKA_SCHEMA = (
+    "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+    "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>"
+)
+
+
+@pytest.mark.parametrize("way", ["wire", "files"])
+def test_rows_equal_what_was_produced(spark: Any, replay_broker: Broker, produced: list[Row],
+                                      way: str) -> None:  # fmt: skip
+    df = _read(spark, replay_broker, way, subscribe="events,audit")
+    assert df.schema.simpleString() == KAFKA_SCHEMA
+    assert _collect(df) == produced
+    segments = list((replay_broker.log_dir / "events-0").glob("*.log"))
+    assert len(segments) > 1, "the test data should roll segments"
+
+
+def test_ranges_splits_and_times_agree(spark: Any, replay_broker: Broker,
+                                       produced: list[Row]) -> None:  # fmt: skip
+    events = [r for r in produced if r[0] == "events"]
+    opts = {"subscribePattern": "ev.*", "maxRecordsPerPartition": "7"}
+    split_df = _read(spark, replay_broker, "files", **opts)
+    assert split_df.rdd.getNumPartitions() >= 300 // 7
+    assert _collect(split_df) == events
+    ranged = {"assign": '{"events":[0,2]}', "startingOffsets": '{"events":{"0":5,"2":-2}}',
+              "endingOffsets": '{"events":{"0":50,"2":-1}}'}  # fmt: skip
+    want = [r for r in events if (r[1] == 0 and 5 <= r[2] < 50) or r[1] == 2]
+    for way in ("wire", "files"):
+        assert _collect(_read(spark, replay_broker, way, **ranged)) == want
+    timed = {"subscribe": "events", "startingTimestamp": str(T0 + 100_000),
+             "endingTimestamp": str(T0 + 160_000)}  # fmt: skip
+    want = [r for r in events if T0 + 100_000 <= r[6] < T0 + 160_000]
+    for way in ("wire", "files"):
+        assert _collect(_read(spark, replay_broker, way, **timed)) == want
+
+
+def test_a_bad_option_names_itself(spark: Any, replay_broker: Broker) -> None:
+    with pytest.raises(Exception, match="maxRecordsPerPartition") as e:
+        _read(spark, replay_broker, "files", subscribe="events",
+              maxRecordsPerPartition="-3").collect()  # fmt: skip
+    assert "positive whole number" in str(e.value)
+
+
+def test_replay_job_writes_records_tables_and_report(
+    spark: Any, replay_broker: Broker, produced: list[Row], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    out = tmp_path / "out"
+    committed = _commit_group(replay_broker.bootstrap, "replay-lag", {0: 10, 1: 20})
+    sql = "SELECT topic, count(*) AS n FROM records GROUP BY topic"
+    rc = replay_main(["--log-dir", str(replay_broker.log_dir), "--topic-pattern", "events|audit",
+                      "--master", "local[2]", "--output", str(out), "--group", "replay-lag",
+                      "--lag-bootstrap-server", replay_broker.bootstrap, "--sql", sql])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr()
+    assert "|events|300|" in printed.out.replace(" ", "")
+    assert str(out / "report.html") in printed.out
+    back = spark.read.parquet(str(out / "records"))
+    assert back.count() == len(produced)
+    tables = {p.stem: json.loads(p.read_text()) for p in (out / "analytics").glob("*.json")}
+    size = lambda r: len(r[3] or b"") + len(r[4] or b"")  # noqa: E731
+    for part in tables["partitions"]:
+        mine = [r for r in produced if (r[0], r[1]) == (part["topic"], part["partition"])]
+        assert part["records"] == len(mine)
+        assert part["bytes"] == sum(size(r) for r in mine)
+        assert (part["first_offset"], part["last_offset"]) == (mine[0][2], mine[-1][2])
+        assert part["null_keys"] == sum(r[3] is None for r in mine)
+        assert part["tombstones"] == sum(r[4] is None for r in mine)
+    ev = [r for r in produced if r[0] == "events"]
+    top = next(k for k in tables["top_keys"] if k["topic"] == "events")
+    ((key, n),) = Counter(r[3] for r in ev if r[3] is not None).most_common(1)
+    assert (top["key"], top["records"]) == (key.decode(), n)
+    minutes = Counter((r[0], (r[6] // 60000) * 60000) for r in produced)
+    assert sum(m["records"] for m in tables["per_minute"]) == len(produced)
+    assert len(tables["per_minute"]) == len(minutes)
+    sizes = sorted(size(r) for r in ev)
+    ev_sizes = next(s for s in tables["record_sizes"] if s["topic"] == "events")
+    assert (ev_sizes["min"], ev_sizes["max"]) == (sizes[0], sizes[-1])
+    assert abs(ev_sizes["p50"] - sizes[len(sizes) // 2]) <= 1
+    page = (out / "report.html").read_text()
+    assert page.count("<img") >= 4 and "replay-lag" in page  # the lag rows or why there are none
+    if committed:  # the broker keeps group offsets: the lag is exact
+        ends = Counter((r[0], r[1]) for r in produced)
+        lag = {(r["topic"], r["partition"]): r["lag"] for r in tables["group_lag"]}
+        assert lag == {("events", p): ends[("events", p)] - o for p, o in committed.items()}
+    assert (out / "analytics" / "partitions.parquet").exists()
+
+
+def test_streaming_available_now_picks_up_new_records(
+    spark: Any, replay_broker: Broker, produced: list[Row], tmp_path: Path
+) -> None:
+    audit = [r for r in produced if r[0] == "audit"]
+
+    def run(way: str) -> list[Row]:
+        reader = spark.readStream.format("tidelog").option("subscribe", "audit")
+        reader = reader.option("startingOffsets", "earliest").option("includeHeaders", "true")
+        if way == "files":
+            reader = reader.option("path", str(replay_broker.log_dir))
+        else:
+            reader = reader.option("kafka.bootstrap.servers", replay_broker.bootstrap)
+        q = (reader.load().writeStream.format("parquet")
+             .option("path", str(tmp_path / way / "data"))
+             .option("checkpointLocation", str(tmp_path / way / "cp"))
+             .trigger(availableNow=True).start())  # fmt: skip
+        q.awaitTermination(120)
+        assert q.exception() is None
+        return _collect(spark.read.parquet(str(tmp_path / way / "data")))
+
+    first = {way: run(way) for way in ("wire", "files")}
+    assert first["wire"] == first["files"] == audit
+    more = _produce(replay_broker.bootstrap, "audit", [(i, 0) for i in range(40, 50)], "lz4")
+    _wait_for_checkpoint(replay_broker, more)
+    for way in ("wire", "files"):
+        assert run(way) == sorted(audit + more)  # exactly the new ones were added

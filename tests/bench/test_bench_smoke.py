@@ -1,0 +1,52 @@
+"""Keeps the benchmark suite working: a tiny ``scripts/bench/run --quick`` against tidelog only.
+
+Not a performance test: it checks that the suite starts the broker the way users do, drives it
+with kcat and the raw latency client, and writes its JSON with figures in it. No thresholds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "scripts" / "bench" / "run"
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_quick_suite_runs_and_writes_results(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            str(RUN),
+            "--quick",
+            "--brokers",
+            "tidelog",
+            "--only",
+            "produce-kcat,sync-latency",
+            "--out",
+            str(out),
+            "--dir",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    files = list(out.glob("bench-*-quick.json"))
+    assert len(files) == 1
+    results = json.loads(files[0].read_text())
+    tidelog = results["servers"]["tidelog"]
+    assert tidelog["exit_code"] == 0
+    produce = tidelog["workloads"]["produce-kcat"]["median"]
+    assert produce["msgs_per_s"] > 0
+    latency = tidelog["workloads"]["sync-latency"]["median"]
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    assert results["machine"]["cores"] >= 1
+    assert "produce 100 B kcat, msgs/s" in proc.stdout

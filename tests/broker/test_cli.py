@@ -1,0 +1,81 @@
+"""``tidelog`` command line: configuration errors, sub-commands, SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_unknown_setting_exits_2_naming_the_key(tmp_path: Path) -> None:
+    result = _run("serve", "--override", "no.such.setting=1", "--override", f"log.dirs={tmp_path}")
+    assert result.returncode == 2
+    assert "no.such.setting" in result.stderr
+
+
+def test_bad_value_exits_2_naming_the_key(tmp_path: Path) -> None:
+    result = _run(
+        "serve", "--override", "num.partitions=many", "--override", f"log.dirs={tmp_path}"
+    )
+    assert result.returncode == 2
+    assert "num.partitions" in result.stderr
+
+
+def test_bad_listener_exits_2(tmp_path: Path) -> None:
+    result = _run(
+        "serve", "--override", "listeners=SSL://127.0.0.1:1", "--override", f"log.dirs={tmp_path}"
+    )
+    assert result.returncode == 2
+    assert "listeners" in result.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = _run("serve", "--config", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "nope.yaml" in result.stderr
+
+
+def test_help_lists_serve() -> None:
+    result = _run("--help")
+    assert result.returncode == 0 and "serve" in result.stdout
+
+
+def test_sigint_stops_cleanly(broker_factory: Any) -> None:
+    b = broker_factory()
+    line = f"tidelog listening on 127.0.0.1:{b.port} (advertised 127.0.0.1:{b.port})"
+    assert line in b.log_text()
+    assert b.stop(signal.SIGINT) == 0
+    assert "stopped cleanly" in b.log_text()
+
+
+def test_yaml_config_file_is_read(broker_factory: Any, tmp_path: Path) -> None:
+    config = tmp_path / "broker.yaml"
+    config.write_text("node.id: 7\nnum.partitions: 2\n")
+    b = broker_factory(config_path=config)
+    from kafka_wire import WireClient
+    from kio.schema.metadata.v12 import request as md12
+
+    with WireClient(b.bootstrap) as c:
+        answer = c.request(
+            md12.MetadataRequest(
+                topics=(md12.MetadataRequestTopic(topic_id=None, name="auto"),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+    assert answer.controller_id == 7 and answer.brokers[0].node_id == 7
+    assert len(answer.topics[0].partitions) == 2
