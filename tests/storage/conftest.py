@@ -1,9 +1,12 @@
-"""Shared fixtures for the storage tests (no sockets; everything under tmp_path)."""
+"""Shared fixtures for the storage tests (no sockets; everything under tmp_path).
+
+Helpers live in ``storage_helpers`` (a unique module name: the tests tree has several
+``conftest.py`` files); ``FakeClock`` is re-exported here for tests that import it from conftest.
+"""
 
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,16 +15,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from storage_helpers import FakeClock, expected_indexes, index_file_entries
 
-class FakeClock:
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+__all__ = ["FakeClock", "expected_indexes", "index_file_entries"]
 
 
 @pytest.fixture
@@ -32,40 +28,3 @@ def clock() -> FakeClock:
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "topic-0"
-
-
-def expected_indexes(
-    log_bytes: bytes, base_offset: int, interval: int, *, sealed: bool = True
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Kafka's index rule, written independently of storage: (offset entries, time entries)."""
-    offset_entries: list[tuple[int, int]] = []
-    time_entries: list[tuple[int, int]] = []
-    position = 0
-    last_entry = 0
-    max_ts, offset_of_max = -1, base_offset
-    while position < len(log_bytes):
-        base, length = struct.unpack_from(">qi", log_bytes, position)
-        (last_delta,) = struct.unpack_from(">i", log_bytes, position + 23)
-        (batch_max_ts,) = struct.unpack_from(">q", log_bytes, position + 35)
-        last = base + last_delta
-        if batch_max_ts > max_ts:
-            max_ts, offset_of_max = batch_max_ts, last
-        if position - last_entry > interval:
-            offset_entries.append((last, position))
-            if max_ts > (time_entries[-1][0] if time_entries else -1):
-                time_entries.append((max_ts, offset_of_max))
-            last_entry = position
-        position += length + 12
-    if sealed and max_ts > (time_entries[-1][0] if time_entries else -1):
-        time_entries.append((max_ts, offset_of_max))
-    return offset_entries, time_entries
-
-
-def index_file_entries(path: Path, entry_format: str) -> list[tuple[int, int]]:
-    data = path.read_bytes()
-    size = struct.calcsize(entry_format)
-    assert len(data) % size == 0
-    # the active segment's file is preallocated: drop the zero tail
-    used = len(data.rstrip(b"\x00"))
-    used = -(-used // size) * size
-    return [(int(a), int(b)) for a, b in struct.iter_unpack(entry_format, data[:used])]

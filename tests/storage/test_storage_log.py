@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from batches import Rec, batch_with_size, build_batch, simple_batch
-from conftest import FakeClock, expected_indexes
 from kafka.record import MemoryRecords
+from storage_helpers import FakeClock, expected_indexes
 
 from storage import (
     CorruptRecordError,

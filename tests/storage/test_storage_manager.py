@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from batches import simple_batch
-from conftest import FakeClock
+from storage_helpers import FakeClock
 
 from storage import LogConfig, LogManager, StorageError
 from storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint

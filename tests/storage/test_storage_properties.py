@@ -7,10 +7,10 @@ import tempfile
 from pathlib import Path
 
 from batches import Rec, build_batch
-from conftest import expected_indexes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
+from storage_helpers import expected_indexes
 
 from storage import LogConfig, PartitionLog
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from batches import simple_batch
-from conftest import expected_indexes, index_file_entries
 from kafka.record import MemoryRecords
+from storage_helpers import expected_indexes, index_file_entries
 
 from storage import CorruptRecordError, LogConfig, PartitionLog
 

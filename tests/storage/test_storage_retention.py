@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batches import simple_batch
-from conftest import FakeClock
+from storage_helpers import FakeClock
 
 from storage import LogConfig, PartitionLog
 
