@@ -71,41 +71,76 @@ def _rows(df: Any) -> list[dict[str, Any]]:
 
 
 def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
-    """All tables for `df` (cache it first: this runs several Spark jobs over it)."""
+    """All tables for `df` in three Spark jobs (persist `df` first): one grouping-sets pass for
+    partitions, minutes and size buckets, one for size percentiles, one for keys."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    bucket = F.when(size <= 0, 0).otherwise(F.floor(F.log2(size)) + 1).cast("int")
     r = df.select(
         "topic",
         "partition",
         "offset",
-        "timestamp",
         "key",
         size.alias("size"),
+        bucket.alias("bucket"),
         F.unix_millis("timestamp").alias("ts_ms"),
+        F.unix_millis(F.date_trunc("minute", "timestamp")).alias("minute"),
         F.col("key").isNull().cast("long").alias("null_key"),
         F.col("value").isNull().cast("long").alias("tombstone"),
     )
-    common = [
-        F.count(F.lit(1)).alias("records"),
-        F.sum("size").alias("bytes"),
-        F.min("ts_ms").alias("first_timestamp"),
-        F.max("ts_ms").alias("last_timestamp"),
-        F.sum("null_key").alias("null_keys"),
-        F.sum("tombstone").alias("tombstones"),
+    sets = [["topic", "partition"], ["topic", "minute"], ["topic", "bucket"]]
+    grouped = _rows(
+        r.groupingSets(sets, "topic", "partition", "minute", "bucket").agg(
+            F.grouping_id().alias("gid"),
+            F.count(F.lit(1)).alias("records"),
+            F.sum("size").alias("bytes"),
+            F.min("ts_ms").alias("first_timestamp"),
+            F.max("ts_ms").alias("last_timestamp"),
+            F.sum("null_key").alias("null_keys"),
+            F.sum("tombstone").alias("tombstones"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+        )
+    )
+    part_cols = [
+        "topic",
+        "partition",
+        "records",
+        "bytes",
+        "first_timestamp",
+        "last_timestamp",
+        "null_keys",
+        "tombstones",
+        "first_offset",
+        "last_offset",
     ]
-    partitions = _rows(
-        r.groupBy("topic", "partition")
-        .agg(*common, F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"))
-        .orderBy("topic", "partition")
+    partitions = sorted(
+        ({c: g[c] for c in part_cols} for g in grouped if g["partition"] is not None),
+        key=lambda g: (g["topic"], g["partition"]),
     )
+    per_minute = sorted(
+        (
+            {
+                "topic": g["topic"],
+                "minute": g["minute"],
+                "records": g["records"],
+                "bytes": g["bytes"],
+            }
+            for g in grouped
+            if g["minute"] is not None
+        ),
+        key=lambda g: (g["topic"], g["minute"]),
+    )
+    hist = []
+    for g in sorted(
+        (g for g in grouped if g["bucket"] is not None), key=lambda g: (g["topic"], g["bucket"])
+    ):
+        b = g["bucket"]  # bucket b holds sizes in [2^(b-1), 2^b)
+        lo, hi = (0, 1) if b == 0 else (2 ** (b - 1), 2**b)
+        hist.append({"topic": g["topic"], "records": g["records"], "size_from": lo, "size_to": hi})
     topics = _topics_of(partitions)
-    per_minute = _rows(
-        r.groupBy("topic", F.unix_millis(F.date_trunc("minute", "timestamp")).alias("minute"))
-        .agg(F.count(F.lit(1)).alias("records"), F.sum("size").alias("bytes"))
-        .orderBy("topic", "minute")
-    )
     qs = [0.5, 0.9, 0.99]
     sizes = []
     for row in _rows(
@@ -122,19 +157,15 @@ def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
         row.update({"p50": pct[0], "p90": pct[1], "p99": pct[2]})
         row["mean"] = round(float(row["mean"] or 0), 2)
         sizes.append(row)
-    bucket = F.when(F.col("size") <= 0, 0).otherwise(F.floor(F.log2("size")) + 1)
-    hist = _rows(
-        r.groupBy("topic", bucket.cast("int").alias("bucket"))
-        .agg(F.count(F.lit(1)).alias("records"))
-        .orderBy("topic", "bucket")
-    )
-    for h in hist:  # bucket b holds sizes in [2^(b-1), 2^b)
-        b = h.pop("bucket")
-        h["size_from"], h["size_to"] = (0, 1) if b == 0 else (2 ** (b - 1), 2**b)
     key_counts = r.where(F.col("key").isNotNull()).groupBy("topic", "key").count()
-    w = Window.partitionBy("topic").orderBy(F.desc("count"), F.asc("key"))
-    top = _rows(
-        key_counts.withColumn("rank", F.row_number().over(w))
+    by_topic = Window.partitionBy("topic")
+    ranked = _rows(
+        key_counts.withColumn(
+            "rank", F.row_number().over(by_topic.orderBy(F.desc("count"), F.asc("key")))
+        )
+        .withColumn("distinct_keys", F.count(F.lit(1)).over(by_topic))
+        .withColumn("max_key_records", F.max("count").over(by_topic))
+        .withColumn("mean_key_records", F.avg("count").over(by_topic))
         .where(F.col("rank") <= TOP_KEYS)
         .orderBy("topic", "rank")
     )
@@ -147,40 +178,31 @@ def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
             "records": k["count"],
             "share": round(k["count"] / max(totals[k["topic"]], 1), 4),
         }
-        for k in top
+        for k in ranked
     ]
-    skew_rows = _rows(
-        key_counts.groupBy("topic")
-        .agg(
-            F.count(F.lit(1)).alias("distinct_keys"),
-            F.max("count").alias("max_key_records"),
-            F.avg("count").alias("mean_key_records"),
-        )
-        .orderBy("topic")
-    )
+    skew_by_topic = {k["topic"]: k for k in ranked if k["rank"] == 1}
     per_part: dict[str, list[int]] = {}
     for p in partitions:
         per_part.setdefault(p["topic"], []).append(int(p["records"]))
-    skew_by_topic = {s["topic"]: s for s in skew_rows}
     key_skew = []
     for t in topics:
         s = skew_by_topic.get(t["topic"], {})
         mean = float(s.get("mean_key_records") or 0)
+        top = int(s.get("max_key_records") or 0)
         counts = per_part.get(t["topic"], [0])
+        t["distinct_keys"] = int(s.get("distinct_keys") or 0)
         key_skew.append(
             {
                 "topic": t["topic"],
-                "distinct_keys": int(s.get("distinct_keys") or 0),
-                "max_key_records": int(s.get("max_key_records") or 0),
+                "distinct_keys": t["distinct_keys"],
+                "max_key_records": top,
                 "mean_key_records": round(mean, 2),
-                "key_skew": round(int(s.get("max_key_records") or 0) / mean, 3) if mean else None,
+                "key_skew": round(top / mean, 3) if mean else None,
                 "partition_skew": round(max(counts) / (sum(counts) / len(counts)), 3)
                 if sum(counts)
                 else None,
             }
         )
-    for t in topics:
-        t["distinct_keys"] = int(skew_by_topic.get(t["topic"], {}).get("distinct_keys") or 0)
     return Tables(topics, partitions, per_minute, sizes, hist, top_keys, key_skew, lag or [])
 
 
@@ -188,11 +210,20 @@ def _topics_of(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-topic totals, summed from the per-partition rows (no Spark job)."""
     out: dict[str, dict[str, Any]] = {}
     for p in partitions:
-        t = out.setdefault(p["topic"], {
-            "topic": p["topic"], "records": 0, "bytes": 0, "first_timestamp": None,
-            "last_timestamp": None, "null_keys": 0, "tombstones": 0, "partitions": 0,
-            "distinct_keys": 0,
-        })  # fmt: skip
+        t = out.setdefault(
+            p["topic"],
+            {
+                "topic": p["topic"],
+                "records": 0,
+                "bytes": 0,
+                "first_timestamp": None,
+                "last_timestamp": None,
+                "null_keys": 0,
+                "tombstones": 0,
+                "partitions": 0,
+                "distinct_keys": 0,
+            },
+        )
         for k in ("records", "bytes", "null_keys", "tombstones"):
             t[k] += int(p[k] or 0)
         t["partitions"] += 1
@@ -218,7 +249,10 @@ def group_lag(
 
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tidelog-replay")
         try:
-            committed = admin.list_consumer_group_offsets(group)
+            if hasattr(admin, "list_group_offsets"):  # kafka-python 3
+                committed = admin.list_group_offsets({group: None}).get(group, {})
+            else:  # kafka-python 2
+                committed = admin.list_consumer_group_offsets(group)
         finally:
             admin.close()
         if not committed:

@@ -34,6 +34,7 @@ from broker.topics import REGISTRY_FILE, Topics, log_config_from
 from config import BrokerConfig, ConfigError, parse_listener
 from config.topic import effective_topic_config
 from storage import LogManager, PartitionLog
+from storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
 log = logging.getLogger("tidelog.broker")
 
@@ -120,6 +121,16 @@ class Broker:
             node_id=self.node_id,
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
+        # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
+        # are loaded, stopped before storage shuts down.
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig.from_lookup(config.get),
+            compaction_config=lambda pl: compaction_config_from(
+                self.topics.effective_config(pl.topic)
+            ),
+            clock=clock,
+        )
         self.partitions = HighWatermarkWaiters()
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
@@ -219,6 +230,7 @@ class Broker:
         self.topics.load_and_reconcile()
         for service in self.services:
             await service.start()
+        self.log_cleaner.startup()
         max_request = self.config.socket_request_max_bytes
         for endpoint in self.endpoints:
             server = ListenerServer(
@@ -278,6 +290,7 @@ class Broker:
             except Exception:
                 log.exception("stopping %r failed", service)
         self.partitions.notify_all()
+        await self.run_blocking(self.log_cleaner.shutdown)
         await self.run_blocking(self.log_manager.shutdown)
         self._executor.shutdown(wait=True)
         log.info("tidelog stopped cleanly")

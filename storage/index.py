@@ -39,9 +39,11 @@ sees a prefix of the entries, which is always a valid index).
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import sys
+import threading
 from array import array
 from bisect import bisect_right
 from pathlib import Path
@@ -70,9 +72,32 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self._max_entries = max(max_index_bytes // self.entry_size, 2)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._file_size = os.fstat(self._fd).st_size
+        self._fd_lock = threading.Lock()  # guards opening/closing the descriptor only
+        self._descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file_size = os.fstat(self._descriptor).st_size
         self._written = 0  # leading entries that are in the file
+        self._writable = False  # preallocated for appends (active segment)
+        self._unsynced = False  # file changed since the last fsync
+        self._closed = False
+
+    # -- the descriptor: open while active or unsynced, released afterwards --------------------
+    def _fd(self) -> int:
+        with self._fd_lock:
+            if self._descriptor < 0:
+                if self._closed:
+                    raise OSError(errno.EBADF, f"index {self.path} is closed")
+                self._descriptor = os.open(self.path, os.O_RDWR)
+            return self._descriptor
+
+    def release(self) -> None:
+        """Close the descriptor of an inactive, synced index (it is reopened when needed).
+
+        A segment then costs one descriptor (its ``.log``), as in Kafka, which maps indexes.
+        """
+        with self._fd_lock:
+            if self._descriptor >= 0 and not self._writable and not self._unsynced:
+                os.close(self._descriptor)
+                self._descriptor = -1
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -93,7 +118,8 @@ class _Index:
         return self._file_size
 
     def _read_file(self) -> bytes:
-        size = os.fstat(self._fd).st_size
+        fd = self._fd()
+        size = os.fstat(fd).st_size
         if size % self.entry_size != 0:
             raise IndexCorruptError(
                 f"{self.path}: size {size} is not a multiple of {self.entry_size}"
@@ -101,7 +127,7 @@ class _Index:
         chunks: list[bytes] = []
         done = 0
         while done < size:
-            chunk = os.pread(self._fd, size - done, done)
+            chunk = os.pread(fd, size - done, done)
             if not chunk:
                 raise IndexCorruptError(f"{self.path}: short read")
             chunks.append(chunk)
@@ -117,7 +143,8 @@ class _Index:
         if self._written < entries:
             data = self._pack(self._written, entries)
             start = self._written * self.entry_size
-            os.pwrite(self._fd, data, start)
+            os.pwrite(self._fd(), data, start)
+            self._unsynced = True
             self._file_size = max(self._file_size, start + len(data))
             self._written = entries
 
@@ -127,13 +154,16 @@ class _Index:
             start = keep * self.entry_size
             end = min(self._written * self.entry_size, self._file_size)
             if end > start:
-                os.pwrite(self._fd, bytes(end - start), start)
+                os.pwrite(self._fd(), bytes(end - start), start)
+                self._unsynced = True
             self._written = keep
 
     def _replace_file(self, data: bytes, entries: int) -> None:
-        os.ftruncate(self._fd, 0)
+        fd = self._fd()
+        os.ftruncate(fd, 0)
         if data:
-            os.pwrite(self._fd, data, 0)
+            os.pwrite(fd, data, 0)
+        self._unsynced = True
         self._file_size = len(data)
         self._written = entries
 
@@ -142,8 +172,10 @@ class _Index:
         self._max_entries = max(max_index_bytes // self.entry_size, 2)
         self._max_entries = max(self._max_entries, self.entries + 2)
         size = self._max_entries * self.entry_size
+        self._writable = True
         if self._file_size != size:
-            os.ftruncate(self._fd, size)
+            os.ftruncate(self._fd(), size)
+            self._unsynced = True
             self._file_size = size
 
     def trim_to_valid_size(self) -> None:
@@ -151,32 +183,50 @@ class _Index:
         self.write_pending()
         size = self.size_in_bytes
         if self._file_size != size:
-            os.ftruncate(self._fd, size)
+            os.ftruncate(self._fd(), size)
+            self._unsynced = True
             self._file_size = size
         self._max_entries = max(self.entries, 2)
+        self._writable = False
 
     def flush(self) -> None:
-        """fsync the file. Pending entries are not written here (that happens under the
-        partition lock, in ``trim_to_valid_size``), so a flusher never races the appender."""
-        os.fsync(self._fd)
+        """fsync the file, then release the descriptor of an inactive index.
+
+        Pending entries are not written here (that happens under the partition lock, in
+        ``trim_to_valid_size``), so a flusher never races the appender.
+        """
+        with self._fd_lock:
+            if self._descriptor < 0:
+                return  # released: nothing unsynced
+            self._unsynced = False  # cleared first: a write racing the fsync sets it again
+            try:
+                os.fsync(self._descriptor)
+            except OSError:
+                self._unsynced = True
+                raise
+            if not self._writable:
+                os.close(self._descriptor)
+                self._descriptor = -1
 
     def rename(self, new_path: Path) -> None:
         os.rename(self.path, new_path)
         self.path = new_path
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._fd_lock:
+            self._closed = True
+            if self._descriptor >= 0:
+                os.close(self._descriptor)
+                self._descriptor = -1
 
     def __del__(self) -> None:
-        fd = getattr(self, "_fd", -1)
+        fd = getattr(self, "_descriptor", -1)
         if fd >= 0:
             try:
                 os.close(fd)
             except OSError:
                 pass
-            self._fd = -1
+            self._descriptor = -1
 
 
 class OffsetIndex(_Index):

@@ -9,10 +9,10 @@ Threading: immutable values.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .batch import RecordBatchHeader
-from .segment import DELETED_SUFFIX
+from .segment import DELETED_SUFFIX, LogSegment
 
 __all__ = ["AppendInfo", "FileRegion", "ReadInfo"]
 
@@ -34,16 +34,31 @@ class AppendInfo:
 class FileRegion:
     """``length`` bytes of whole batches at ``position`` in the segment file ``path``.
 
-    If retention deleted the segment in the meantime, the file was renamed to
-    ``path + ".deleted"`` and is still there for ``file.delete.delay.ms``; ``read_bytes`` falls
-    back to that name.
+    The region holds a reference to its segment, whose open file descriptor keeps the bytes the
+    read found readable even if retention deletes the segment or the cleaner swaps a new file
+    in under the same name meanwhile: ``read_bytes`` and ``fileno`` (for ``sendfile``) use it.
+    Only without a segment (or once the log was closed) is the file reopened by ``path``
+    (falling back to ``path + ".deleted"``, kept for ``file.delete.delay.ms``).
     """
 
     path: str
     position: int
     length: int
+    segment: LogSegment | None = field(default=None, compare=False, repr=False)
+
+    def fileno(self) -> int | None:
+        """The segment's open descriptor (valid while this region is referenced), or None."""
+        if self.segment is None:
+            return None
+        fd = self.segment.fileno()
+        return fd if fd >= 0 else None
 
     def read_bytes(self) -> bytes:
+        if self.segment is not None and self.segment.fileno() >= 0:
+            try:
+                return self.segment.pread(self.position, self.length)
+            except OSError:
+                pass  # closed meanwhile: read by path below
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:

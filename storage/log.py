@@ -301,7 +301,9 @@ class PartitionLog:
                 region_end = position + size
             if region_end > region_start:
                 regions.append(
-                    FileRegion(str(segment.log_path), region_start, region_end - region_start)
+                    FileRegion(
+                        str(segment.log_path), region_start, region_end - region_start, segment
+                    )
                 )
         return ReadInfo(
             regions=tuple(regions),

@@ -213,6 +213,7 @@ def load_segments(
         segments.append(LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms))
     for segment in segments[:-1]:
         segment.seal()
+        segment.release_index_files()  # no-op while a rebuilt index awaits its fsync
     segments[-1].make_active(config)
     return LoadedLog(segments, recovered, truncated_total)
 

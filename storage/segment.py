@@ -16,6 +16,12 @@ therefore produce identical indexes. When the segment stops being active (roll, 
 end of recovery) the time index gets a final entry with the segment's max timestamp (as Kafka),
 so that a reopened segment knows its largest timestamp from the last entry.
 
+Descriptors: the ``.log`` file stays open for the segment object's whole life; deleting a
+segment only unlinks its files, and the descriptor closes when the last reference (a reader's
+snapshot, a ``FileRegion``) goes, so in-flight reads keep their bytes even across a rename,
+retention or a cleaner swap. Index files are open only while the segment is active or has
+unsynced index changes (one descriptor per inactive segment, as Kafka).
+
 A crash can leave: a partial or garbage tail on the ``.log`` file (cut by ``recover``), index
 files that are untrimmed, torn or stale (detected by the sanity check at load and rebuilt).
 A write that fails (ENOSPC ...) is undone by truncating the file back to its previous size.
@@ -456,6 +462,10 @@ class LogSegment:
                 return pos
         return None
 
+    def fileno(self) -> int:
+        """The ``.log`` file's descriptor (-1 once closed)."""
+        return self._fd
+
     def pread(self, position: int, length: int) -> bytes:
         return pread_all(self._fd, position, length)
 
@@ -479,6 +489,11 @@ class LogSegment:
         )
         if after != before:
             self.dirty = True
+
+    def release_index_files(self) -> None:
+        """Close the index descriptors of an inactive, synced segment (reopened on demand)."""
+        self.offset_index.release()
+        self.time_index.release()
 
     def make_active(self, config: LogConfig) -> None:
         """Preallocate the index files for appends."""

@@ -79,6 +79,8 @@ class Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     note: str = ""
+    #: Another checkout whose code tidelog runs (PYTHONPATH), for experiments.
+    tree: Path | None = None
     _log: Path | None = field(default=None, repr=False)
 
     @property
@@ -134,6 +136,10 @@ class Server:
                 proc.wait(10)
         return proc.returncode
 
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -163,6 +169,8 @@ class Tidelog(Server):
             for k, v in os.environ.items()
             if not k.startswith("TIDELOG_") and k != "PYTHONDONTWRITEBYTECODE"
         }
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)
         return (
             [
                 str(VENV_BIN / "tidelog"),
@@ -284,9 +292,9 @@ def available_servers() -> dict[str, str]:
     return out
 
 
-def make_server(name: str, workdir: Path) -> Server:
+def make_server(name: str, workdir: Path, tree: Path | None = None) -> Server:
     if name == "tidelog":
-        return Tidelog(name, workdir, kcat_ok=True, fsync_config=True)
+        return Tidelog(name, workdir, kcat_ok=True, fsync_config=True, tree=tree)
     if name == "tansu":
         return Tansu(
             name,
@@ -302,6 +310,8 @@ def make_server(name: str, workdir: Path) -> Server:
             workdir,
             kcat_ok=True,
             fsync_config=False,
-            note="keeps data in memory and saves it to its data dir; no per-topic fsync setting",
+            note="keeps every message in memory (and saves it to its data dir); ignores the "
+            "fetch byte limits (answers a 2M-message partition in one ~220 MB response, which "
+            "kcat and confluent-kafka refuse); no per-topic fsync setting",
         )
     raise ValueError(f"unknown server {name!r}")

@@ -98,10 +98,14 @@ def log(msg: str) -> None:
 class RssSampler:
     """Samples the server's VmRSS every 50 ms; keeps the maximum per workload label."""
 
-    def __init__(self, server: servers.Server) -> None:
+    def __init__(self, server: servers.Server, kill_above_kb: int | None = None) -> None:
         self.server = server
         self.label = "start"
         self.peaks: dict[str, int] = {}
+        #: A peer that keeps everything in memory (noida-db) can grow by gigabytes on a
+        #: shared machine: above this it is killed and its workload marked failed.
+        self.kill_above_kb = kill_above_kb
+        self.killed = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -120,6 +124,10 @@ class RssSampler:
             label = self.label
             if kb > self.peaks.get(label, 0):
                 self.peaks[label] = kb
+            if self.kill_above_kb is not None and kb > self.kill_above_kb and not self.killed:
+                self.killed = f"killed: resident set {kb // 1024} MB passed the guard"
+                log(f"{self.server.name}: {self.killed}")
+                self.server.kill()
 
 
 # --------------------------------------------------------------------------- one workload
@@ -131,7 +139,7 @@ class Context:
         self.workdir = workdir
         self.counts = counts
         self.file_100 = workdir / "messages-100.txt"
-        self._prepared: dict[tuple[str, str], str] = {}
+        self._prepared: dict[tuple[str, str], tuple[str, int]] = {}
 
     def message_file(self, count: int) -> Path:
         wl.make_message_file(self.file_100, count, 100)
@@ -144,8 +152,9 @@ class Context:
         wl.create_topic(server.bootstrap, name, configs)
         return name
 
-    def filled_topic(self, server: servers.Server, count: int) -> str:
-        """A topic holding ``count`` 100 B messages (produced once per server, untimed)."""
+    def filled_topic(self, server: servers.Server, count: int) -> tuple[str, int]:
+        """A topic holding ``count`` 100 B messages (produced once per server, untimed);
+        returns it and how many messages it really holds."""
         key = (server.name, str(count))
         if key in self._prepared:
             return self._prepared[key]
@@ -154,8 +163,8 @@ class Context:
             wl.kcat_produce(server.bootstrap, topic, self.message_file(count), count, 100)
         else:
             wl.ck_produce(server.bootstrap, topic, count, 100, acks="1", linger_ms=5)
-        self._prepared[key] = topic
-        return topic
+        self._prepared[key] = (topic, wl.end_offset(server.bootstrap, topic))
+        return self._prepared[key]
 
 
 def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, Any]:
@@ -184,11 +193,11 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
     if name == "consume-kcat":
         if not server.kcat_ok:
             raise Unsupported("kcat cannot talk to this broker")
-        topic = ctx.filled_topic(server, c.consume)
-        return wl.kcat_consume(b, topic, c.consume)
+        topic, count = ctx.filled_topic(server, c.consume)
+        return wl.kcat_consume(b, topic, count)
     if name == "consume-ck":
-        topic = ctx.filled_topic(server, c.consume)
-        return wl.ck_consume(b, topic, c.consume)
+        topic, count = ctx.filled_topic(server, c.consume)
+        return wl.ck_consume(b, topic, count)
     if name == "sync-latency":
         topic = ctx.topic(server, name)
         return wl.sync_latency(b, topic, c.sync_latency)
@@ -217,7 +226,7 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
-    server = servers.make_server(name, ctx.workdir / name)
+    server = servers.make_server(name, ctx.workdir / name, tree=ctx.args.tree)
     result: dict[str, Any] = {"version": server.version(), "note": server.note, "workloads": {}}
     log(f"starting {name}")
     try:
@@ -227,7 +236,8 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
         log(result["error"])
         return result
     result["vmhwm_after_start_mb"] = server.peak_rss_kb() / 1024
-    sampler = RssSampler(server)
+    guard = None if name == "tidelog" else int(ctx.args.peer_rss_limit_gb * 1024 * 1024)
+    sampler = RssSampler(server, guard)
     sampler.start()
     try:
         for workload in selected:
@@ -249,11 +259,19 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
                     break
                 except Exception as exc:
                     figures = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                if name == "tidelog" and figures.get("acked_not_in_log"):
+                    figures["error"] = (
+                        f"{figures['acked_not_in_log']} acked messages not in the log"
+                    )
+                if sampler.killed:
+                    figures = {"error": sampler.killed}
                 figures["wall_s"] = round(time.perf_counter() - started, 3)
                 # Other work on the machine skews every figure: keep the 1-minute load average.
                 figures["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
                 runs.append(figures)
                 log(f"{name} {workload} run {i + 1}: {_short(figures)}")
+                if "error" in figures and name != "tidelog":
+                    break  # a peer that failed once fails again: do not spend minutes on it
             entry: dict[str, Any] = {"runs": runs, "median": median_of(runs)}
             if runs and "unsupported" in runs[0]:
                 entry = {"unsupported": runs[0]["unsupported"]}
@@ -339,7 +357,8 @@ def _cell(server: dict[str, Any], workload: str, key: str, unit: str) -> str:
     value = entry["median"].get(key)
     if value is None:
         return "error"
-    return _fmt(value, unit)
+    mark = " *" if entry["median"].get("acked_not_in_log") else ""
+    return _fmt(value, unit) + mark
 
 
 def evaluate_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -439,6 +458,12 @@ def render(results: dict[str, Any]) -> str:
             verdict = "met    " if t["met"] else "NOT met"
             text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
     notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
+    if any(
+        e.get("median", {}).get("acked_not_in_log")
+        for s in results["servers"].values()
+        for e in s.get("workloads", {}).values()
+    ):
+        notes.append("*: the broker acknowledged every message but its log holds fewer (JSON)")
     if notes:
         text += "\n\nnotes:\n  " + "\n  ".join(notes)
     return text
@@ -468,6 +493,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the JSON goes")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument(
+        "--peer-rss-limit-gb",
+        type=float,
+        default=4.0,
+        help="kill a peer whose resident set passes this (default 4 GB; protects the machine)",
+    )
+    p.add_argument(
+        "--tree",
+        type=Path,
+        default=None,
+        help="run tidelog's code from this checkout (PYTHONPATH) - for experiments",
+    )
     args = p.parse_args(argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 3
@@ -514,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     results: dict[str, Any] = {
         "date": started.isoformat(timespec="seconds"),
-        "machine": hardware.machine_info(),
+        "machine": {**hardware.machine_info(), "loadavg_at_start": os.getloadavg()},
         "settings": {
             "quick": args.quick,
             "runs": args.runs,
@@ -533,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
                 "consumer": {"fetch.wait.max.ms": 100},
             },
             "brokers": args.broker_list,
+            "tidelog_tree": str(args.tree) if args.tree else None,
         },
         "workloads": args.selected,
         "servers": {},

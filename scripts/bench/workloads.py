@@ -151,7 +151,7 @@ def kcat_produce(
 
 
 def kcat_consume(
-    bootstrap: str, topic: str, count: int, *, time_limit: float = 300.0
+    bootstrap: str, topic: str, count: int, *, time_limit: float = 120.0
 ) -> dict[str, Any]:
     """``kcat -C -e`` from the beginning to the end of the partition; prints offsets only."""
     argv = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e"]
@@ -209,13 +209,15 @@ def ck_produce(
     result = _child("ck-produce", args, time_limit + 30)
     written = end_offset(bootstrap, topic, before + count) - before
     if written != count:
-        raise RuntimeError(f"confluent-kafka produced {written} of {count} messages")
+        # Every message was acknowledged (flush() left none), yet the log holds fewer: the
+        # suite reports the rate with this count next to it (an error for tidelog).
+        result["acked_not_in_log"] = count - written
     result["mb_per_s"] = count * size / result["seconds"] / MB
     return result
 
 
 def ck_consume(
-    bootstrap: str, topic: str, count: int, *, time_limit: float = 300.0
+    bootstrap: str, topic: str, count: int, *, time_limit: float = 120.0
 ) -> dict[str, Any]:
     args = {"bootstrap": bootstrap, "topic": topic, "count": count, "time_limit": time_limit}
     return _child("ck-consume", args, time_limit + 30)

@@ -53,7 +53,7 @@ from ..segment import DELETED_SUFFIX, LogSegment
 from .batch_filter import FilterContext, filter_batch
 from .config import CompactionConfig
 from .offset_map import OffsetMap
-from .records import records_section, scan_records
+from .records import records_section
 from .segment_writer import CleanedSegmentWriter
 from .swap import replace_segments
 from .throttler import Throttler
@@ -323,22 +323,11 @@ class Cleaner:
                 if header.last_offset < start:
                     continue
                 if not header.attributes & CONTROL_MASK:
-                    base = header.base_offset
-                    data = records_section(view, header)
-                    spans = scan_records(data, header.records_count)
-                    keyed = [
-                        (base + s[5], s[6])
-                        for s in spans
-                        if s[6] is not None and base + s[5] >= start
-                    ]
-                    key_bytes = sum(len(k) for _, k in keyed if k is not None)
-                    if len(offset_map) > 0 and not offset_map.has_room_for(key_bytes, len(keyed)):
+                    if offset_map.full:
                         return True
-                    put = offset_map.put
-                    for offset, key in keyed:
-                        if key is not None:
-                            put(key, offset)
-                    stats.map_messages_read += len(spans)
+                    data = records_section(view, header)
+                    offset_map.put_batch(data, header.records_count, header.base_offset, start)
+                    stats.map_messages_read += header.records_count
                 offset_map.update_latest_offset(header.last_offset)
         finally:
             os.close(fd)
@@ -402,7 +391,9 @@ class Cleaner:
                 writer.abort()
                 return False
             writer.finish(_mtime(group[-1]))
-            swapped = replace_segments(log, group, [sizes[id(s)] for s in group], writer, now_ms)
+            swapped = replace_segments(
+                log, group, [sizes[id(s)] for s in group], writer, max(now_ms, self._clock())
+            )
         except BaseException:
             writer.abort()
             raise

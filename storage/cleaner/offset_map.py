@@ -2,7 +2,8 @@
 
 Kafka's SkimpyOffsetMap stores the MD5 of each key in a fixed buffer
 (``log.cleaner.dedupe.buffer.size`` split between the cleaner threads) and is "full" at 90% of its
-slots. ``latest_offset`` is the last offset the map covers: records above it were not mapped and
+slots; tidelog's is full once its budget is used up, checked before each batch (so one batch
+may overshoot it). ``latest_offset`` is the last offset the map covers: records above it were not mapped and
 are kept whatever their key (the next cleaning pass starts there).
 
 Kafka divergence: the map is a dict of whole keys, so two keys can never collide (an MD5
@@ -14,6 +15,8 @@ Threading: used by one cleaner thread at a time.
 """
 
 from __future__ import annotations
+
+from .records import map_keys
 
 __all__ = ["ENTRY_OVERHEAD", "OffsetMap"]
 
@@ -50,9 +53,20 @@ class OffsetMap:
     def utilization(self) -> float:
         return self._used / self._budget if self._budget else 1.0
 
-    def has_room_for(self, key_bytes: int, count: int) -> bool:
-        """True when ``count`` new keys of ``key_bytes`` bytes in all still fit."""
-        return self._used + key_bytes + count * ENTRY_OVERHEAD <= self._budget
+    def put_batch(self, data: bytes, count: int, base_offset: int, start: int) -> None:
+        """Map every keyed record of a batch's records section at or above ``start``.
+
+        The budget is charged for the keys the batch added, at the batch's mean key length.
+        """
+        before = len(self._entries)
+        put, key_bytes = map_keys(data, count, base_offset, start, self._entries)
+        added = len(self._entries) - before
+        if added > 0:
+            self._used += added * ENTRY_OVERHEAD + key_bytes * added // put
+
+    @property
+    def full(self) -> bool:
+        return self._used >= self._budget
 
     def put(self, key: bytes, offset: int) -> None:
         entries = self._entries

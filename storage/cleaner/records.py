@@ -39,6 +39,7 @@ from ..records import decompress
 __all__ = [
     "RecordSpan",
     "encode_varint",
+    "map_keys",
     "records_section",
     "require_record_keys",
     "scan_records",
@@ -95,9 +96,12 @@ def _scan(data: bytes, count: int) -> list[RecordSpan]:
     append = spans.append
     for _ in range(count):
         start = pos
-        b = data[pos] if pos < n else 0x100
+        b = data[pos]
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | data[pos + 1] << 7
+            length, pos = (b >> 1) ^ -(b & 1), pos + 2
         else:
             length, pos = _varint(data, pos, n)
         end = pos + length
@@ -136,18 +140,75 @@ def _scan(data: bytes, count: int) -> list[RecordSpan]:
             cursor += key_length
         if cursor >= end:
             raise CorruptRecordError(f"record at {start} has no value field")
-        b = data[cursor]
-        if b < 0x80:
-            value_length = (b >> 1) ^ -(b & 1)
-        else:
-            value_length, _ = _varint(data, cursor, end)
-        if value_length < -1:
+        b = data[cursor]  # value length: only its sign matters (zigzag: odd = negative)
+        if b & 1 and b != 1:
             raise CorruptRecordError(f"invalid value length in record at {start}")
-        append((start, rest, end, attributes, ts_delta, offset_delta, key, value_length >= 0))
+        append((start, rest, end, attributes, ts_delta, offset_delta, key, b != 1))
         pos = end
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
     return spans
+
+
+def map_keys(
+    data: bytes, count: int, base_offset: int, start: int, entries: dict[bytes, int]
+) -> tuple[int, int]:
+    """Put ``key -> offset`` of every keyed record at or above ``start`` into ``entries``.
+
+    The offset map's inner loop (nothing but the offset delta and the key is decoded). Returns
+    ``(keys put, key bytes put)``.
+    """
+    try:
+        return _map_keys(data, count, base_offset, start, entries)
+    except IndexError:
+        raise CorruptRecordError("record data is truncated") from None
+
+
+def _map_keys(
+    data: bytes, count: int, base_offset: int, start: int, entries: dict[bytes, int]
+) -> tuple[int, int]:
+    n = len(data)
+    pos = 0
+    put = 0
+    key_bytes = 0
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | data[pos + 1] << 7
+            length, pos = (b >> 1) ^ -(b & 1), pos + 2
+        else:
+            length, pos = _varint(data, pos, n)
+        end = pos + length
+        if length < 6 or end > n:
+            raise CorruptRecordError(f"record length {length} overruns the batch")
+        cursor = pos + 1
+        while data[cursor] >= 0x80:  # timestamp delta: skipped
+            cursor += 1
+        cursor += 1
+        b = data[cursor]
+        if b < 0x80:
+            offset_delta, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        else:
+            offset_delta, cursor = _varint(data, cursor, end)
+        b = data[cursor]
+        if b != 1:  # zigzag(-1): no key
+            if b < 0x80:
+                key_length, cursor = b >> 1, cursor + 1
+            else:
+                key_length, cursor = _varint(data, cursor, end)
+            if key_length < 0 or cursor + key_length > end:
+                raise CorruptRecordError("invalid key length in a record")
+            offset = base_offset + offset_delta
+            if offset >= start:
+                entries[data[cursor : cursor + key_length]] = offset
+                put += 1
+                key_bytes += key_length
+        pos = end
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
+    return put, key_bytes
 
 
 def _keys_present(data: bytes, count: int) -> bool:

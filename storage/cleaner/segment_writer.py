@@ -134,6 +134,9 @@ class CleanedSegmentWriter:
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
         )
         try:
+            # index entries reach their files here (and the files are cut to their entries)
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
             if mtime_s is not None:
                 os.utime(self._fd, (mtime_s, mtime_s))
             os.fsync(self._fd)

@@ -32,17 +32,19 @@ COMPACT = LogConfig(segment_bytes=400, cleanup_policy="compact")
 
 
 def batch(*pairs: tuple[bytes | None, bytes | None], ts: int = 1_000, **kw: object) -> bytes:
-    return encode_batch([NewRecord(k, v, timestamp=ts + i) for i, (k, v) in enumerate(pairs)],
-                        **kw)  # type: ignore[arg-type]
+    return encode_batch([NewRecord(k, v, timestamp=ts + i) for i, (k, v) in enumerate(pairs)], **kw)  # type: ignore[arg-type]
 
 
-def make(tmp_path: Path, clock: FakeClock, config: LogConfig = COMPACT,
-         **compaction: int | float) -> tuple[LogManager, PartitionLog, LogCleaner]:
+def make(
+    tmp_path: Path, clock: FakeClock, config: LogConfig = COMPACT, **compaction: int | float
+) -> tuple[LogManager, PartitionLog, LogCleaner]:
     manager = LogManager([tmp_path], default_config=config, clock=clock)
     manager.startup()
     log = manager.create_log("t", 0, config, uuid.uuid4())
     cleaner = LogCleaner(
-        manager, compaction_config=lambda _l: CompactionConfig(**compaction), clock=clock
+        manager,
+        compaction_config=lambda _l: CompactionConfig(**compaction),  # type: ignore[arg-type]
+        clock=clock,
     )
     return manager, log, cleaner
 
@@ -66,11 +68,14 @@ def decoded(log: PartitionLog) -> list[DecodedBatch]:
 def test_require_record_keys(codec: str) -> None:
     good = batch((b"k", b"v"), (b"k2", None), compression=codec)
     bad = batch((b"k", b"v"), (None, b"v"), compression=codec)
-    require_record_keys(good, validate_records(good, max_message_bytes=1 << 20,
-                                               segment_bytes=1 << 30))
+    require_record_keys(
+        good, validate_records(good, max_message_bytes=1 << 20, segment_bytes=1 << 30)
+    )
     with pytest.raises(InvalidRecordError, match="without key"):
-        require_record_keys(good + bad, validate_records(good + bad, max_message_bytes=1 << 20,
-                                                         segment_bytes=1 << 30))
+        require_record_keys(
+            good + bad,
+            validate_records(good + bad, max_message_bytes=1 << 20, segment_bytes=1 << 30),
+        )
 
 
 def test_keyless_records_are_dropped_by_cleaning(tmp_path: Path, clock: FakeClock) -> None:
@@ -95,9 +100,18 @@ def test_rewritten_batch_keeps_offsets_codec_producer_fields(
 ) -> None:
     manager, log, cleaner = make(tmp_path, clock)
     log.append(
-        batch((b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"a", b"2"), ts=5_000,
-              compression=codec, producer_id=42, producer_epoch=3, base_sequence=0,
-              partition_leader_epoch=9),
+        batch(
+            (b"a", b"1"),
+            (b"b", b"1"),
+            (b"c", b"1"),
+            (b"a", b"2"),
+            ts=5_000,
+            compression=codec,
+            producer_id=42,
+            producer_epoch=3,
+            base_sequence=0,
+            partition_leader_epoch=9,
+        ),
     )
     log.roll()
     log.append(batch((b"b", b"2")))
@@ -130,7 +144,8 @@ def test_tombstone_gets_a_delete_horizon_then_vanishes(tmp_path: Path, clock: Fa
     tomb = decoded(log)[1]
     assert tomb.has_delete_horizon and tomb.delete_horizon_ms == start + 1_000
     assert [(r.key, r.value, r.timestamp) for r in tomb.records] == [
-        (b"a", None, 200), (b"y", b"1", 201)
+        (b"a", None, 200),
+        (b"y", b"1", 201),
     ]
     clock.advance(999)
     assert cleaner.clean_log(log) is not None
@@ -138,7 +153,9 @@ def test_tombstone_gets_a_delete_horizon_then_vanishes(tmp_path: Path, clock: Fa
     clock.advance(1)
     assert cleaner.clean_log(log) is not None
     assert [(r.key, r.value) for r in iter_records(everything(log))] == [
-        (b"x", b"1"), (b"y", b"1"), (b"z", b"1")
+        (b"x", b"1"),
+        (b"y", b"1"),
+        (b"z", b"1"),
     ]
     manager.shutdown()
 
@@ -213,13 +230,16 @@ def test_min_compaction_lag_holds_young_segments(tmp_path: Path, clock: FakeCloc
     assert cleaner.manager.grab_filthiest_compacted_log(clock.now_ms) is None
     clock.advance(61_000)
     to_clean = cleaner.manager.grab_filthiest_compacted_log(clock.now_ms)
-    assert to_clean is not None and to_clean.first_uncleanable_offset == log.segments()[-1].base_offset
+    assert (
+        to_clean is not None and to_clean.first_uncleanable_offset == log.segments()[-1].base_offset
+    )
     manager.shutdown()
 
 
 def test_max_compaction_lag_forces_a_pass(tmp_path: Path, clock: FakeClock) -> None:
-    manager, log, cleaner = make(tmp_path, clock, max_compaction_lag_ms=10_000,
-                                 min_cleanable_dirty_ratio=1.0)
+    manager, log, cleaner = make(
+        tmp_path, clock, max_compaction_lag_ms=10_000, min_cleanable_dirty_ratio=1.0
+    )
     for i in range(10):
         log.append(batch((b"k", str(i).encode() * 30), ts=clock.now_ms))
     log.roll()
@@ -278,7 +298,10 @@ def test_full_offset_map_cleans_in_several_passes(tmp_path: Path, clock: FakeClo
 
 
 def test_grouping_respects_size_index_and_offset_limits(tmp_path: Path, clock: FakeClock) -> None:
-    manager, log, _ = make(tmp_path, clock, )
+    manager, log, _ = make(
+        tmp_path,
+        clock,
+    )
     for i in range(30):
         log.append(batch((b"k%d" % i, b"v" * 40)))
     segments = log.segments()[:-1]
@@ -295,13 +318,21 @@ def test_grouping_respects_size_index_and_offset_limits(tmp_path: Path, clock: F
 
 def test_compaction_config_from_topic_names() -> None:
     config = compaction_config_from(
-        {"min.cleanable.dirty.ratio": 0.01, "min.compaction.lag.ms": 5, "delete.retention.ms": 7,
-         "max.compaction.lag.ms": 9}
+        {
+            "min.cleanable.dirty.ratio": 0.01,
+            "min.compaction.lag.ms": 5,
+            "delete.retention.ms": 7,
+            "max.compaction.lag.ms": 9,
+        }
     )
     assert config == CompactionConfig(0.01, 5, 9, 7)
     assert compaction_config_from({}) == CompactionConfig()
-    settings = {"log.cleaner.threads": 2, "log.cleaner.enable": False,
-                "log.cleaner.io.max.bytes.per.second": 1e6, "log.cleaner.backoff.ms": 10}
+    settings = {
+        "log.cleaner.threads": 2,
+        "log.cleaner.enable": False,
+        "log.cleaner.io.max.bytes.per.second": 1e6,
+        "log.cleaner.backoff.ms": 10,
+    }
     cleaner = CleanerConfig.from_lookup(lambda name: settings[name])
     assert (cleaner.threads, cleaner.enable, cleaner.backoff_ms) == (2, False, 10)
     assert cleaner.io_max_bytes_per_second == 1e6
@@ -311,12 +342,13 @@ def test_compaction_config_from_topic_names() -> None:
 
 
 def test_background_threads_clean_and_stop(tmp_path: Path) -> None:
-    config = LogConfig(segment_bytes=300, cleanup_policy="compact")
+    config = LogConfig(segment_bytes=2000, cleanup_policy="compact", file_delete_delay_ms=0)
     manager = LogManager([tmp_path], default_config=config)
     manager.startup()
     log = manager.create_log("t", 0, config, uuid.uuid4())
     cleaner = LogCleaner(
-        manager, CleanerConfig(threads=2, backoff_ms=20),
+        manager,
+        CleanerConfig(threads=2, backoff_ms=20),
         compaction_config=lambda _l: CompactionConfig(min_cleanable_dirty_ratio=0.01),
     )
     cleaner.startup()
@@ -328,10 +360,13 @@ def test_background_threads_clean_and_stop(tmp_path: Path) -> None:
             while not stop.is_set():
                 log.append(batch((f"k{i % 5}".encode(), str(i).encode() * 10)))
                 i += 1
+                if i % 50 == 0:
+                    time.sleep(0.005)
+                    log.delete_expired_files(time.time_ns() // 1_000_000)
 
         writer = threading.Thread(target=produce)
         writer.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while cleaner.passes < 5 and time.monotonic() < deadline:
             time.sleep(0.02)
             data = everything(log)  # reads never fail while the cleaner swaps
@@ -343,6 +378,17 @@ def test_background_threads_clean_and_stop(tmp_path: Path) -> None:
     finally:
         cleaner.shutdown()
     assert not cleaner.running
+    manager.shutdown()
+
+
+def test_disabled_cleaner_starts_no_thread(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], default_config=COMPACT)
+    manager.startup()
+    for config in (CleanerConfig(enable=False), CleanerConfig(threads=0)):
+        cleaner = LogCleaner(manager, config)
+        cleaner.startup()
+        assert not cleaner.running
+        cleaner.shutdown()
     manager.shutdown()
 
 

@@ -37,8 +37,12 @@ def fill(root: Path, config: LogConfig, clock: FakeClock, *, rolls: bool) -> Non
     for i in range(60):
         key = f"key-{i % 7}".encode()
         value = None if i % 11 == 5 else f"value-{i}".encode() * 3
-        log.append(encode_batch([NewRecord(key, value, timestamp=clock.now_ms)],
-                                compression="gzip" if i % 3 else "none"))
+        log.append(
+            encode_batch(
+                [NewRecord(key, value, timestamp=clock.now_ms)],
+                compression="gzip" if i % 3 else "none",
+            )
+        )
         clock.advance(5)
         if rolls and i % 15 == 14:
             log.roll()
@@ -184,7 +188,7 @@ def test_hand_made_crash_states(tmp_path: Path) -> None:
     part = f"{TOPIC}-0"
     cleaned = (done / part / "00000000000000000000.log").read_bytes()
 
-    def state(name: str, files: dict[str, bytes], remove: list[str] = ()) -> list[Any]:
+    def state(name: str, files: dict[str, bytes], remove: tuple[str, ...] = ()) -> list[Any]:
         work = tmp_path / name
         shutil.copytree(pristine, work)
         (work / ".kafka_cleanshutdown").unlink()
@@ -199,11 +203,21 @@ def test_hand_made_crash_states(tmp_path: Path) -> None:
     assert state("cleaned-full", {f"{base}.log.cleaned": cleaned, f"{base}.index.swap": b""}) == old
     assert state("swap", {f"{base}.log.swap": cleaned}) == new
     second = sorted(_segment_names(pristine / part))[1]
-    assert state("swap-half-deleted", {f"{base}.log.swap": cleaned, f"{base}.index.swap": b""},
-                 remove=[second]) == new
+    assert (
+        state(
+            "swap-half-deleted",
+            {f"{base}.log.swap": cleaned, f"{base}.index.swap": b""},
+            remove=(second,),
+        )
+        == new
+    )
     # a swap and a .cleaned of a later group: the later one is dropped, the swap completes
-    assert state("swap-and-cleaned", {f"{base}.log.swap": cleaned,
-                                      f"{second[:20]}.log.cleaned": b"junk"}) == new
+    assert (
+        state(
+            "swap-and-cleaned", {f"{base}.log.swap": cleaned, f"{second[:20]}.log.cleaned": b"junk"}
+        )
+        == new
+    )
 
 
 def test_cleaner_files_vanish_when_a_pass_is_aborted(tmp_path: Path) -> None:
@@ -223,7 +237,7 @@ def test_cleaner_files_vanish_when_a_pass_is_aborted(tmp_path: Path) -> None:
             cleaner._stop.set()
         real(target)
 
-    cleaner._check_done = stop_later  # type: ignore[method-assign]
+    cleaner._check_done = stop_later  # type: ignore[method-assign,assignment]
     assert cleaner.clean_log(log) is None
     assert not [p for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     assert not (tmp_path / "cleaner-offset-checkpoint").exists()

@@ -85,8 +85,11 @@ def check_consumer_view(data: bytes) -> list[tuple[int, bytes | None, bytes | No
 
 
 def check_pass(
-    history: list[Written], seen: list[tuple[int, bytes | None, bytes | None]], end: int,
-    now: int, horizons: dict[int, int],
+    history: list[Written],
+    seen: list[tuple[int, bytes | None, bytes | None]],
+    end: int,
+    now: int,
+    horizons: dict[int, int],
 ) -> None:
     latest_below: dict[bytes, Written] = {}
     latest: dict[bytes, Written] = {}
@@ -128,7 +131,9 @@ def tombstone_horizons(data: bytes) -> dict[int, int]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(steps=st.lists(step, min_size=1, max_size=30), segment_bytes=st.sampled_from([300, 700]))
-def test_compaction_keeps_latest_values(steps: list[tuple[object, ...]], segment_bytes: int) -> None:
+def test_compaction_keeps_latest_values(
+    steps: list[tuple[object, ...]], segment_bytes: int
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="cleaner-prop-"))
     try:
         run_steps(root, steps, segment_bytes)

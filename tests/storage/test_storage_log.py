@@ -409,3 +409,36 @@ def test_index_files_preallocated_then_trimmed(log_dir: Path) -> None:
     assert os.path.getsize(active.index_path) == 1000 // 8 * 8
     assert reopened.read(0, 1 << 20).last_offset == 19
     reopened.close()
+
+
+def test_inactive_segments_hold_one_descriptor(log_dir: Path) -> None:
+    def open_in_dir() -> list[str]:
+        names = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(log_dir)):
+                names.append(os.path.basename(target))
+        return names
+
+    log = PartitionLog(log_dir, LogConfig(segment_bytes=400, index_interval_bytes=50))
+    for i in range(60):
+        log.append(simple_batch(2, seed=i, value_size=60))
+    log.flush()
+    segments = log.segments()
+    assert len(segments) > 10
+    names = open_in_dir()
+    assert sorted(n for n in names if n.endswith(".log")) == sorted(
+        s.log_path.name for s in segments
+    )
+    assert len([n for n in names if not n.endswith(".log")]) == 2  # the active indexes
+    assert _offsets(log.read(0, 1 << 20).read_bytes()) == list(range(120))
+    log.truncate_to(10)  # reactivates an older segment: its index files reopen
+    log.append(simple_batch(1))
+    log.close()
+    assert open_in_dir() == []
+    reopened = PartitionLog(log_dir, LogConfig(segment_bytes=400), clean_shutdown=True)
+    assert len([n for n in open_in_dir() if not n.endswith(".log")]) == 2
+    reopened.close()
