@@ -23,20 +23,21 @@ from typing import Any, TextIO
 from analytics.options import OptionError, parse_options
 from analytics.plan import PlanError, open_backend, plan_ranges, select_partitions
 
-STEPS = 5
+STEPS = 5  # 3 with --no-report
 
 
 class Progress:
     """Numbered steps with elapsed time, on stderr."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, steps: int, stream: TextIO = sys.stderr) -> None:
         self.t0 = time.monotonic()
         self.n = 0
+        self.steps = steps
         self.stream = stream
 
     def step(self, what: str) -> None:
         self.n += 1
-        self.say(f"[{self.n}/{STEPS}] {what}")
+        self.say(f"[{self.n}/{self.steps}] {what}")
 
     def say(self, what: str) -> None:
         print(f"replay {time.monotonic() - self.t0:6.1f}s  {what}", file=self.stream, flush=True)
@@ -235,7 +236,7 @@ def _write_records(df: Any, out: Path, fmt: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    progress = Progress()
+    progress = Progress(3 if args.no_report else STEPS)
     try:
         opts = source_options(args)
         checked = parse_options(opts)

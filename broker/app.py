@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from broker.group.service import install as install_group_coordinator
 from broker.metrics import Metrics
 from broker.partitions import HighWatermarkWaiters
+from broker.producer_ids import ProducerIdManager
 from broker.router import Router
 from broker.server import ListenerServer
 from broker.topics import REGISTRY_FILE, Topics, log_config_from
@@ -119,6 +120,7 @@ class Broker:
             default_config=default_log_config,
             clock=clock,
             node_id=self.node_id,
+            producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
         # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
@@ -136,9 +138,10 @@ class Broker:
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
         self.groups: Any = None
-        self.producer_ids: Any = None
+        self.producer_ids = ProducerIdManager.for_broker(self)
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services
+        self.services.append(self.producer_ids)
         self.listeners: list[ListenerServer] = []
         io_threads = max(1, min(config.get_int("num.io.threads"), 8))
         self._executor = concurrent.futures.ThreadPoolExecutor(

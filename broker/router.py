@@ -111,7 +111,11 @@ class Router:
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every API served, by api_key."""
-        return [(k, s.min_version, s.max_version) for k, s in sorted(self.specs.items())]
+        ranges = []
+        for k, s in sorted(self.specs.items()):
+            low = s.min_version if s.advertised_min_version is None else s.advertised_min_version
+            ranges.append((k, min(low, s.min_version), s.max_version))
+        return ranges
 
     def dispatch(self, frame: bytes | memoryview, client_host: str, client_port: int) -> Outcome:
         """Decode one request frame; returns an immediate outcome or a coroutine to run.
@@ -126,6 +130,9 @@ class Router:
         if spec is None:
             return Close(f"unknown API key {api_key} (v{api_version})")
         if not spec.min_version <= api_version <= spec.max_version:
+            low = spec.advertised_min_version
+            if spec.refuse is not None and low is not None and low <= api_version:
+                return self._refuse(spec, frame, api_version, correlation_id)
             if api_key == codec.API_VERSIONS_KEY:
                 return codec.encode_api_versions_fallback(
                     correlation_id, spec.min_version, spec.max_version
@@ -149,6 +156,19 @@ class Router:
             broker=self.broker,
         )
         return self._run(spec, ctx, request)
+
+    @staticmethod
+    def _refuse(
+        spec: HandlerSpec, frame: bytes | memoryview, api_version: int, correlation_id: int
+    ) -> Answer:
+        """An advertised-but-removed version: the API's own refusal, or close if unreadable."""
+        assert spec.refuse is not None
+        try:
+            body = spec.refuse(frame, api_version)
+        except FrameDecodeError as exc:
+            return Close(str(exc))
+        header = codec.encode_response_header(correlation_id, 0)
+        return codec.frame_size(len(header) + len(body)) + header + body
 
     async def _run(self, spec: HandlerSpec, ctx: RequestContext, request: Any) -> Answer:
         started = time.perf_counter()

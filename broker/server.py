@@ -2,8 +2,10 @@
 
 Framing is a 4-byte size prefix. The size is checked against ``socket.request.max.bytes`` before
 anything is buffered: a negative or too large size closes that connection. Complete frames are
-handed to the router at once (decoding is synchronous); handlers then run as tasks, so pipelined
-requests are processed concurrently, while answers are written strictly in request order.
+handed to the router at once (decoding is synchronous) and each handler runs at once up to its
+first suspension (most never suspend: their answer is written without a task); a handler that
+suspends goes on as a task, so pipelined requests are processed concurrently, while answers are
+written strictly in request order.
 
 Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
 or too many requests of this connection are still unanswered, we stop reading from the client
@@ -17,6 +19,7 @@ import collections
 import logging
 import socket
 import struct
+from collections.abc import Generator
 from typing import Any, cast
 
 from broker.metrics import metrics_of
@@ -40,6 +43,43 @@ class _Ready:
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
+
+
+def _resume(coro: Any, waiting_on: Any) -> Generator[Any, Any, Answer]:
+    """Go on with a coroutine that already ran up to yielding ``waiting_on`` (what
+    ``yield from`` does, from the middle): the task running this waits on what it yields."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation or the awaited future's error
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration as done:
+                return cast(Answer, done.value)
+            continue
+        try:
+            waiting_on = coro.send(sent)
+        except StopIteration as done:
+            return cast(Answer, done.value)
+
+
+class _Resume:
+    __slots__ = ("coro", "waiting_on")
+
+    def __init__(self, coro: Any, waiting_on: Any) -> None:
+        self.coro = coro
+        self.waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Answer]:
+        return _resume(self.coro, self.waiting_on)
+
+
+async def _finish(coro: Any, waiting_on: Any) -> Answer:
+    """The rest of a handler that suspended during its eager first step (see ``_submit``)."""
+    return await _Resume(coro, waiting_on)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -153,7 +193,18 @@ class KafkaConnection(asyncio.Protocol):
                 return
             self._pending.append(_Ready(outcome))
             return
-        task = asyncio.ensure_future(outcome)
+        # Run the handler at once, up to its first suspension: most requests (produce with
+        # acks 0/1, fetch with data ready, metadata...) never suspend, and a task plus a loop
+        # turn cost more than such a handler. One that suspends goes on in a task from there.
+        try:
+            waiting_on = outcome.send(None)
+        except StopIteration as done:
+            self._submit(done.value)
+            return
+        except Exception as exc:
+            self._submit(Close(f"request failed: {exc!r}"))
+            return
+        task = asyncio.ensure_future(_finish(outcome, waiting_on))
         self._pending.append(task)
         task.add_done_callback(self._task_done)
 

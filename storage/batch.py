@@ -244,8 +244,8 @@ def validate_records(
     (INVALID_RECORD). Records themselves are not decoded.
 
     Kafka divergence: Kafka silently drops a partial trailing batch; here it is CORRUPT_MESSAGE.
-    Kafka divergence: record-level checks that need decoding (keys on compacted topics,
-    per-record timestamps) are not done.
+    Kafka divergence: per-record timestamps are not checked. Keys on compacted topics are
+    checked by ``PartitionLog.append`` (``storage.cleaner.records.require_record_keys``).
     """
     size = len(records)
     if size == 0:

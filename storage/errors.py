@@ -12,11 +12,13 @@ from typing import ClassVar
 
 __all__ = [
     "CorruptRecordError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "KafkaStorageError",
     "LogDirNotFoundError",
     "MessageTooLargeError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "RecordListTooLargeError",
     "StorageError",
     "UnknownTopicOrPartitionError",
@@ -81,6 +83,18 @@ class LogDirNotFoundError(StorageError):
     """A configured log dir is missing and cannot be created."""
 
     error_name = "LOG_DIR_NOT_FOUND"
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A sequence gap, or a new epoch not starting at 0 (Kafka's OutOfOrderSequenceException)."""
+
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    """An epoch below the producer's current one (Kafka's InvalidProducerEpochException)."""
+
+    error_name = "INVALID_PRODUCER_EPOCH"
 
 
 class UnknownTopicOrPartitionError(StorageError):

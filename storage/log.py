@@ -22,6 +22,8 @@ Threading (the contract with the broker):
 * ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
   it is held only for in-memory work and page-cache writes, never across an fsync.
 * ``self._flush_lock`` serializes flushers (group commit) and is never taken by ``append``.
+* The log cleaner (``storage.cleaner.swap``) replaces sealed segments in ``_segments`` /
+  ``_bases`` under ``self._lock``, retiring the old ones through ``_schedule_delete_locked``.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .batch import prepare_append, validate_records
+from .cleaner.records import require_record_keys
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .info import AppendInfo, FileRegion, ReadInfo
 from .metadata import read_partition_metadata
+from .producer_state import ProducerStateManager, duplicate_append_info
 from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment
@@ -75,6 +79,7 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        producer_id_expiration_ms: int | None = None,
     ) -> None:
         parsed = parse_partition_dir_name(directory.name)
         if parsed is None:
@@ -107,6 +112,8 @@ class PartitionLog:
         )
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = self._log_end_offset
+        self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
+        self.producer_state.load_from_segments(self._segments, self._log_start_offset)
         self._last_flush_ms = now
         if loaded.recovered_segments or loaded.truncated_bytes:
             # Recovered data is made durable before it counts as flushed.
@@ -180,9 +187,13 @@ class PartitionLog:
             segment_bytes=config.segment_bytes,
             allow_control=allow_control,
         )
+        if config.compact_enabled:  # Kafka's LogValidator: keys only, compacted topics only
+            require_record_keys(records, batches)
         append_time = now if config.log_append_time else None
         with self._lock:
             self._check_open()
+            if (duplicate := self.producer_state.check_append(h for _, h in batches)) is not None:
+                return duplicate_append_info(duplicate, self._log_start_offset, config)
             prepared = prepare_append(
                 records,
                 batches,
@@ -199,6 +210,7 @@ class PartitionLog:
             ):
                 segment = self._roll_locked(now)
             segment.append(prepared, config.index_interval_bytes, now)
+            self.producer_state.update(prepared.headers)
             self._log_end_offset = prepared.last_offset + 1
             if not config.holds_high_watermark:
                 self._high_watermark = self._log_end_offset
@@ -224,6 +236,7 @@ class PartitionLog:
         if active.size == 0:
             return active
         new_base = self._log_end_offset
+        self.producer_state.take_snapshot(new_base, sync=False)
         active.seal()
         segment = LogSegment(self.dir, new_base, self.config, now_ms=now_ms)
         if segment.size > 0:  # a stray file with our name: start it afresh
@@ -375,6 +388,7 @@ class PartitionLog:
                     segment.flush(indexes=segment is not active)
                 if sync_dir:
                     _fsync_dir(self.dir)
+                self.producer_state.flush_snapshots()
             except (KafkaStorageError, OSError) as exc:
                 with self._lock:
                     for segment in dirty:
@@ -415,6 +429,7 @@ class PartitionLog:
                 )
             if target > self._log_start_offset:
                 self._log_start_offset = target
+                self.producer_state.on_log_start_offset_incremented(target)
             return self._log_start_offset
 
     def truncate_to(self, offset: int) -> None:
@@ -461,6 +476,7 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, leo)
         self._log_start_offset = min(self._log_start_offset, leo)
         self._dir_dirty = True
+        self.producer_state.truncate_and_reload(self._segments, self._log_start_offset)
 
     # -- retention -----------------------------------------------------------------------------
     def apply_retention(self, now_ms: int) -> int:
@@ -480,6 +496,8 @@ class PartitionLog:
                     total = sum(s.size for s in self._segments)
                 deleted += self._delete_old_segments(retention_size_breached(config, total), now_ms)
         deleted += self._delete_old_segments(log_start_breached(self._log_start_offset), now_ms)
+        with self._lock:
+            self.producer_state.maintain(now_ms, self._bases, self._recovery_point)
         return deleted
 
     def _delete_old_segments(
@@ -512,6 +530,7 @@ class PartitionLog:
             del self._segments[:count]
             del self._bases[:count]
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
             self._dir_dirty = True
         logger.info(
             "deleted %d segment(s) of %s-%s; log start offset is now %d",
@@ -552,6 +571,7 @@ class PartitionLog:
                     return
                 self._segments[-1].seal()
                 segments = list(self._segments)
+                self.producer_state.take_snapshot(self._log_end_offset)
             for segment in segments:
                 if segment.dirty:
                     segment.flush()

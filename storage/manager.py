@@ -74,10 +74,12 @@ class LogManager:
         clock: Callable[[], int] = wall_clock_ms,
         node_id: int = 1,
         cluster_id: str | None = None,
+        producer_id_expiration_ms: int | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self.clock = clock
         self.node_id = node_id
@@ -175,6 +177,7 @@ class LogManager:
                 recovery_point=recovery_points.get(parsed, 0),
                 log_start_offset=log_starts.get(parsed, 0),
                 clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
@@ -219,6 +222,7 @@ class LogManager:
                 clock=self.clock,
                 topic_id=topic_id,
                 clean_shutdown=True,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             self._logs[key] = log
             self._log_dir_of[key] = log_dir

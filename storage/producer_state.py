@@ -63,7 +63,7 @@ from typing import Protocol
 
 from .batch import CONTROL_MASK, RecordBatchHeader
 from .config import LogConfig
-from .errors import InvalidRecordError, StorageError
+from .errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
 from .info import AppendInfo
 from .producer_snapshot import (
     CorruptSnapshotError,
@@ -97,18 +97,6 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
-
-
-class OutOfOrderSequenceError(StorageError):
-    """A sequence gap, or a new epoch not starting at 0 (Kafka's OutOfOrderSequenceException)."""
-
-    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
-
-
-class InvalidProducerEpochError(StorageError):
-    """An epoch below the producer's current one (Kafka's InvalidProducerEpochException)."""
-
-    error_name = "INVALID_PRODUCER_EPOCH"
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

@@ -51,3 +51,8 @@ class HandlerSpec:
     min_version: int
     max_version: int
     handle: HandleFn
+    #: Lowest version listed in ApiVersions when it is below ``min_version``. Versions in
+    #: ``[advertised_min_version, min_version)`` are advertised but refused by ``refuse``, which
+    #: turns the request frame into a response body (Kafka 4 does this for Produce v0-2).
+    advertised_min_version: int | None = None
+    refuse: Callable[[bytes | memoryview, int], bytes] | None = None

@@ -6,7 +6,10 @@ Kafka does, so the client refreshes its metadata); acks=1 answers once appended;
 once the HW covers the appended batch (at once, unless a flush policy holds the HW back until the
 group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 
-Producer state (idempotence / transactions, issue 5) plugs in at ``_check_producer_state``.
+Idempotent producers: storage checks each batch's producer id, epoch and sequence before
+writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
+with its original offsets and is answered as a success, as Kafka does.
+Transactions (not supported) would plug in at ``_check_producer_state``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from broker.router import Close, RawBody
 from broker.topics import INTERNAL_TOPICS
 from protocol.errors import ErrorCode, error_code_for
 from protocol.lean import ProducePartitionAnswer, encode_produce_body
+from protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
 from protocol.schema import build, response_types
 from storage.errors import StorageError
 
@@ -49,9 +53,9 @@ class _Result:
 def _check_producer_state(
     ctx: RequestContext, topic: str, partition: int, records: bytes
 ) -> tuple[ErrorCode, str] | None:
-    """Seam for idempotent/transactional producer checks (issue 5); None means "append".
+    """Seam for transactional producer checks; None means "append".
 
-    Until that lands, batches with producer_id >= 0 are appended like any other.
+    Idempotence (sequence and epoch checks, duplicates) is done by storage.
     """
     return None
 
@@ -202,4 +206,20 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return _response(ctx, request, results)
 
 
-SPEC = HandlerSpec(api_key=API_KEY, name="Produce", min_version=3, max_version=10, handle=handle)
+def refuse_removed_version(frame: bytes | memoryview, api_version: int) -> bytes:
+    """Produce v0-2: advertised for librdkafka's sake, answered UNSUPPORTED_VERSION."""
+    return encode_unsupported_body(api_version, parse_topic_partitions(frame))
+
+
+# Kafka 4 lists Produce from v0 in ApiVersions although it serves v3+ only (KAFKA-18659):
+# librdkafka <= 2.10 (kcat's 2.0.2 among them) silently stops compressing with gzip, snappy and
+# lz4 when Produce v0 is not listed.
+SPEC = HandlerSpec(
+    api_key=API_KEY,
+    name="Produce",
+    min_version=3,
+    max_version=10,
+    handle=handle,
+    advertised_min_version=0,
+    refuse=refuse_removed_version,
+)

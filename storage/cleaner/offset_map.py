@@ -3,8 +3,8 @@
 Kafka's SkimpyOffsetMap stores the MD5 of each key in a fixed buffer
 (``log.cleaner.dedupe.buffer.size`` split between the cleaner threads) and is "full" at 90% of its
 slots; tidelog's is full once its budget is used up, checked before each batch (so one batch
-may overshoot it). ``latest_offset`` is the last offset the map covers: records above it were not mapped and
-are kept whatever their key (the next cleaning pass starts there).
+may overshoot it). ``latest_offset`` is the last offset the map covers: records above it were
+not mapped and are kept whatever their key (the next cleaning pass starts there).
 
 Kafka divergence: the map is a dict of whole keys, so two keys can never collide (an MD5
 collision in Kafka would drop a live record). Its budget counts each entry as the key's length

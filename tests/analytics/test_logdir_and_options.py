@@ -148,6 +148,10 @@ def test_legacy_segment(tmp_path: Path) -> None:
     ld = LogDir(tmp_path)
     assert _rows(ld.read(OffsetRange("old", 0, 0, 6))) == _want(w.expected)
     assert [r[0] for r in _rows(ld.read(OffsetRange("old", 0, 2, 5)))] == [2, 3, 4]
+    fast = [r for b in ld.read_arrow(OffsetRange("old", 0, 1, 6), False) for r in b.to_pylist()]
+    assert [(r["offset"], r["key"], r["value"]) for r in fast] == [
+        (r.offset, r.key, r.value) for r in w.expected[1:]
+    ]
 
 
 def test_checkpoint_parsing(tmp_path: Path) -> None:

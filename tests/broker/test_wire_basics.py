@@ -17,7 +17,8 @@ from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersions
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
 
-EXPECTED_RANGES = {0: (3, 10), 1: (4, 16), 2: (1, 8), 3: (0, 13), 18: (0, 4), 19: (2, 7)}
+# Produce is listed from v0 as Kafka 4 lists it (KAFKA-18659); v0-2 are refused when used.
+EXPECTED_RANGES = {0: (0, 10), 1: (4, 16), 2: (1, 8), 3: (0, 13), 18: (0, 4), 19: (2, 7)}
 
 
 def _metadata_v12() -> MetadataRequestV12:

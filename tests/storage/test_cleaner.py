@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeClock
 
-from storage import InvalidRecordError, LogConfig, LogManager, PartitionLog
+from storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
 from storage.batch import parse_batch_header, validate_records
 from storage.checkpoint import read_checkpoint
 from storage.cleaner import (
@@ -76,6 +76,19 @@ def test_require_record_keys(codec: str) -> None:
             good + bad,
             validate_records(good + bad, max_message_bytes=1 << 20, segment_bytes=1 << 30),
         )
+
+
+def test_append_to_a_compacted_log_refuses_keyless_records(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    manager, log, _ = make(tmp_path, clock)
+    with pytest.raises(InvalidRecordError):
+        log.append(batch((b"k", b"v"), (None, b"no key"), compression="zstd"))
+    assert log.log_end_offset == 0
+    assert log.append(batch((b"k", b"v"))).first_offset == 0
+    log.update_config(LogConfig(segment_bytes=400, cleanup_policy="delete"))
+    assert log.append(batch((None, b"fine when not compacted"))).first_offset == 1
+    manager.shutdown()
 
 
 def test_keyless_records_are_dropped_by_cleaning(tmp_path: Path, clock: FakeClock) -> None:
@@ -177,6 +190,43 @@ def test_filter_keeps_an_empty_batch_for_an_active_producer() -> None:
     assert gone.data is None
     last = filter_batch(data, header, FilterContext(offsets, 0, 0, {}), last_in_group=True)
     assert last.data is not None and parse_batch_header(last.data).records_count == 0
+
+
+def test_last_batch_of_a_producer_survives_empty_and_keeps_its_state(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    manager, log, cleaner = make(tmp_path, clock)
+    log.append(batch((b"a", b"1"), (b"b", b"1"), producer_id=7, producer_epoch=2, base_sequence=0))
+    log.append(batch((b"a", b"2"), producer_id=7, producer_epoch=2, base_sequence=2))
+    log.append(batch((b"a", b"3"), (b"b", b"3")))
+    log.roll()
+    log.append(batch((b"c", b"1")))
+    log.roll()
+    state = getattr(log, "producer_state", None)
+    before = dict(state.producers) if state is not None else {}
+    assert cleaner.clean_log(log) is not None
+    batches = decoded(log)
+    kept = [(b.base_offset, b.producer_id, b.base_sequence, b.records_count) for b in batches]
+    if state is not None:  # the producer's last batch (offset 2) stays, empty
+        assert (2, 7, 2, 0) in kept
+    assert (0, 7, 0, 0) not in kept and not [b for b in batches if b.base_offset == 0]
+    assert [(r.key, r.value) for r in iter_records(everything(log))] == [
+        (b"a", b"3"),
+        (b"b", b"3"),
+        (b"c", b"1"),
+    ]
+    manager.shutdown()
+    again = LogManager([tmp_path], default_config=COMPACT, clock=clock)
+    again.startup()
+    reopened = again.get_log("t", 0)
+    assert reopened is not None
+    if state is not None:
+        after = reopened.producer_state.producers  # type: ignore[attr-defined]
+        assert after[7].last_sequence == before[7].last_sequence == 2
+        assert after[7].producer_epoch == 2
+        with pytest.raises(StorageError):  # the sequence check still knows the producer
+            reopened.append(batch((b"a", b"x"), producer_id=7, producer_epoch=2, base_sequence=9))
+    again.shutdown()
 
 
 def test_active_segment_is_never_touched(tmp_path: Path, clock: FakeClock) -> None:
