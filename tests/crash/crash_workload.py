@@ -95,10 +95,17 @@ class _Pausable(threading.Thread):
         self._resumed = threading.Event()
         self.error: BaseException | None = None
 
-    def pause(self, timeout: float) -> bool:
+    def request_pause(self) -> None:
+        """Ask the loop to park at its next quiet point (returns at once)."""
         self._resumed.clear()
         self._pause_wanted.set()
+
+    def wait_idle(self, timeout: float) -> bool:
         return self._idle.wait(timeout)
+
+    def pause(self, timeout: float) -> bool:
+        self.request_pause()
+        return self.wait_idle(timeout)
 
     def resume(self) -> None:
         self._idle.clear()

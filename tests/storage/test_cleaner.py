@@ -196,8 +196,11 @@ def test_last_batch_of_a_producer_survives_empty_and_keeps_its_state(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     manager, log, cleaner = make(tmp_path, clock)
-    log.append(batch((b"a", b"1"), (b"b", b"1"), producer_id=7, producer_epoch=2, base_sequence=0))
-    log.append(batch((b"a", b"2"), producer_id=7, producer_epoch=2, base_sequence=2))
+    now = clock.now_ms  # producers expire 24 h after their last batch's timestamp
+    log.append(
+        batch((b"a", b"1"), (b"b", b"1"), ts=now, producer_id=7, producer_epoch=2, base_sequence=0)
+    )
+    log.append(batch((b"a", b"2"), ts=now, producer_id=7, producer_epoch=2, base_sequence=2))
     log.append(batch((b"a", b"3"), (b"b", b"3")))
     log.roll()
     log.append(batch((b"c", b"1")))
@@ -216,6 +219,8 @@ def test_last_batch_of_a_producer_survives_empty_and_keeps_its_state(
         (b"c", b"1"),
     ]
     manager.shutdown()
+    for snapshot in log.dir.glob("*.snapshot"):  # rebuild the state from the log alone
+        snapshot.unlink()
     again = LogManager([tmp_path], default_config=COMPACT, clock=clock)
     again.startup()
     reopened = again.get_log("t", 0)
