@@ -36,6 +36,7 @@ NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestamp
 CHUNK_BYTES = 8 * 1024 * 1024
 _RUN = 512  # records compared at once when walking runs of one size
 _AR = np.arange(_RUN, dtype=np.int64)
+_WALK = 64  # records stepped one by one after a run check finds sizes varying
 I64 = npt.NDArray[np.int64]
 
 
@@ -228,26 +229,40 @@ class ArrowDecoder:
                 if length < 6 or pos + step > stop:
                     return None
                 k = min(left, (stop - pos) // step, _RUN)
-                run = 1
                 if k >= 8:
                     idx = pos + step * _AR[:k]
                     same = a[idx] == data[pos]
                     for j in range(1, hl):
                         same &= a[idx + j] == data[pos + j]
                     run = k if same.all() else int(same.argmin())
-                if run >= 8:
-                    parts.append(body + step * _AR[:run])
-                    body_len.append(np.full(run, length, np.int64))
-                else:
-                    run = 1
-                    parts.append(np.array([body], np.int64))
-                    body_len.append(np.array([length], np.int64))
-                pos += step * run
-                left -= run
+                    if run >= 8:
+                        parts.append(body + step * _AR[:run])
+                        body_len.append(np.full(run, length, np.int64))
+                        pos += step * run
+                        left -= run
+                        continue
+                walk = min(left, _WALK)  # sizes vary here: step record by record for a while
+                starts: list[int] = []
+                lens: list[int] = []
+                for _ in range(walk):
+                    v = data[pos]
+                    if v < 0x80:
+                        pos += 1
+                    elif data[pos + 1] < 0x80:
+                        v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
+                    else:
+                        v, pos = uvarint(data, pos)
+                    v = (v >> 1) ^ -(v & 1)
+                    starts.append(pos)
+                    lens.append(v)
+                    pos += v
+                parts.append(np.array(starts, np.int64))
+                body_len.append(np.array(lens, np.int64))
+                left -= walk
             if pos != stop:
                 return None
-        starts = np.concatenate(parts)
-        return starts, starts + np.concatenate(body_len)
+        first = np.concatenate(parts)
+        return first, first + np.concatenate(body_len)
 
     def _vectorised(
         self, regions: list[bytes], batches: list[BatchHeader]

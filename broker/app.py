@@ -251,8 +251,7 @@ class Broker:
             ),
             asyncio.ensure_future(
                 self._every(
-                    max(self.config.get_int("log.flush.offset.checkpoint.interval.ms"), 1000)
-                    / 1000,
+                    self._checkpoint_interval_s(),
                     self._checkpoint,
                 )
             ),
@@ -320,6 +319,18 @@ class Broker:
 
     async def _retention(self) -> None:
         await self.run_blocking(self.log_manager.run_retention, self.clock())
+
+    def _checkpoint_interval_s(self) -> float:
+        """Checkpoints are written together, as often as the most frequent of them asks.
+
+        Kafka writes the high-watermark checkpoint every 5 s, which keeps readers of the files
+        (the Spark file path, dump-log) close to live; the other two ride along.
+        """
+        ms = min(
+            self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
+            self.config.get_int("replica.high.watermark.checkpoint.interval.ms"),
+        )
+        return max(ms, 100) / 1000
 
     async def _checkpoint(self) -> None:
         await self.run_blocking(self.log_manager.checkpoint)

@@ -249,6 +249,13 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=0,
     ),
     _b(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often the high-watermark checkpoint (replication-offset-checkpoint) is written.",
+        min_value=1,
+    ),
+    _b(
         "log.flush.start.offset.checkpoint.interval.ms",
         "int",
         60000,

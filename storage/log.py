@@ -40,7 +40,7 @@ from pathlib import Path
 from .batch import prepare_append, validate_records
 from .cleaner.records import require_record_keys
 from .config import LogConfig
-from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from .info import AppendInfo, FileRegion, ReadInfo
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
@@ -293,25 +293,42 @@ class PartitionLog:
                 break
             if segment.base_offset >= bound:
                 break
-            found = segment.find_position(start_offset, end_position)
-            if found is None:
-                continue
-            region_start = found
-            region_end = region_start
-            for position, base_offset, batch_last, size in segment.iter_spans(
-                region_start, end_position
-            ):
-                if batch_last >= bound:
-                    done = True
-                    break
-                if total + size > max_bytes and (total > 0 or not min_one_message):
-                    done = True
-                    break
-                if first_offset is None:
-                    first_offset = base_offset
-                last_offset = batch_last
-                total += size
-                region_end = position + size
+            region_start = region_end = 0
+            try:
+                found = segment.find_position(start_offset, end_position)
+                if found is None:
+                    continue
+                region_start = found
+                region_end = region_start
+                low, high = segment.unverified()  # bytes from before the start-up, CRCs unchecked
+                checked = -1
+                for position, base_offset, batch_last, size in segment.iter_spans(
+                    region_start, end_position
+                ):
+                    if batch_last >= bound:
+                        done = True
+                        break
+                    if position < high and position + size > low and position + size > checked:
+                        checked = segment.verify_from(position)
+                        if checked < position + size:  # damaged: serve what comes before it
+                            if total == 0:
+                                raise CorruptRecordError(
+                                    f"batch at position {position} of {segment.log_path} is damaged"
+                                )
+                            done = True
+                            break
+                    if total + size > max_bytes and (total > 0 or not min_one_message):
+                        done = True
+                        break
+                    if first_offset is None:
+                        first_offset = base_offset
+                    last_offset = batch_last
+                    total += size
+                    region_end = position + size
+            except CorruptRecordError:
+                if total == 0:
+                    raise
+                done = True  # a damaged header: serve the batches before it
             if region_end > region_start:
                 regions.append(
                     FileRegion(

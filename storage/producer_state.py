@@ -7,8 +7,10 @@ Batches with ``producer_id < 0`` (plain producers) are ignored everywhere.
 
 On disk: ``<offset>.snapshot`` files in the partition directory (format and crash behaviour in
 ``storage/producer_snapshot.py``). The file named ``N`` is the state after all batches below
-``N``. Snapshots are taken when a segment rolls (named after the new segment's base offset) and
-at clean shutdown (named after the log end offset), and after every load.
+``N``. Snapshots are taken when a segment rolls (named after the new segment's base offset;
+written without fsync, fsynced by the next flush, as Kafka does), at clean shutdown (named after
+the log end offset, fsynced) and after a load that replayed batches. No snapshot is ever
+needed for correctness: without one the state is rebuilt from the log start.
 
 The append path (the caller holds the partition lock):
 
@@ -35,20 +37,29 @@ tried); entries already expired or whose last offset is below the log start are 
 the batch headers from the snapshot offset to the log end are replayed (no records are decoded,
 no validation: what is in the log was accepted once). After an unclean shutdown this yields the
 state the broker had when it died, for every batch that survived log recovery; a retry of a
-batch that was written just before a crash is still recognised.
+batch written just before a crash is still recognised. Kafka behaviour kept: a snapshot holds
+only each producer's last batch, so after a load the cache holds that batch plus the (at most
+five) batches replayed after the snapshot; an older in-flight retry then gets
+OUT_OF_ORDER_SEQUENCE_NUMBER (never a duplicate write). ``truncate_and_reload`` does the same
+after the log was truncated, without taking a snapshot.
 
-Expiry: ``remove_expired_producers(now_ms)`` drops producers whose last batch's max timestamp
-is ``producer.id.expiration.ms`` or more ago (Kafka's rule; the broker calls it periodically).
-Log start: ``on_log_start_offset_incremented`` (retention, DeleteRecords) drops cached batches
-below the new log start, producers left with none, and snapshots below it.
+Periodic work (``maintain``, from ``PartitionLog.apply_retention``): producers whose last
+batch's max timestamp is ``producer.id.expiration.ms`` or more ago are forgotten (Kafka's rule),
+and snapshots are deleted below Kafka's ``minSnapshotsOffsetToRetain``: the snapshots of the last
+two segments and all from the segment holding the recovery point on are kept.
+Kafka divergence: Kafka checks expiry every ``producer.id.expiration.check.interval.ms`` (10
+min); tidelog at each retention check (``log.retention.check.interval.ms``, 5 min).
 
-Kafka divergence: Kafka >= 2.4 keeps a producer in memory when its last batch falls below the
-log start (until it expires); tidelog drops it as Kafka 2.0-2.3 did, so the live state and the
-state rebuilt after a restart agree. A retry of a batch whose data was already deleted is then
-accepted as new data.
+Log start (``on_log_start_offset_incremented``; retention, DeleteRecords): cached batches below
+the new log start are dropped, producers left with none, and snapshots below it.
+Kafka divergence: current Kafka keeps such producers in memory until they expire (it only
+deletes the snapshots); tidelog drops them as older Kafka releases did (``truncateHead``), so
+the live state and the state rebuilt after a restart agree. A retry of a batch whose data was
+already deleted is then accepted as new data.
 
 Threading: not thread-safe; the owning PartitionLog calls it under its partition lock (or
-before the log is shared). ``clock`` returns epoch milliseconds.
+before the log is shared), except ``flush_snapshots``, which its flusher calls from a worker
+thread. ``clock`` returns epoch milliseconds.
 """
 
 from __future__ import annotations

@@ -147,6 +147,17 @@ class Server:
         """Resident set size now (kB)."""
         return _proc_status_kb(self.pid, "VmRSS") if self.proc else 0
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used so far."""
+        if self.proc is None:
+            return 0.0
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_kb(self) -> int:
         """The kernel's high-water mark of the resident set (kB) since the process started."""
         return _proc_status_kb(self.pid, "VmHWM") if self.proc else 0

@@ -31,6 +31,13 @@ batch that already carries a horizon keeps it (and its base timestamp) when rewr
 original one (LogAppendTime). The CRC-32C is recomputed; a source batch whose CRC does not match
 raises ``CorruptRecordError`` (the cleaner then leaves the log alone).
 
+Kafka divergence: Kafka keeps (empty if need be) only the last batch of a whole cleaning round;
+tidelog keeps the last batch of every group, so that a ``.swap`` file's offset range always
+reaches the end of the segments it replaces and crash recovery removes exactly those.
+Kafka divergence: a batch rewritten without a new delete horizon keeps its ``base_timestamp``
+and the kept records' bytes as they are (Kafka rebuilds it with the first kept record's
+timestamp as base); record timestamps are the same either way.
+
 Threading: pure functions over one batch; the context is per cleaning pass.
 """
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import struct
 import tempfile
@@ -22,15 +23,18 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from crash_workload import Ledger, Position, digest
 
+from storage.batch import iter_batches
 from storage.config import LogConfig
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
 
 __all__ = (
     "Findings",
+    "IndexCheck",
     "PartitionRead",
     "check_indexes",
     "committed_offsets",
     "compare",
+    "probe_lookups",
     "read_back",
 )
 
@@ -39,7 +43,8 @@ __all__ = (
 class PartitionRead:
     low: int
     high: int
-    records: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # offset -> key, digest
+    #: offset -> (key, digest of key, value and headers, timestamp)
+    records: dict[int, tuple[bytes, bytes, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -116,6 +121,7 @@ def read_back(
                 read.records[offset] = (
                     message.key(),
                     digest(message.key(), message.value(), message.headers()),
+                    message.timestamp()[1],
                 )
                 if offset + 1 >= read.high:
                     pending.discard(key)
@@ -153,7 +159,7 @@ def compare(
             found.problems.append(f"{topic}-{partition}: nothing read in [{read.low}, {read.high})")
         if topic not in retention_topics and read.low != 0:
             found.problems.append(f"{topic}-{partition}: log start {read.low} without retention")
-        for offset, (key, _) in read.records.items():
+        for offset, (key, _, _) in read.records.items():
             where = keys_seen.get(key)
             if where is not None:
                 found.duplicates.append(key)
@@ -192,9 +198,7 @@ def committed_offsets(
     """The group's committed offset per partition (-1001 when none), via OffsetFetch."""
     consumer = _consumer(bootstrap, group)
     try:
-        result = consumer.committed(
-            [TopicPartition(t, p) for t, p in partitions], timeout=15
-        )
+        result = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=15)
         return {(tp.topic, tp.partition): tp.offset for tp in result}
     finally:
         consumer.close()
@@ -202,52 +206,92 @@ def committed_offsets(
 
 # --------------------------------------------------------------------------- indexes
 
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+@dataclass
+class IndexCheck:
+    segments: int = 0
+    #: Time-index entries beyond a rebuild's: each start-up's recovery adds a final entry to the
+    #: segment it recovers (Kafka's LogSegment.recover does the same); once that segment gets
+    #: more batches, the entry stays in its middle. Valid (a real running maximum), not rebuilt.
+    recovery_time_entries: int = 0
+    problems: list[str] = field(default_factory=list)
+
 
 def check_indexes(
-    log_dir: Path, topics: Iterable[str], index_interval_bytes: int
-) -> tuple[int, list[str]]:
-    """Compare every segment's index files with a rebuild; returns (segments checked, problems).
+    log_dir: Path,
+    topics: Iterable[str],
+    index_interval_bytes: int,
+    *,
+    include_active: bool,
+    into: IndexCheck,
+) -> None:
+    """Compare segments' index files with a rebuild by storage's own recovery.
 
-    The rebuild runs storage's recovery (``LogSegment.recover``) on a copy of the ``.log``.
+    ``include_active=False`` skips each partition's last segment: while a broker runs (or
+    after it was killed), the active segment's index entries live in memory and are written
+    when it rolls; recovery rebuilds it from the log after any crash. ``include_active=True``
+    is for a broker stopped cleanly, which trims every index file. The rebuild runs
+    ``LogSegment.recover`` on a copy of the ``.log`` (which must need no cut). The offset index
+    must equal the rebuild; the time index must hold the rebuild's entries plus, at most,
+    entries that are a real running maximum (see ``IndexCheck.recovery_time_entries``).
     Segments that retention renames while we look are skipped.
     """
-    problems: list[str] = []
-    checked = 0
     config = LogConfig(index_interval_bytes=index_interval_bytes)
-    topics = set(topics)
+    wanted = set(topics)
     with tempfile.TemporaryDirectory(prefix="index-rebuild-") as scratch:
         for part_dir in sorted(log_dir.iterdir()):
             topic, _, partition = part_dir.name.rpartition("-")
-            if topic not in topics or not part_dir.is_dir() or not partition.isdigit():
+            if topic not in wanted or not part_dir.is_dir() or not partition.isdigit():
                 continue
-            for log_path in sorted(part_dir.glob(f"*{LOG_SUFFIX}")):
+            logs = sorted(part_dir.glob(f"*{LOG_SUFFIX}"))
+            for log_path in logs if include_active else logs[:-1]:
                 base = int(log_path.name[: -len(LOG_SUFFIX)])
                 copy_dir = Path(scratch) / f"{part_dir.name}-{base}"
                 copy_dir.mkdir()
                 try:
                     shutil.copyfile(log_path, copy_dir / log_path.name)
-                    index_path = log_path.with_suffix(INDEX_SUFFIX)
-                    time_path = log_path.with_suffix(TIMEINDEX_SUFFIX)
-                    index_bytes = index_path.read_bytes()
-                    time_bytes = time_path.read_bytes()
+                    index_bytes = log_path.with_suffix(INDEX_SUFFIX).read_bytes()
+                    time_bytes = log_path.with_suffix(TIMEINDEX_SUFFIX).read_bytes()
                 except FileNotFoundError:
                     if not log_path.exists():
                         continue  # deleted by retention meanwhile
-                    raise
-                (copy_dir / index_path.name).write_bytes(index_bytes)
-                (copy_dir / time_path.name).write_bytes(time_bytes)
-                problems.extend(_compare_segment(copy_dir, base, config, log_path))
-                checked += 1
+                    into.problems.append(f"{log_path}: index file missing")
+                    continue
+                _compare_segment(copy_dir, base, config, log_path, index_bytes, time_bytes, into)
+                into.segments += 1
                 shutil.rmtree(copy_dir)
-    return checked, problems
 
 
-def _compare_segment(copy_dir: Path, base: int, config: LogConfig, origin: Path) -> list[str]:
-    on_disk_index = (copy_dir / f"{base:020d}{INDEX_SUFFIX}").read_bytes()
-    on_disk_time = (copy_dir / f"{base:020d}{TIMEINDEX_SUFFIX}").read_bytes()
-    # The rebuild gets its own index files (recover() rewrites them).
-    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-        (copy_dir / f"{base:020d}{suffix}").unlink()
+def _running_maxima(log_bytes: bytes, base: int) -> set[tuple[int, int]]:
+    """Every (max timestamp so far, its offset) pair a batch boundary of the log has."""
+    pairs = set()
+    max_ts, offset_of_max = -1, base
+    for _, header in iter_batches(log_bytes):
+        if header.max_timestamp > max_ts:
+            max_ts, offset_of_max = header.max_timestamp, header.last_offset
+        pairs.add((max_ts, offset_of_max))
+    return pairs
+
+
+def _entries(data: bytes, entry: struct.Struct, base: int, time: bool) -> list[tuple[int, int]]:
+    out = []
+    for a, b in entry.iter_unpack(data[: len(data) - len(data) % entry.size]):
+        out.append((a, base + b) if time else (base + a, b))
+    return out
+
+
+def _compare_segment(
+    copy_dir: Path,
+    base: int,
+    config: LogConfig,
+    origin: Path,
+    index_bytes: bytes,
+    time_bytes: bytes,
+    into: IndexCheck,
+) -> None:
     segment = LogSegment(copy_dir, base, config, now_ms=0)
     try:
         cut = segment.recover(config.index_interval_bytes)
@@ -255,19 +299,86 @@ def _compare_segment(copy_dir: Path, base: int, config: LogConfig, origin: Path)
         times = segment.time_index.all_entries()
     finally:
         segment.close()
-    problems = []
+    log_bytes = (copy_dir / origin.name).read_bytes()
     if cut:
-        problems.append(f"{origin}: recovery of a copy would cut {cut} bytes")
-    want_index = b"".join(struct.pack(">ii", o - base, p) for o, p in offsets)
-    want_time = b"".join(struct.pack(">qi", t, o - base) for t, o in times)
-    for name, got, want in (
-        ("index", on_disk_index, want_index),
-        ("timeindex", on_disk_time, want_time),
-    ):
-        if got[: len(want)] != want or got[len(want) :].strip(b"\x00"):
-            problems.append(
-                f"{origin}: {name} differs from a rebuild ({len(got)} bytes on disk, "
-                f"{len(want)} expected, first difference at byte "
-                f"{next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))})"
-            )
-    return problems
+        into.problems.append(f"{origin}: a recovery of a copy would cut {cut} bytes")
+    # Inactive segments (and all of them after a clean shutdown) have trimmed index files.
+    want_index = b"".join(_OFFSET_ENTRY.pack(o - base, p) for o, p in offsets)
+    if index_bytes != want_index:
+        into.problems.append(
+            f"{origin}: offset index {_entries(index_bytes, _OFFSET_ENTRY, base, False)[:8]}... "
+            f"({len(index_bytes)} bytes) differs from a rebuild {offsets[:8]}..."
+        )
+    on_disk = _entries(time_bytes, _TIME_ENTRY, base, True)
+    valid = _running_maxima(log_bytes, base)
+    stamps = [t for t, _ in on_disk]
+    problem = None
+    if len(time_bytes) % _TIME_ENTRY.size:
+        problem = f"size {len(time_bytes)} is not a multiple of {_TIME_ENTRY.size}"
+    elif stamps != sorted(set(stamps)):
+        problem = "timestamps do not strictly increase"
+    elif not set(times) <= set(on_disk):
+        problem = f"rebuilt entries {sorted(set(times) - set(on_disk))[:5]} are missing"
+    elif not set(on_disk) <= valid:
+        problem = f"entries {sorted(set(on_disk) - valid)[:5]} are no running maximum of the log"
+    elif times and on_disk[-1] != times[-1]:
+        problem = f"last entry {on_disk[-1]} is not the segment's maximum {times[-1]}"
+    if problem:
+        into.problems.append(f"{origin}: time index: {problem} (on disk {on_disk[:8]}...)")
+    into.recovery_time_entries += len(on_disk) - len(times)
+
+
+# --------------------------------------------------------------------------- look-ups
+
+
+def probe_lookups(
+    bootstrap: str,
+    reads: Mapping[tuple[str, int], PartitionRead],
+    rng: random.Random,
+    samples: int,
+) -> tuple[int, list[str]]:
+    """Fetch from random offsets and look offsets up by random timestamps (the broker's
+    in-memory indexes, active segment included); returns (look-ups done, problems)."""
+    consumer = _consumer(bootstrap)
+    problems: list[str] = []
+    done = 0
+    try:
+        for _ in range(samples):
+            chosen = {
+                key: rng.randrange(read.low, read.high)
+                for key, read in reads.items()
+                if read.high > read.low
+            }
+            if not chosen:
+                break
+            consumer.assign([TopicPartition(t, p, o) for (t, p), o in chosen.items()])
+            waiting = dict(chosen)
+            deadline = time.monotonic() + 15
+            while waiting and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=100, timeout=0.5):
+                    key = (message.topic(), message.partition())
+                    if message.error() is not None or key not in waiting:
+                        continue
+                    want = waiting.pop(key)
+                    done += 1
+                    if message.offset() != want:
+                        problems.append(f"{key}: fetch at {want} began at {message.offset()}")
+            problems.extend(f"{key}: no answer to a fetch at {o}" for key, o in waiting.items())
+            # ListOffsets by timestamp: the first offset whose timestamp is >= the target.
+            queries = []
+            expected = {}
+            for key, read in reads.items():
+                if not read.records:
+                    continue
+                target = rng.choice([r[2] for r in read.records.values()]) + rng.choice((0, 1))
+                later = [o for o, r in read.records.items() if r[2] >= target]
+                expected[key] = min(later) if later else -1
+                queries.append(TopicPartition(key[0], key[1], target))
+            for tp in consumer.offsets_for_times(queries, timeout=15):
+                key = (tp.topic, tp.partition)
+                done += 1
+                if tp.offset != expected[key] and not (expected[key] == -1 and tp.offset < 0):
+                    problems.append(f"{key}: offset for timestamp {tp.offset}, not {expected[key]}")
+        return done, problems
+    finally:
+        consumer.close()

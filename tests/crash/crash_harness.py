@@ -30,8 +30,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import BrokerProcess
-from crash_checks import check_indexes, committed_offsets, compare, read_back
+from broker_proc import BrokerProcess
+from crash_checks import (
+    IndexCheck,
+    check_indexes,
+    committed_offsets,
+    compare,
+    probe_lookups,
+    read_back,
+)
 from crash_workload import ChaosConsumer, ChaosProducer, Ledger
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -56,7 +63,7 @@ BROKER_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
 }
-RETAINED_CONFIGS = {"retention.bytes": str(RETENTION_BYTES), "segment.bytes": "8192"}
+RETAINED_CONFIGS = {"retention.bytes": str(RETENTION_BYTES), "segment.bytes": "16384"}
 QUIET_TIMEOUT_S = 150.0
 _ERROR_LINE = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) |^Traceback", re.MULTILINE)
 
@@ -79,6 +86,8 @@ class ChaosReport:
     commits_regressed: int = 0
     commit_errors: dict[str, int] = field(default_factory=dict)
     segments_checked: int = 0
+    recovery_time_entries: int = 0
+    lookups: int = 0
     segments_cut: int = 0
     retention_deletions: int = 0
     broker_errors: int = 0
@@ -107,7 +116,9 @@ class ChaosReport:
             f"consumed-then-gone={self.consumed_gone} conflicts={self.conflicts} "
             f"sends-failed={sum(self.sends_failed.values())} "
             f"commits-checked={self.commits_checked} commits-regressed={self.commits_regressed} "
-            f"segments-checked={self.segments_checked} tails-cut={self.segments_cut} "
+            f"segments-checked={self.segments_checked} "
+            f"recovery-time-entries={self.recovery_time_entries} lookups={self.lookups} "
+            f"tails-cut={self.segments_cut} "
             f"retention-deletions={self.retention_deletions} "
             f"retained-away={self.retained_away} broker-errors={self.broker_errors} "
             f"problems={len(self.problems)} seconds={self.seconds:.0f}"
@@ -146,9 +157,7 @@ def _create_topics(bootstrap: str) -> None:
         admin.create_topics(
             [
                 NewTopic(MAIN_TOPIC, TOPICS[MAIN_TOPIC], 1),
-                NewTopic(
-                    RETAINED_TOPIC, TOPICS[RETAINED_TOPIC], 1, topic_configs=RETAINED_CONFIGS
-                ),
+                NewTopic(RETAINED_TOPIC, TOPICS[RETAINED_TOPIC], 1, topic_configs=RETAINED_CONFIGS),
             ]
         )
     finally:
@@ -182,6 +191,7 @@ def run_chaos(
         broker = BrokerProcess(log_dir, BROKER_SETTINGS)
         broker.start()
         ledger = Ledger()
+        indexes = IndexCheck()
         workers: list[ChaosProducer | ChaosConsumer] = []
         try:
             _create_topics(broker.bootstrap)
@@ -206,12 +216,23 @@ def run_chaos(
                 with ledger.lock:
                     commits_at_kill = dict(ledger.commits_acked)
                 time.sleep(rng.uniform(0.0, 0.3))
-                if report.kills < kills and rng.random() < startup_kill_chance:
-                    if _kill_during_startup(broker, rng.uniform(0.3, 2.5)):
-                        report.kills += 1
-                        report.kills_during_startup += 1
+                # The crash state: segments that are not the last must have complete indexes
+                # (the last one is rebuilt by recovery in any case).
+                check_indexes(
+                    log_dir, TOPICS, INDEX_INTERVAL_BYTES, include_active=False, into=indexes
+                )
+                startup_kill = report.kills < kills and rng.random() < startup_kill_chance
+                if startup_kill and _kill_during_startup(broker, rng.uniform(0.3, 2.5)):
+                    report.kills += 1
+                    report.kills_during_startup += 1
                 broker.start()
-                _check_round(broker, ledger, consumer, workers, commits_at_kill, partitions, report)
+                _check_round(
+                    broker, ledger, consumer, workers, commits_at_kill, partitions, report, rng
+                )
+                check_indexes(
+                    log_dir, TOPICS, INDEX_INTERVAL_BYTES, include_active=False, into=indexes
+                )
+                _take_index_figures(report, indexes)
                 text = broker.log_text()
                 new_text, log_seen = text[log_seen:], len(text)
                 report.broker_errors += len(_ERROR_LINE.findall(new_text))
@@ -228,15 +249,26 @@ def run_chaos(
                 w.stop()
             for w in workers:
                 if w.error is not None:
-                    report.problems.append(f"{w.name} died: {w.error!r}")
+                    report.problems.append(f"{w.name} died: {w.error!r}\n{w.error_trace}")
             if broker.running:
                 code = broker.stop()
                 if code != 0:
                     report.problems.append(f"broker exited {code} on SIGTERM")
+                else:  # after a clean shutdown every segment's indexes are on disk
+                    check_indexes(
+                        log_dir, TOPICS, INDEX_INTERVAL_BYTES, include_active=True, into=indexes
+                    )
+                _take_index_figures(report, indexes)
             report.seconds = time.monotonic() - started
             if not report.ok or report.broker_errors:
                 say(broker.log_text()[-20000:])
     return report
+
+
+def _take_index_figures(report: ChaosReport, indexes: IndexCheck) -> None:
+    report.segments_checked = indexes.segments
+    report.recovery_time_entries = indexes.recovery_time_entries
+    report.problems.extend(p for p in indexes.problems if p not in report.problems)
 
 
 def _check_round(
@@ -247,6 +279,7 @@ def _check_round(
     commits_at_kill: dict[tuple[str, int], int],
     partitions: list[tuple[str, int]],
     report: ChaosReport,
+    rng: random.Random,
 ) -> None:
     # 1. Commits acknowledged before the kill survived it.
     if not consumer.wait_idle(QUIET_TIMEOUT_S):
@@ -269,10 +302,12 @@ def _check_round(
         if w is not consumer and not w.pause(QUIET_TIMEOUT_S):
             report.problems.append(f"{w.name} did not settle its sends")
             return
-    segments, problems = check_indexes(broker.log_dir, TOPICS, INDEX_INTERVAL_BYTES)
-    report.segments_checked += segments
-    report.problems.extend(problems)
     reads = read_back(broker.bootstrap, partitions)
+    lookups, problems = probe_lookups(
+        broker.bootstrap, {k: v for k, v in reads.items() if k[0] == MAIN_TOPIC}, rng, 5
+    )
+    report.lookups += lookups
+    report.problems.extend(problems[:10])
     found = compare(ledger, reads, retention_topics=frozenset({RETAINED_TOPIC}))
     for p in range(TOPICS[RETAINED_TOPIC]):
         read = reads[(RETAINED_TOPIC, p)]

@@ -16,6 +16,7 @@ import hashlib
 import random
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,7 @@ class _Pausable(threading.Thread):
         self._idle = threading.Event()
         self._resumed = threading.Event()
         self.error: BaseException | None = None
+        self.error_trace = ""
 
     def request_pause(self) -> None:
         """Ask the loop to park at its next quiet point (returns at once)."""
@@ -117,20 +119,23 @@ class _Pausable(threading.Thread):
         self._resumed.set()
         self.join(timeout)
 
-    def _park_if_asked(self, quiesce: Callable[[], None]) -> None:
+    def _park_if_asked(self, quiesce: Callable[[], None]) -> bool:
+        """Park if a pause was asked for (after ``quiesce()``); True if it parked."""
         if not self._pause_wanted.is_set():
-            return
+            return False
         quiesce()
         self._idle.set()
         while not self._resumed.wait(0.1):
             if self._stop_event.is_set():
-                return
+                break
+        return True
 
     def run(self) -> None:
         try:
             self.loop()
         except BaseException as exc:  # reported by the harness
             self.error = exc
+            self.error_trace = traceback.format_exc()
             self._idle.set()
 
     def loop(self) -> None:
@@ -158,6 +163,8 @@ class ChaosProducer(_Pausable):
         self.rng = random.Random(seed)
         self.sequence = 0
         self.window = threading.BoundedSemaphore(2000)  # unresolved sends at most
+        self._unresolved = 0
+        self._resolved = threading.Condition()
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
             client_id=f"chaos-producer-{index}",
@@ -165,7 +172,7 @@ class ChaosProducer(_Pausable):
             enable_idempotence=True,
             compression_type=COMPRESSIONS[index % len(COMPRESSIONS)],
             linger_ms=self.rng.choice((0, 2, 10)),
-            batch_size=self.rng.choice((2048, 16384)),
+            batch_size=self.rng.choice((1024, 4096)),
             max_in_flight_requests_per_connection=5,
             request_timeout_ms=15_000,
             delivery_timeout_ms=120_000,
@@ -184,13 +191,22 @@ class ChaosProducer(_Pausable):
         self.window.acquire()
         ledger = self.ledger
 
+        with self._resolved:
+            self._unresolved += 1
+
+        def resolved() -> None:
+            self.window.release()
+            with self._resolved:
+                self._unresolved -= 1
+                self._resolved.notify_all()
+
         def done(metadata: Any) -> None:
             ledger.ack(key, record_digest, (metadata.topic, metadata.partition, metadata.offset))
-            self.window.release()
+            resolved()
 
         def failed(exc: BaseException) -> None:
             ledger.fail(exc)
-            self.window.release()
+            resolved()
 
         try:
             future = self.producer.send(
@@ -204,11 +220,25 @@ class ChaosProducer(_Pausable):
         future.add_callback(done)
         future.add_errback(failed)
 
+    def settle(self, timeout: float = 150.0) -> None:
+        """Send what is buffered and wait until every send has been answered or failed."""
+        deadline = time.monotonic() + timeout
+        try:
+            self.producer.flush(timeout=timeout)
+        except Exception:  # kafka-python's flush can trip over split batches; we count below
+            pass
+        with self._resolved:
+            while self._unresolved and time.monotonic() < deadline:
+                self._resolved.wait(0.1)
+            if self._unresolved:
+                raise TimeoutError(f"{self._unresolved} sends unresolved after {timeout} s")
+
     def loop(self) -> None:
         started = time.monotonic()
         sent = 0
         while not self._stop_event.is_set():
-            self._park_if_asked(lambda: self.producer.flush(timeout=150))
+            if self._park_if_asked(self.settle):
+                started, sent = time.monotonic(), 0
             ahead = sent / self.rate - (time.monotonic() - started)
             if ahead > 0:
                 time.sleep(min(ahead, 0.05))
@@ -216,7 +246,7 @@ class ChaosProducer(_Pausable):
             for _ in range(10):
                 self._send_one()
                 sent += 1
-        self.producer.flush(timeout=150)
+        self.settle()
         self.producer.close(timeout=10)
 
 

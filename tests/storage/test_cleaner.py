@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock
 
 from storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
 from storage.batch import parse_batch_header, validate_records
@@ -27,6 +26,25 @@ from storage.cleaner.batch_filter import FilterContext, filter_batch
 from storage.cleaner.throttler import Throttler
 from storage.record_codec import decode_batch, encode_batch, iter_batches, iter_records
 from storage.record_types import DecodedBatch, NewRecord
+
+
+class FakeClock:
+    """An injected clock (epoch ms), advanced by hand."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
 
 COMPACT = LogConfig(segment_bytes=400, cleanup_policy="compact")
 

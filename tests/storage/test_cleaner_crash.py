@@ -17,12 +17,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeClock
 
 from storage import LogConfig, LogManager, PartitionLog
 from storage.cleaner import CompactionConfig, LogCleaner
 from storage.record_codec import encode_batch, iter_records
 from storage.record_types import NewRecord
+
+
+class FakeClock:
+    """An injected clock (epoch ms), advanced by hand."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
 
 TOPIC = "crashy"
 CRASH_EXIT = 17

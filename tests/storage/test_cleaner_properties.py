@@ -22,7 +22,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
@@ -31,6 +30,20 @@ from storage import LogConfig, LogManager, PartitionLog
 from storage.cleaner import CompactionConfig, LogCleaner
 from storage.record_codec import encode_batch, iter_batches
 from storage.record_types import DecodedBatch, NewRecord
+
+
+class FakeClock:
+    """An injected clock (epoch ms), advanced by hand."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
 
 RETENTION_MS = 10_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

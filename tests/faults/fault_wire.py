@@ -1,0 +1,169 @@
+"""Exact-frame helpers of the disk-fault tests: create, produce one batch, read a partition.
+
+``read_partition`` checks everything the broker hands out: each batch's CRC-32C (so damaged
+bytes can never pass as data) and its records, decoded with kafka-python's independent reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from crc32c import crc32c
+from kafka.record.default_records import DefaultRecordBatch
+from kafka_wire import WireClient, make_batch
+from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.fetch.v12 import request as f12
+from kio.schema.produce.v9 import request as p9
+
+__all__ = (
+    "Batch",
+    "PartitionView",
+    "create_topic",
+    "expected_values",
+    "produce",
+    "read_partition",
+    "batch_timestamp",
+)
+
+CORRUPT_MESSAGE = 2
+KAFKA_STORAGE_ERROR = 56
+OFFSET_OUT_OF_RANGE = 1
+
+
+@dataclass(frozen=True)
+class Batch:
+    base_offset: int
+    values: tuple[bytes, ...]
+
+
+@dataclass
+class PartitionView:
+    """What a read from ``start`` got: whole valid batches, then maybe an error."""
+
+    batches: list[Batch] = field(default_factory=list)
+    error: int = 0
+    error_offset: int = -1
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    bad_crc: list[int] = field(default_factory=list)  # base offsets of batches served damaged
+
+
+def create_topic(c: WireClient, name: str, configs: dict[str, str] | None = None) -> None:
+    answer = c.request(
+        ct7.CreateTopicsRequest(
+            topics=(
+                ct7.CreatableTopic(
+                    name=name,
+                    num_partitions=1,
+                    replication_factor=-1,
+                    assignments=(),
+                    configs=tuple(
+                        ct7.CreatableTopicConfig(name=k, value=v)
+                        for k, v in (configs or {}).items()
+                    ),
+                ),
+            ),
+            timeout=timedelta(seconds=10),
+            validate_only=False,
+        )
+    )
+    assert answer.topics[0].error_code == 0, answer
+
+
+def expected_values(topic: str, index: int, count: int = 3) -> tuple[bytes, ...]:
+    return tuple(
+        f"{topic}:{index}:{j}:".encode() + bytes([65 + index % 26]) * 90 for j in range(count)
+    )
+
+
+def produce_answer(c: WireClient, topic: str, records: bytes, acks: int = -1) -> Any:
+    request = p9.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=10),
+        topic_data=(
+            p9.TopicProduceData(
+                name=topic, partition_data=(p9.PartitionProduceData(index=0, records=records),)
+            ),
+        ),
+    )
+    return c.request(request).responses[0].partition_responses[0]
+
+
+def batch_timestamp(index: int) -> int:
+    """Batch ``index`` of a fault topic stamps its records from this time on (1 ms apart)."""
+    return 1_700_000_000_000 + 1000 * index
+
+
+def produce(c: WireClient, topic: str, values: tuple[bytes, ...], timestamp_ms: int = 0) -> int:
+    """Append one batch; returns its base offset."""
+    answer = produce_answer(c, topic, make_batch(list(values), timestamp_ms=timestamp_ms))
+    assert answer.error_code == 0, answer
+    return int(answer.base_offset)
+
+
+def fetch_once(c: WireClient, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
+    request = f12.FetchRequest(
+        max_wait=timedelta(0),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        session_id=0,
+        topics=(
+            f12.FetchTopic(
+                topic=topic,
+                partitions=(
+                    f12.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    return c.request(request).responses[0].partitions[0]
+
+
+def parse_batches(data: bytes, view: PartitionView) -> list[Batch]:
+    out = []
+    position = 0
+    while position + 12 <= len(data):
+        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+        end = position + 12 + length
+        if length < 49 or end > len(data):
+            break  # a partial batch at the end of a fetch answer is allowed by the protocol
+        raw = data[position:end]
+        base = int.from_bytes(raw[:8], "big", signed=True)
+        if crc32c(raw[21:]) != int.from_bytes(raw[17:21], "big"):
+            view.bad_crc.append(base)
+        else:
+            batch = DefaultRecordBatch(raw)
+            out.append(Batch(base, tuple(bytes(r.value) for r in batch)))
+        position = end
+    return out
+
+
+def read_partition(
+    bootstrap: str, topic: str, start: int = 0, limit: int = 10_000
+) -> PartitionView:
+    """Fetch from ``start`` up to the high watermark, or to the first error."""
+    view = PartitionView()
+    with WireClient(bootstrap) as c:
+        offset = start
+        for _ in range(limit):
+            part = fetch_once(c, topic, offset)
+            view.high_watermark = int(part.high_watermark)
+            view.log_start_offset = int(part.log_start_offset)
+            if part.error_code != 0:
+                view.error, view.error_offset = int(part.error_code), offset
+                break
+            batches = parse_batches(bytes(part.records), view)
+            if view.bad_crc or not batches:
+                break
+            view.batches.extend(batches)
+            last = batches[-1]
+            offset = last.base_offset + len(last.values)
+            if offset >= view.high_watermark:
+                break
+    return view
