@@ -119,6 +119,7 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             if not self.server.alive():
+                wl.ABORT.set()
                 return
             kb = self.server.rss_kb()
             label = self.label
@@ -128,6 +129,7 @@ class RssSampler:
                 self.killed = f"killed: resident set {kb // 1024} MB passed the guard"
                 log(f"{self.server.name}: {self.killed}")
                 self.server.kill()
+                wl.ABORT.set()
 
 
 # --------------------------------------------------------------------------- one workload
@@ -244,6 +246,7 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
             if workload == "hardware":
                 continue
             sampler.label = workload
+            wl.ABORT.clear()
             runs: list[dict[str, Any]] = []
             for i in range(ctx.args.runs):
                 if not server.alive():

@@ -13,6 +13,8 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,7 +135,7 @@ def kcat_produce(
     argv += _kcat_x(x)
     before = end_offset(bootstrap, topic)
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, timeout=time_limit, check=False)
+    proc = _run(argv, time_limit)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"kcat exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
@@ -159,7 +161,7 @@ def kcat_consume(
     # holds for fetch.wait.max.ms (500 ms by default) - a constant that is not throughput.
     argv += ["-X", "fetch.wait.max.ms=10", "-q", "-f", "%o\\n"]
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, timeout=time_limit, check=False)
+    proc = _run(argv, time_limit)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"kcat exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
@@ -171,14 +173,33 @@ def kcat_consume(
 
 # --------------------------------------------------------------------------- child processes
 
+#: Set (by the suite) when the server under test died or was killed: running clients stop
+#: instead of retrying a dead broker until their time limit.
+ABORT = threading.Event()
+
+
+def _run(argv: list[str], time_limit: float) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run(argv, capture_output=True)`` that also ends at ``ABORT``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        deadline = time.monotonic() + time_limit
+        while True:
+            try:
+                proc.wait(0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if ABORT.is_set() or time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    why = "the server died" if ABORT.is_set() else f"{time_limit:.0f} s passed"
+                    raise RuntimeError(f"{Path(argv[0]).name} stopped: {why}") from None
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
+
 
 def _child(role: str, args: dict[str, Any], time_limit: float) -> dict[str, Any]:
-    proc = subprocess.run(
-        [PYTHON, str(HERE / "workloads.py"), role, json.dumps(args)],
-        capture_output=True,
-        timeout=time_limit,
-        check=False,
-    )
+    proc = _run([PYTHON, str(HERE / "workloads.py"), role, json.dumps(args)], time_limit)
     if proc.returncode != 0:
         raise RuntimeError(f"{role} exited {proc.returncode}: {proc.stderr.decode()[-1500:]}")
     result: dict[str, Any] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
