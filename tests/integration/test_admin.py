@@ -225,7 +225,7 @@ def test_create_partitions_grows_and_refuses_to_shrink(
     assert "partition 3, leader 1" in kcat("-b", module_broker.bootstrap, "-L", "-t", "growing")
     # Plain acks=all producer: what is under test is the new partition, not idempotence
     # (tests/integration/test_idempotence.py covers that).
-    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap)
     producer.send("growing", b"in-the-new-partition", partition=3).get(TIMEOUT_S)
     producer.close()
     (record,) = read_from_beginning(module_broker.bootstrap, KTopicPartition("growing", 3), 1)

@@ -108,7 +108,6 @@ def test_kafka_python_every_codec(module_broker: Any) -> None:
         create_topic(module_broker.bootstrap, topic)
         producer = KafkaProducer(
             bootstrap_servers=module_broker.bootstrap,
-            enable_idempotence=False,
             acks="all",
             compression_type=None if codec == "none" else codec,
             linger_ms=5,
@@ -172,7 +171,7 @@ def test_aiokafka_every_codec(module_broker: Any) -> None:
         producer = AIOKafkaProducer(
             bootstrap_servers=module_broker.bootstrap,
             compression_type=None if codec == "none" else codec,
-            enable_idempotence=False,
+            enable_idempotence=True,
             acks="all",
         )
         await producer.start()
@@ -217,7 +216,7 @@ def _confluent_produce(bootstrap: str, topic: str, codec: str) -> None:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "enable.idempotence": False,
+            "enable.idempotence": True,
             "acks": "all",
             "compression.type": codec,
             "message.timeout.ms": 10000,

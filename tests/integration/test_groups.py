@@ -58,7 +58,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, prefix: str, count: int, partitions: int) -> set[str]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=5)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     values = [f"{prefix}-{i}" for i in range(count)]
     for i, v in enumerate(values):
         producer.send(topic, value=v.encode(), partition=i % partitions)

@@ -42,7 +42,7 @@ def setup(broker_factory: Any) -> Any:
     b = broker_factory(OVERRIDES)
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
     admin.create_topics([NewTopic("events", 4, 1), NewTopic("other", 2, 1)])
-    producer = KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=b.bootstrap)
     for i in range(40):
         producer.send("events", value=b"x", partition=i % 4)
     producer.flush()

@@ -203,8 +203,10 @@ def test_damage_below_recovery_point_raises_on_read(log_dir: Path) -> None:
     first.write_bytes(bytes(data))
     log = PartitionLog(log_dir, CONFIG, recovery_point=10**6)
     assert first.stat().st_size == len(data)
+    before = log.read(0, 1 << 20)  # the batch before the damage is still served, alone
+    assert before.size_in_bytes == second and before.last_offset is not None
     with pytest.raises(CorruptRecordError) as info:
-        log.read(0, 1 << 20)
+        log.read(before.last_offset + 1, 1 << 20)
     assert info.value.error_name == "CORRUPT_MESSAGE"
     log.close()
 
