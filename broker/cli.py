@@ -98,6 +98,7 @@ def serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _keep_test_libraries_out()
     try:
         config = load_broker_config(args.config, args.override)
         from broker.app import Broker
@@ -107,6 +108,17 @@ def serve(args: argparse.Namespace) -> int:
         print(f"tidelog: bad configuration: {exc}", file=sys.stderr)
         return 2
     return _run(_serve(broker))
+
+
+def _keep_test_libraries_out() -> None:
+    """Stop kio from loading Hypothesis into the broker process.
+
+    kio imports Hypothesis when it is installed (a dev or test environment) to register
+    strategies; in a broker that costs ~2 s of start-up and ~200 MB of RSS and serves nothing.
+    Marking the module absent makes kio's optional import fail fast.
+    """
+    if "kio" not in sys.modules:
+        sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:

@@ -44,6 +44,10 @@ __all__ = (
 )
 
 REGISTRY_FILE = "tidelog-topics.json"
+#: Most partitions one request may create (Kafka's controller limit, KAFKA-17870): a larger
+#: CreateTopics / CreatePartitions is refused with POLICY_VIOLATION before anything is made.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_TOPIC_NAME_LENGTH = 249
 #: Kafka's Long.MAX_VALUE: a flush setting at or above it means "never forced".
@@ -199,6 +203,8 @@ class Topics:
                 "INVALID_PARTITIONS",
                 "Number of partitions was set to an invalid non-positive value.",
             )
+        if num_partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise TopicError("POLICY_VIOLATION", EXCESSIVE_PARTITIONS)
         try:
             validate_topic_configs(configs)
             effective = effective_topic_config(self._config, configs)
@@ -225,8 +231,18 @@ class Topics:
             partitions=num_partitions,
             configs=MappingProxyType({k: str(v) for k, v in configs.items() if v is not None}),
         )
-        for partition in range(num_partitions):
-            self._logs.create_log(name, partition, log_config, info.topic_id)
+        try:
+            for partition in range(num_partitions):
+                self._logs.create_log(name, partition, log_config, info.topic_id)
+        except Exception:
+            # No half-created topic (EMFILE, ENOSPC...): the logs made so far go again.
+            for partition in range(num_partitions):
+                if self._logs.get_log(name, partition) is not None:
+                    try:
+                        self._logs.delete_log(name, partition)
+                    except Exception:
+                        log.exception("could not remove partition %d of %s", partition, name)
+            raise
         self._put(info)
         self.save()
         log.info(
@@ -263,6 +279,8 @@ class Topics:
                 f"Topic currently has {info.partitions} partitions, which is higher than or equal "
                 f"to the requested {total}.",
             )
+        if total - info.partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise TopicError("POLICY_VIOLATION", EXCESSIVE_PARTITIONS)
         if validate_only:
             return info
         log_config = self.log_config(name)

@@ -44,12 +44,20 @@ def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+#: The most one batch's records may inflate to when the broker itself decodes them (keys of a
+#: compacted topic on produce, timestamp look-ups). A whole batch is inflated in memory, in up
+#: to num.io.threads look-ups at once: a batch of zeros is a ~1000x "decompression bomb".
+#: Kafka divergence: Kafka streams records out of a compressed batch and has no such limit.
+BROKER_DECOMPRESS_LIMIT = 32 * 1024 * 1024
+
+
 def decompress(compression: int, data: bytes | memoryview) -> bytes:
-    """Decompress a batch's records section (codecs of ``storage.record_compression``)."""
+    """Decompress a batch's records section (codecs of ``storage.record_compression``); more
+    than ``BROKER_DECOMPRESS_LIMIT`` bytes of records is ``CorruptRecordError``."""
     if compression == 0:
         return bytes(data)
     try:
-        return _decompress(compression, bytes(data))
+        return _decompress(compression, bytes(data), limit=BROKER_DECOMPRESS_LIMIT)
     except ValueError as exc:  # RecordDecodeError
         raise CorruptRecordError(f"cannot decompress batch: {exc}") from exc
 

@@ -8,6 +8,7 @@ v5+ answers carry the partition count, replication factor and every topic config
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from datetime import timedelta
@@ -16,7 +17,7 @@ from typing import Any
 from kio.static.constants import uuid_zero
 
 from broker.handlers.base import HandlerSpec, RequestContext
-from broker.topics import TopicError
+from broker.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, TopicError
 from config.topic import describe_topic_configs
 from protocol.errors import ErrorCode, error_code_for
 from protocol.schema import build, response_types
@@ -139,8 +140,23 @@ def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only: bool
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     counts = Counter(t.name for t in request.topics)
+    default = ctx.broker.config.num_partitions
+    wanted = sum(
+        default if t.num_partitions == -1 else max(t.num_partitions, 0) for t in request.topics
+    )
+    if wanted > MAX_PARTITIONS_PER_REQUEST:  # as Kafka's controller: the whole request fails
+        return build(
+            types.CreateTopicsResponse,
+            throttle_time=timedelta(0),
+            topics=tuple(
+                _result(types, t.name, ErrorCode.policy_violation, EXCESSIVE_PARTITIONS)
+                for t in request.topics
+            ),
+        )
     results = []
-    for topic in request.topics:
+    for i, topic in enumerate(request.topics):
+        if i and not request.validate_only:
+            await asyncio.sleep(0)  # other connections are served between two creations
         if counts[topic.name] > 1:
             results.append(
                 _result(

@@ -435,24 +435,43 @@ def _bomb_batch(inflated: int) -> bytes:
 
 
 def test_decompression_bomb(env: FuzzEnv) -> None:
-    """256 MiB of zeros in ~250 KiB: stored or refused, never inflated into memory whole."""
+    """256 MiB of zeros in ~250 KiB: stored on a plain topic (never decoded on append),
+    refused on a compacted one (its keys would need the records), and eight timestamp look-ups
+    at once over it answer without inflating it whole: the broker decodes at most 32 MiB."""
     bomb = _bomb_batch(256 << 20)
-    for topic in (TOPIC, COMPACTED):
-        env.target.send(_produce(9, topic, bomb, -1), framed=True, label=f"bomb to {topic}")
-    lookup = lo8.ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=(
-            lo8.ListOffsetsTopic(
-                name=TOPIC,
-                partitions=(
-                    lo8.ListOffsetsPartition(partition_index=0, timestamp=1_700_000_000_000),
+    with WireClient(env.broker.bootstrap) as c:
+        for topic, code in ((TOPIC, 0), (COMPACTED, 2)):  # CORRUPT_MESSAGE
+            answer = c.request(
+                p9.ProduceRequest(
+                    transactional_id=None,
+                    acks=-1,
+                    timeout=timedelta(seconds=5),
+                    topic_data=(
+                        p9.TopicProduceData(
+                            name=topic,
+                            partition_data=(p9.PartitionProduceData(index=0, records=bomb),),
+                        ),
+                    ),
+                )
+            )
+            assert answer.responses[0].partition_responses[0].error_code == code, topic
+        lookup = lo8.ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=(
+                lo8.ListOffsetsTopic(
+                    name=TOPIC,
+                    partitions=(
+                        lo8.ListOffsetsPartition(partition_index=0, timestamp=1_700_000_000_000),
+                    ),
                 ),
             ),
-        ),
-    )
-    env.target.send(encode_request(lookup, 5), framed=True, label="list offsets over a bomb")
-    time.sleep(1.0)  # let the RSS watch see the aftermath
+        )
+        sent = [c.send(lookup) for _ in range(8)]
+        for cid in sent:
+            got, _ = c.receive()
+            assert got == cid
+    time.sleep(0.5)  # let the RSS watch see the aftermath
     env.assert_healthy()
 
 
