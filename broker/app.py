@@ -30,7 +30,7 @@ from broker.metrics import Metrics
 from broker.partitions import HighWatermarkWaiters
 from broker.producer_ids import ProducerIdManager
 from broker.router import Router
-from broker.server import ListenerServer
+from broker.server import ConnectionQuotas, ListenerServer
 from broker.topics import REGISTRY_FILE, Topics, log_config_from
 from config import BrokerConfig, ConfigError, parse_listener
 from config.topic import effective_topic_config
@@ -143,6 +143,10 @@ class Broker:
         install_group_coordinator(self)  # sets self.groups, joins self.services
         self.services.append(self.producer_ids)
         self.listeners: list[ListenerServer] = []
+        # max.connections / max.connections.per.ip, counted over every listener.
+        self.connection_quotas = ConnectionQuotas(
+            config.get_int("max.connections"), config.get_int("max.connections.per.ip")
+        )
         io_threads = max(1, min(config.get_int("num.io.threads"), 8))
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=io_threads, thread_name_prefix="tidelog-io"
@@ -237,7 +241,13 @@ class Broker:
         max_request = self.config.socket_request_max_bytes
         for endpoint in self.endpoints:
             server = ListenerServer(
-                endpoint.name, endpoint.bind_host, endpoint.bind_port, self.router, max_request
+                endpoint.name,
+                endpoint.bind_host,
+                endpoint.bind_port,
+                self.router,
+                max_request,
+                quotas=self.connection_quotas,
+                idle_ms=self.config.get_int("connections.max.idle.ms"),
             )
             await server.start()
             self.listeners.append(server)

@@ -31,6 +31,7 @@ from broker.handlers.base import HandlerSpec, RequestContext
 from broker.metrics import metrics_of
 from protocol import codec
 from protocol.errors import ErrorCode, FrameDecodeError
+from protocol.lean_produce import parse_produce_frame
 from protocol.schema import top_level_error_response
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidelog.router")
 
 __all__ = ("Close", "Outcome", "Router", "discover_handlers")
+
+PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,24 @@ class Router:
                 f"unsupported version {api_version} of {spec.name} "
                 f"(supported {spec.min_version}-{spec.max_version})"
             )
+        if api_key == PRODUCE_KEY:
+            # One bounds-checked pass, no kio dataclasses; None (something unusual) or a
+            # malformed frame takes the generic path below, which answers as it always did.
+            try:
+                lean = parse_produce_frame(frame)
+            except FrameDecodeError:
+                lean = None
+            if lean is not None:
+                ctx = RequestContext(
+                    api_key,
+                    api_version,
+                    correlation_id,
+                    lean[1],
+                    client_host,
+                    client_port,
+                    self.broker,
+                )
+                return self._run(spec, ctx, lean[2])
         try:
             header, offset = codec.decode_request_header(frame)
             request = codec.decode_request(frame, api_key, api_version, offset)
@@ -202,8 +223,12 @@ class Router:
             header = codec.encode_response_header(
                 ctx.correlation_id, codec.response_header_version(ctx.api_key, ctx.api_version)
             )
-            size = len(header) + sum(len(c) for c in response.chunks)
-            return [codec.frame_size(size) + header, *response.chunks]
+            chunks = response.chunks
+            if len(chunks) == 1 and type(chunks[0]) is bytes and len(chunks[0]) <= 65536:
+                # a small answer (Produce): one bytes object, one plain write
+                return codec.frame_size(len(header) + len(chunks[0])) + header + chunks[0]
+            size = len(header) + sum(len(c) for c in chunks)
+            return [codec.frame_size(size) + header, *chunks]
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
 
     def _error_answer(self, ctx: RequestContext, request: Any) -> Answer:

@@ -10,6 +10,13 @@ written strictly in request order.
 Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
 or too many requests of this connection are still unanswered, we stop reading from the client
 until the buffer drains (``resume_writing``) and the answers catch up.
+
+Limits (``ConnectionQuotas``, shared by all listeners): a connection past ``max.connections``
+or past ``max.connections.per.ip`` for its address is closed as soon as it is accepted, as
+Kafka closes a connection over its per-IP quota, and counts are released when a connection
+closes. Kafka divergence: at ``max.connections`` Kafka's acceptor waits for a free slot instead
+of closing. A connection that sent nothing and has no answer pending for longer than
+``connections.max.idle.ms`` is closed by a periodic check on the loop (-1: never).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import collections
 import logging
 import socket
 import struct
+import time
 from collections.abc import Generator
 from typing import Any, cast
 
@@ -27,13 +35,47 @@ from broker.router import Answer, Close, Router
 
 log = logging.getLogger("tidelog.server")
 
-__all__ = ("KafkaConnection", "ListenerServer")
+__all__ = ("ConnectionQuotas", "KafkaConnection", "ListenerServer")
 
 _SIZE = struct.Struct(">i")
 #: Unanswered requests per connection before we stop reading from it.
 MAX_IN_FLIGHT = 128
 #: Write-buffer high-water mark (bytes queued in the transport before pause_writing).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class ConnectionQuotas:
+    """``max.connections`` (over every listener) and ``max.connections.per.ip``."""
+
+    def __init__(self, max_connections: int, max_per_ip: int) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        self.refused = 0
+        self.peak = 0
+
+    def admit(self, host: str) -> str | None:
+        """Count a new connection from ``host``; returns why it is refused (then not counted)."""
+        if self.total >= self.max_connections:
+            self.refused += 1
+            return f"max.connections ({self.max_connections}) reached"
+        count = self.per_ip.get(host, 0)
+        if count >= self.max_per_ip:
+            self.refused += 1
+            return f"{host} already has max.connections.per.ip ({self.max_per_ip}) connections"
+        self.total += 1
+        self.peak = max(self.peak, self.total)
+        self.per_ip[host] = count + 1
+        return None
+
+    def release(self, host: str) -> None:
+        self.total -= 1
+        count = self.per_ip.get(host, 0) - 1
+        if count > 0:
+            self.per_ip[host] = count
+        else:
+            self.per_ip.pop(host, None)
 
 
 class _Ready:
@@ -98,8 +140,10 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
+        self._admitted = False
         self.peer_host = "?"
         self.peer_port = 0
+        self.last_active = 0.0  # loop time of the last byte in or answer out
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -110,6 +154,14 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        refused = self._server.quotas.admit(self.peer_host)
+        if refused is not None:
+            log.info("refused connection from %s:%d: %s", self.peer_host, self.peer_port, refused)
+            self._closing = True
+            transport.close()
+            return
+        self._admitted = True
+        self.last_active = self._server.now()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -121,6 +173,10 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics.connection_opened()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return
+        self._admitted = False
+        self._server.quotas.release(self.peer_host)
         self._server.connections.discard(self)
         self._metrics.connection_closed()
         self._closing = True
@@ -145,6 +201,7 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics.bytes_in(len(data))
         if self._closing:
             return
+        self.last_active = self._server.now()
         if self._buffer:
             self._buffer += data
             if len(self._buffer) < self._need:
@@ -234,6 +291,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if answer is None:
             return
+        self.last_active = self._server.now()
         if isinstance(answer, Close):
             self.close(answer.reason)
         elif isinstance(answer, bytes):
@@ -264,6 +322,10 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the last byte in or answer out; 0 while an answer is owed."""
+        return 0.0 if self._pending else now - self.last_active
 
     def _after_drain_close(self) -> None:
         if self._closing and not self._pending:
@@ -304,15 +366,31 @@ class ListenerServer:
     """One listening socket (one entry of ``listeners``) and its connections."""
 
     def __init__(
-        self, name: str, host: str, port: int, router: Router, max_request_bytes: int
+        self,
+        name: str,
+        host: str,
+        port: int,
+        router: Router,
+        max_request_bytes: int,
+        *,
+        quotas: ConnectionQuotas | None = None,
+        idle_ms: int = -1,
     ) -> None:
         self.name = name
         self.host = host
         self.port = port
         self.router = router
         self.max_request_bytes = max_request_bytes
+        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
+        self.idle_ms = idle_ms
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.Server | None = None
+        self._idle_check: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def now() -> float:
+        """The clock of idle times (monotonic seconds)."""
+        return time.monotonic()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -326,10 +404,31 @@ class ListenerServer:
         sockets = self._server.sockets
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
+        if self.idle_ms >= 0:
+            self._idle_check = asyncio.ensure_future(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """Close connections idle past ``connections.max.idle.ms`` (a scan every quarter)."""
+        limit_s = self.idle_ms / 1000
+        tick = min(max(limit_s / 4, 0.05), 10.0)
+        while True:
+            await asyncio.sleep(tick)
+            now = self.now()
+            for connection in [c for c in self.connections if c.idle_for(now) > limit_s]:
+                log.debug(
+                    "closing connection from %s:%d: idle for more than %d ms "
+                    "(connections.max.idle.ms)",
+                    connection.peer_host,
+                    connection.peer_port,
+                    self.idle_ms,
+                )
+                connection.close()
 
     def stop_accepting(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._idle_check is not None:
+            self._idle_check.cancel()
 
     async def finish_connections(self, timeout: float) -> None:
         connections = list(self.connections)

@@ -12,6 +12,7 @@ matter only after a leader change, which a single node never has.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ __all__ = (
     "ProducePartitionAnswer",
     "encode_fetch_body",
     "encode_produce_body",
+    "encode_produce_one",
 )
 
 _I16 = struct.Struct(">h")
@@ -29,6 +31,7 @@ _I32 = struct.Struct(">i")
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, HW, LSO
 _I64 = struct.Struct(">q")
 _PRODUCE_PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_PRODUCE_PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +160,46 @@ def encode_produce_body(
     if flexible:
         out += b"\x00"
     return bytes(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _produce_one_prefix(version: int, name: str) -> bytes:
+    flexible = version >= 9
+    return _array_len(1, flexible) + _string(name, flexible) + _array_len(1, flexible)
+
+
+def encode_produce_one(
+    version: int,
+    name: str,
+    index: int,
+    error_code: int,
+    base_offset: int,
+    log_append_time_ms: int = -1,
+    log_start_offset: int = -1,
+    error_message: str | None = None,
+) -> bytes:
+    """``encode_produce_body`` for the common one-topic, one-partition answer (same bytes)."""
+    prefix = _produce_one_prefix(version, name)
+    if version >= 9:
+        if error_message is None:
+            tail = b"\x01\x00\x00\x00\x00\x00\x00\x00\x00"  # errors, message, tags, throttle
+        else:
+            tail = b"\x01" + _string(error_message, True) + b"\x00" * 7
+        return (
+            prefix
+            + _PRODUCE_PARTITION_V5.pack(
+                index, error_code, base_offset, log_append_time_ms, log_start_offset
+            )
+            + tail
+        )
+    if version >= 8:
+        tail = b"\x00\x00\x00\x00" + _nullable_string(error_message, False) + b"\x00\x00\x00\x00"
+    else:
+        tail = b"\x00\x00\x00\x00"  # throttle time
+    if version >= 5:
+        part = _PRODUCE_PARTITION_V5.pack(
+            index, error_code, base_offset, log_append_time_ms, log_start_offset
+        )
+    else:
+        part = _PRODUCE_PARTITION.pack(index, error_code, base_offset, log_append_time_ms)
+    return prefix + part + tail

@@ -18,6 +18,7 @@ Threading: pure functions.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from .batch import BATCH_HEADER_SIZE, RecordBatchHeader
@@ -49,6 +50,8 @@ def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
 #: to num.io.threads look-ups at once: a batch of zeros is a ~1000x "decompression bomb".
 #: Kafka divergence: Kafka streams records out of a compressed batch and has no such limit.
 BROKER_DECOMPRESS_LIMIT = 32 * 1024 * 1024
+#: ... and at most two such batches are inflated at once (their memory adds up).
+_INFLATING = threading.BoundedSemaphore(2)
 
 
 def decompress(compression: int, data: bytes | memoryview) -> bytes:
@@ -57,9 +60,13 @@ def decompress(compression: int, data: bytes | memoryview) -> bytes:
     if compression == 0:
         return bytes(data)
     try:
-        return _decompress(compression, bytes(data), limit=BROKER_DECOMPRESS_LIMIT)
+        with _INFLATING:
+            return _decompress(compression, bytes(data), limit=BROKER_DECOMPRESS_LIMIT)
     except ValueError as exc:  # RecordDecodeError
-        raise CorruptRecordError(f"cannot decompress batch: {exc}") from exc
+        reason = str(exc)
+    # Raised outside the handler: the failed decompression's frames (and its partial output,
+    # up to the limit) must not live on in this exception's traceback chain.
+    raise CorruptRecordError(f"cannot decompress batch: {reason}")
 
 
 def record_timestamps(header: RecordBatchHeader, batch: bytes) -> Iterator[tuple[int, int]]:

@@ -155,8 +155,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     results = []
     for i, topic in enumerate(request.topics):
-        if i and not request.validate_only:
-            await asyncio.sleep(0)  # other connections are served between two creations
+        if i:
+            await asyncio.sleep(0)  # other connections are served between two topics
         if counts[topic.name] > 1:
             results.append(
                 _result(

@@ -150,7 +150,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
         )
     wanted = _requested(ctx, request)
-    max_bytes = max(int(request.max_bytes), 0)
+    # As Kafka: never more than fetch.max.bytes per answer, whatever the client asks for (the
+    # answer is read into memory; one fetch of a huge max_bytes must not read a whole log).
+    max_bytes = max(min(int(request.max_bytes), ctx.broker.config.get_int("fetch.max.bytes")), 0)
     min_bytes = int(request.min_bytes)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait.total_seconds(), 0.0)
