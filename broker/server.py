@@ -208,10 +208,21 @@ class KafkaConnection(asyncio.Protocol):
                 return
             data = bytes(self._buffer)
             self._buffer = bytearray()
+        self._take_frames(data)
+
+    def _take_frames(self, data: bytes) -> None:
+        """Dispatch the complete frames of ``data``; keep the rest in the buffer.
+
+        Stops at MAX_IN_FLIGHT unanswered requests or a full write buffer, even inside one
+        read: pipelined requests left in the buffer are taken when answers drain
+        (``_update_reading``), so a client that never reads holds at most MAX_IN_FLIGHT answers.
+        """
         view = memoryview(data)  # read-only: kio accepts it, frames are zero-copy slices
         pos = 0
         end = len(data)
         while end - pos >= 4:
+            if self._write_paused or len(self._pending) >= MAX_IN_FLIGHT:
+                break
             (size,) = _SIZE.unpack_from(data, pos)
             if size < 0 or size > self._max_request:
                 self.close(
@@ -312,6 +323,10 @@ class KafkaConnection(asyncio.Protocol):
         elif not pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+        if not pause and self._buffer and len(self._buffer) >= self._need:
+            data = bytes(self._buffer)  # complete frames held back by backpressure
+            self._buffer = bytearray()
+            self._take_frames(data)
 
     # ------------------------------------------------------------------ closing
 

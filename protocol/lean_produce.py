@@ -128,8 +128,12 @@ def parse_produce_frame(
             return None  # header tagged fields: the generic path
         pos += 1
         # -- body, flexible: compact strings / arrays, tagged fields
-        n, pos = _uvarint(buf, pos, end)
-        n -= 1
+        if pos < end and buf[pos] < 0x80:  # one-byte varints inline: the common case
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos, end)
+            n -= 1
         transactional_id: str | None
         if n < 0:
             transactional_id = None
@@ -142,8 +146,12 @@ def parse_produce_frame(
             raise _truncated(pos, end)
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
         pos += 6
-        topic_count, pos = _uvarint(buf, pos, end)
-        topic_count -= 1
+        if pos < end and buf[pos] < 0x80:
+            topic_count = buf[pos] - 1
+            pos += 1
+        else:
+            topic_count, pos = _uvarint(buf, pos, end)
+            topic_count -= 1
         if topic_count < 0:
             raise FrameDecodeError("null topic_data in a produce request")
         # each topic takes at least 3 bytes (name length, partition count, tagged fields)
@@ -151,16 +159,24 @@ def parse_produce_frame(
             raise FrameDecodeError(f"{topic_count} topics cannot fit in {end - pos} bytes")
         topics: list[LeanTopicData] = []
         for _ in range(topic_count):
-            n, pos = _uvarint(buf, pos, end)
-            n -= 1
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos] - 1
+                pos += 1
+            else:
+                n, pos = _uvarint(buf, pos, end)
+                n -= 1
             if n < 0:
                 raise FrameDecodeError("null topic name in a produce request")
             if pos + n > end:
                 raise _truncated(pos, end)
             name = _text(buf, pos, n)
             pos += n
-            count, pos = _uvarint(buf, pos, end)
-            count -= 1
+            if pos < end and buf[pos] < 0x80:
+                count = buf[pos] - 1
+                pos += 1
+            else:
+                count, pos = _uvarint(buf, pos, end)
+                count -= 1
             if count < 0:
                 raise FrameDecodeError("null partition_data in a produce request")
             # each partition takes at least 6 bytes (index, records length, tagged fields)

@@ -40,6 +40,7 @@ sees a prefix of the entries, which is always a valid index).
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import struct
 import sys
@@ -368,7 +369,7 @@ class TimeIndex(_Index):
             tss = timestamps.tolist()
             offs = offsets.tolist()
             # Timestamps strictly increase (maybe_append): a zero-filled file is no index.
-            if any(b <= a for a, b in zip(tss, tss[1:])) or offs != sorted(offs):
+            if any(b <= a for a, b in itertools.pairwise(tss)) or offs != sorted(offs):
                 raise IndexCorruptError(f"{self.path}: entries are not monotonic")
         self._timestamps = timestamps
         self._offsets = offsets

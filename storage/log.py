@@ -190,9 +190,16 @@ class PartitionLog:
         if config.compact_enabled:  # Kafka's LogValidator: keys only, compacted topics only
             require_record_keys(records, batches)
         append_time = now if config.log_append_time else None
+        # Producer state looks only at idempotent batches (producer id >= 0): skip it for the
+        # common single non-idempotent batch (batches is never empty).
+        idempotent = len(batches) > 1 or batches[0][1].producer_id >= 0
         with self._lock:
             self._check_open()
-            if (duplicate := self.producer_state.check_append(h for _, h in batches)) is not None:
+            if (
+                idempotent
+                and (duplicate := self.producer_state.check_append(h for _, h in batches))
+                is not None
+            ):
                 return duplicate_append_info(duplicate, self._log_start_offset, config)
             prepared = prepare_append(
                 records,
@@ -210,7 +217,8 @@ class PartitionLog:
             ):
                 segment = self._roll_locked(now)
             segment.append(prepared, config.index_interval_bytes, now)
-            self.producer_state.update(prepared.headers)
+            if idempotent:
+                self.producer_state.update(prepared.headers)
             self._log_end_offset = prepared.last_offset + 1
             if not config.holds_high_watermark:
                 self._high_watermark = self._log_end_offset

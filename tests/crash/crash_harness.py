@@ -90,6 +90,8 @@ class ChaosReport:
     lookups: int = 0
     segments_cut: int = 0
     retention_deletions: int = 0
+    #: What the kills interrupted, seen in the files a kill left (see ``_crash_state``).
+    interrupted: dict[str, int] = field(default_factory=dict)
     broker_errors: int = 0
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -121,6 +123,7 @@ class ChaosReport:
             f"tails-cut={self.segments_cut} "
             f"retention-deletions={self.retention_deletions} "
             f"retained-away={self.retained_away} broker-errors={self.broker_errors} "
+            f"interrupted={self.interrupted} commit-errors={self.commit_errors} "
             f"problems={len(self.problems)} seconds={self.seconds:.0f}"
         )
 
@@ -149,6 +152,23 @@ def _kill_during_startup(broker: BrokerProcess, delay: float) -> bool:
     if proc is not None:
         proc.wait(30)
     return killed
+
+
+def _crash_state(log_dir: Path) -> list[str]:
+    """What a kill interrupted, from the files it left: a checkpoint or snapshot being written
+    (a ``.tmp`` file), a roll (a new, still empty segment), a retention's deletion (a
+    ``.deleted`` segment awaiting removal)."""
+    found = set()
+    for path in log_dir.rglob("*"):
+        if path.name.endswith(".tmp"):
+            found.add("file-write" if path.parent == log_dir else "snapshot-write")
+        elif path.name.endswith(".deleted"):
+            found.add("retention-delete")
+    for part in log_dir.iterdir():
+        logs = sorted(part.glob("*.log")) if part.is_dir() else []
+        if len(logs) > 1 and logs[-1].stat().st_size == 0:
+            found.add("roll")
+    return sorted(found)
 
 
 def _create_topics(bootstrap: str) -> None:
@@ -206,8 +226,14 @@ def run_chaos(
             workers.append(consumer)
             for w in workers:
                 w.start()
+            # The first kill waits for the group's first acknowledged commit (join takes ~1 s).
+            deadline = time.monotonic() + 30
+            while not ledger.commits_acked and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not ledger.commits_acked:
+                report.problems.append(f"no offset commit acknowledged in 30 s: {consumer.error!r}")
             log_seen = 0
-            while report.kills < kills:
+            while report.kills < kills and report.ok:
                 report.rounds += 1
                 time.sleep(rng.uniform(*run_s))
                 broker.kill()
@@ -216,6 +242,8 @@ def run_chaos(
                 with ledger.lock:
                     commits_at_kill = dict(ledger.commits_acked)
                 time.sleep(rng.uniform(0.0, 0.3))
+                for what in _crash_state(log_dir):
+                    report.interrupted[what] = report.interrupted.get(what, 0) + 1
                 # The crash state: segments that are not the last must have complete indexes
                 # (the last one is rebuilt by recovery in any case).
                 check_indexes(
@@ -248,7 +276,7 @@ def run_chaos(
                 w.resume()
                 w.stop()
             for w in workers:
-                if w.error is not None:
+                if w.error is not None and not any(w.name in p for p in report.problems):
                     report.problems.append(f"{w.name} died: {w.error!r}\n{w.error_trace}")
             if broker.running:
                 code = broker.stop()
@@ -281,6 +309,10 @@ def _check_round(
     report: ChaosReport,
     rng: random.Random,
 ) -> None:
+    for w in workers:
+        if w.error is not None:
+            report.problems.append(f"{w.name} died: {w.error!r}\n{w.error_trace}")
+            return
     # 1. Commits acknowledged before the kill survived it.
     if not consumer.wait_idle(QUIET_TIMEOUT_S):
         report.problems.append("the group consumer did not park after the restart")

@@ -87,8 +87,9 @@ def _segment_bytes_are_whole_batches(part_dir: Path) -> int:
 
 
 def test_disk_full_fails_produce_cleanly_and_recovers(small_disk: Path) -> None:
-    data = small_disk / "data"
-    data.mkdir()
+    (small_disk / "data").mkdir()
+    data = small_disk.parent / "data"  # the broker's own log file goes next to it, off the tmpfs
+    data.symlink_to(small_disk / "data")
     broker = BrokerProcess(data, SETTINGS)
     broker.start()
     try:
