@@ -83,17 +83,20 @@ def resolve_endpoints(config: BrokerConfig) -> list[Endpoint]:
     listeners = config.listeners
     if not listeners:
         raise ConfigError("listeners", "'listeners' must name at least one PLAINTEXT://host:port")
+    protocols = config.listener_protocols
     advertised_raw = config.advertised_listeners
     advertised: dict[str, tuple[str, int]] = {}
     for item in advertised_raw:
-        advertised[item.partition("://")[0].upper()] = parse_listener(item, "advertised.listeners")
+        advertised[item.partition("://")[0].upper()] = parse_listener(
+            item, "advertised.listeners", protocols
+        )
     endpoints = []
     for i, item in enumerate(listeners):
         name = item.partition("://")[0].upper()
-        host, port = parse_listener(item, "listeners")
+        host, port = parse_listener(item, "listeners", protocols)
         bind_host = host or DEFAULT_BIND_HOST
         adv_host, adv_port = advertised.get(name) or (
-            parse_listener(advertised_raw[i], "advertised.listeners")
+            parse_listener(advertised_raw[i], "advertised.listeners", protocols)
             if i < len(advertised_raw)
             else (host, port)
         )
@@ -166,7 +169,14 @@ class Broker:
 
     @property
     def advertised(self) -> Endpoint:
-        """The endpoint Metadata answers name (the first listener)."""
+        """The first listener's endpoint (for answers that come from no listener)."""
+        return self.endpoints[0]
+
+    def endpoint_for(self, listener_name: str) -> Endpoint:
+        """The endpoint a client on ``listener_name`` is told about (Kafka: same listener)."""
+        for endpoint in self.endpoints:
+            if endpoint.name == listener_name:
+                return endpoint
         return self.endpoints[0]
 
     def advertised_port(self, endpoint: Endpoint) -> int:

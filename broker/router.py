@@ -120,7 +120,13 @@ class Router:
             ranges.append((k, min(low, s.min_version), s.max_version))
         return ranges
 
-    def dispatch(self, frame: bytes | memoryview, client_host: str, client_port: int) -> Outcome:
+    def dispatch(
+        self,
+        frame: bytes | memoryview,
+        client_host: str,
+        client_port: int,
+        listener_name: str = "",
+    ) -> Outcome:
         """Decode one request frame; returns an immediate outcome or a coroutine to run.
 
         Decoding happens here, synchronously, so the caller may drop ``frame`` right after.
@@ -160,6 +166,7 @@ class Router:
                     client_host,
                     client_port,
                     self.broker,
+                    listener_name,
                 )
                 return self._run(spec, ctx, lean[2])
         try:
@@ -175,6 +182,7 @@ class Router:
             client_host=client_host,
             client_port=client_port,
             broker=self.broker,
+            listener_name=listener_name,
         )
         return self._run(spec, ctx, request)
 

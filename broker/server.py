@@ -234,7 +234,9 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
-            self._submit(self._router.dispatch(frame, self.peer_host, self.peer_port))
+            self._submit(
+                self._router.dispatch(frame, self.peer_host, self.peer_port, self._server.name)
+            )
             if self._closing:
                 return
         if pos < end:

@@ -83,6 +83,10 @@ class BrokerConfig:
         return _as_list(self.get("listeners"))
 
     @property
+    def listener_protocols(self) -> dict[str, str]:
+        return parse_protocol_map(self.get("listener.security.protocol.map"))
+
+    @property
     def advertised_listeners(self) -> list[str]:
         adv = self.get("advertised.listeners")
         return _as_list(adv) if adv else self.listeners
@@ -160,22 +164,72 @@ def _canonical(name: str) -> str:
 
 
 def _check_cross(values: Mapping[str, object]) -> None:
+    protocol_map = parse_protocol_map(values.get("listener.security.protocol.map"))
+    names: dict[str, list[str]] = {}
     for name in ("listeners", "advertised.listeners"):
+        seen = names.setdefault(name, [])
         for listener in _as_list(values.get(name) or []):
-            parse_listener(listener, name)
+            parse_listener(listener, name, protocol_map)
+            listener_name = listener.partition("://")[0].upper()
+            if listener_name in seen:
+                raise ConfigError(
+                    name,
+                    f"Listener name {listener_name} appears twice in '{name}': each listener "
+                    "needs its own name (map extra names in listener.security.protocol.map).",
+                )
+            seen.append(listener_name)
+    unknown = [n for n in names.get("advertised.listeners", []) if n not in names["listeners"]]
+    if unknown and values.get("advertised.listeners"):
+        raise ConfigError(
+            "advertised.listeners",
+            f"advertised.listeners names {', '.join(unknown)}, which is not in listeners "
+            f"({', '.join(names['listeners'])}).",
+        )
 
 
-def parse_listener(listener: str, name: str = "listeners") -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` -> (host, port); an empty host means every interface."""
+def parse_protocol_map(raw: object) -> dict[str, str]:
+    """``listener.security.protocol.map`` as {listener name: security protocol}."""
+    out: dict[str, str] = {}
+    for item in _as_list(raw or []):
+        listener_name, sep, protocol = item.partition(":")
+        if not sep or not listener_name.strip() or not protocol.strip():
+            raise ConfigError(
+                "listener.security.protocol.map",
+                f"Invalid entry {item!r} in 'listener.security.protocol.map': write NAME:PROTOCOL.",
+            )
+        out[listener_name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+_DEFAULT_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+_DEFAULT_PROTOCOLS.update(SASL_PLAINTEXT="SASL_PLAINTEXT", SASL_SSL="SASL_SSL")
+
+
+def parse_listener(
+    listener: str, name: str = "listeners", protocol_map: Mapping[str, str] | None = None
+) -> tuple[str, int]:
+    """``NAME://host:port`` -> (host, port); an empty host means every interface.
+
+    ``NAME`` is a listener name whose security protocol (``listener.security.protocol.map``)
+    must be PLAINTEXT, the only one tidelog serves.
+    """
+    protocols = _DEFAULT_PROTOCOLS if protocol_map is None else protocol_map
     scheme, sep, rest = listener.partition("://")
     if not sep:
         raise ConfigError(
             name, f"Invalid listener {listener!r} in '{name}': write it as PLAINTEXT://host:port."
         )
-    if scheme.upper() not in ("PLAINTEXT",):
+    protocol = protocols.get(scheme.upper())
+    if protocol is None:
         raise ConfigError(
             name,
-            f"Unsupported listener security protocol {scheme!r} in '{name}': "
+            f"Listener name {scheme!r} in '{name}' has no security protocol: add "
+            f"{scheme.upper()}:PLAINTEXT to listener.security.protocol.map.",
+        )
+    if protocol != "PLAINTEXT":
+        raise ConfigError(
+            name,
+            f"Unsupported listener security protocol {protocol!r} for {scheme!r} in '{name}': "
             "tidelog serves PLAINTEXT only.",
         )
     host, colon, port_s = rest.rpartition(":")

@@ -91,6 +91,14 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "clients reach the broker by another name (docker, NAT).",
         importance="high",
     ),
+    _b(
+        "listener.security.protocol.map",
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener name to security protocol, NAME:PROTOCOL pairs. Names other than PLAINTEXT "
+        "(INTERNAL, EXTERNAL, ...) let one broker listen twice and tell each client the "
+        "address of the listener it came in on. tidelog serves PLAINTEXT only.",
+    ),
     _b("broker.rack", "string", None, "Rack of this broker, shown in Metadata.", importance="low"),
     _b(
         "socket.request.max.bytes",

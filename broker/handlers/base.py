@@ -37,6 +37,9 @@ class RequestContext:
     client_host: str
     client_port: int
     broker: Broker
+    #: The name of the listener the request came in on (``PLAINTEXT``, ``EXTERNAL``...); the
+    #: broker's own address in answers is that listener's advertised one, as in Kafka.
+    listener_name: str = ""
 
 
 HandleFn = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -48,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     brokers: tuple[Any, ...] = ()
     operations = OPERATIONS_NOT_REQUESTED
     if error == ErrorCode.none:
-        endpoint = broker.advertised
+        endpoint = broker.endpoint_for(ctx.listener_name)
         rack = broker.config.get("broker.rack")
         brokers = (
             build(

@@ -27,7 +27,7 @@ def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, in
     if key_type == GROUP and coordinator(ctx) is None:
         return ErrorCode.coordinator_not_available, -1, "", -1
     broker = ctx.broker
-    endpoint = broker.advertised
+    endpoint = broker.endpoint_for(ctx.listener_name)
     port = broker.advertised_port(endpoint)
     return ErrorCode.none, broker.node_id, endpoint.advertised_host, port
 

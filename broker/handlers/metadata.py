@@ -124,7 +124,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answers.append(_error_topic(types, name, error_code_for(exc.error_name)))
                 continue
             answers.append(_topic(types, ctx, info, include_ops))
-    endpoint = broker.advertised
+    endpoint = broker.endpoint_for(ctx.listener_name)
     rack = broker.config.get("broker.rack")
     brokers = (
         build(

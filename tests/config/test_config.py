@@ -151,3 +151,43 @@ def test_reference_lists_every_setting() -> None:
     text = render_reference_markdown()
     for name in BROKER_CONFIGS:
         assert f"`{name}`" in text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (["listeners=INTERNAL://127.0.0.1:9092"], "add INTERNAL:PLAINTEXT to"),
+        (
+            [
+                "listeners=PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093",
+            ],
+            "appears twice",
+        ),
+        (
+            [
+                "listeners=PLAINTEXT://127.0.0.1:9092",
+                "advertised.listeners=EXTERNAL://example:9092",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            ],
+            "not in listeners",
+        ),
+        (["listener.security.protocol.map=INTERNAL"], "NAME:PROTOCOL"),
+    ],
+)
+def test_listener_names_are_checked(overrides: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, overrides, {})
+    assert fragment in str(info.value)
+
+
+def test_named_listeners_with_a_protocol_map() -> None:
+    cfg = load_broker_config(
+        None,
+        [
+            "listeners=INTERNAL://:9092,EXTERNAL://:9093",
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        ],
+        {},
+    )
+    assert cfg.listener_protocols == {"INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}
+    assert cfg.advertised_listeners == cfg.listeners
