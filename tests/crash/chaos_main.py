@@ -2,7 +2,7 @@
 
     scripts/chaos                     200 SIGKILLs under load (crash_harness), figures at the end
     scripts/chaos --kills 50 --seed 7 fewer kills, a replayable run
-    scripts/chaos --fuzz              the fuzz module with TIDELOG_FUZZ_SCALE=20 (~50k inputs)
+    scripts/chaos --fuzz              the fuzz module with CHAOS_FUZZ_SCALE=20 (~50k inputs)
     scripts/chaos --fuzz --fuzz-scale 5 --kills 0
 
 Exit status 0 when every run found nothing wrong.
@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
             _say(f"  problem: {problem}")
         failed |= not report.ok
     if args.fuzz:
-        env = dict(os.environ, TIDELOG_FUZZ_SCALE=str(args.fuzz_scale))
+        env = dict(os.environ, CHAOS_FUZZ_SCALE=str(args.fuzz_scale))
         command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
         command += ["-o", "addopts=--strict-markers", "--timeout=7200", "tests/fuzz"]
-        _say(f"fuzz: {' '.join(command[1:])} (TIDELOG_FUZZ_SCALE={args.fuzz_scale})")
+        _say(f"fuzz: {' '.join(command[1:])} (CHAOS_FUZZ_SCALE={args.fuzz_scale})")
         failed |= subprocess.run(command, cwd=ROOT, env=env).returncode != 0
     return 1 if failed else 0
 

@@ -1,7 +1,7 @@
 """Crash consistency: SIGKILL under load loses no acknowledged record (see ``crash_harness``).
 
 The default run does a few kills (about 30 s); the ``slow`` one 30 (``scripts/chaos --kills N``
-runs as many as asked). ``TIDELOG_CHAOS_SEED`` replays a run; every run prints its seed.
+runs as many as asked). ``CHAOS_SEED`` replays a run; every run prints its seed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.crash
 
 
 def _seed() -> int | None:
-    value = os.environ.get("TIDELOG_CHAOS_SEED")
+    value = os.environ.get("CHAOS_SEED")
     return int(value) if value else None
 
 

@@ -20,7 +20,7 @@ from broker.router import discover_handlers
 from protocol import codec
 from protocol.errors import FrameDecodeError
 
-SCALE = float(os.environ.get("TIDELOG_FUZZ_SCALE", "1"))
+SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))
 register()
 
 

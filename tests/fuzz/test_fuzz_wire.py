@@ -14,7 +14,7 @@ under ``RSS_LIMIT_MIB`` above where it started. Inputs:
 - bad topic names, requests naming thousands of topics, oversized batches and frames,
   a compressed batch that inflates to 256 MiB.
 
-``TIDELOG_FUZZ_SCALE`` multiplies the example counts (``scripts/chaos --fuzz`` sets it); the
+``CHAOS_FUZZ_SCALE`` multiplies the example counts (``scripts/chaos --fuzz`` sets it); the
 default keeps the module well under 90 s.
 """
 
@@ -52,7 +52,7 @@ from fault_wire import read_partition
 
 from broker.router import discover_handlers
 
-SCALE = float(os.environ.get("TIDELOG_FUZZ_SCALE", "1"))
+SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))
 RSS_LIMIT_MIB = 400
 TOPIC = "fuzz"
 COMPACTED = "fuzz-compacted"
@@ -66,7 +66,7 @@ SETTINGS = {
 
 
 def fuzz_settings(examples: int) -> settings:
-    """``examples`` times ``TIDELOG_FUZZ_SCALE``; no deadline (a broker answers in its time)."""
+    """``examples`` times ``CHAOS_FUZZ_SCALE``; no deadline (a broker answers in its time)."""
     return settings(
         max_examples=max(1, int(examples * SCALE)),
         deadline=None,
