@@ -40,10 +40,11 @@ from pathlib import Path
 from .batch import prepare_append, validate_records
 from .cleaner.records import require_record_keys
 from .config import LogConfig
-from .errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from .info import AppendInfo, FileRegion, ReadInfo
+from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .info import AppendInfo, ReadInfo
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
+from .reading import collect_regions
 from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment
@@ -288,61 +289,9 @@ class PartitionLog:
                 f"{self.topic}-{self.partition}"
             )
         bound = hw if upper_bound is None else min(upper_bound, leo)
-        # Kafka divergence: Kafka reads from one segment per fetch and may end on a partial
-        # batch (the client drops it); tidelog returns whole batches, continuing into later
-        # segments while max_bytes allows.
-        regions: list[FileRegion] = []
-        total = 0
-        first_offset: int | None = None
-        last_offset: int | None = None
-        done = start_offset >= bound
-        for segment, end_position in snapshot:
-            if done:
-                break
-            if segment.base_offset >= bound:
-                break
-            region_start = region_end = 0
-            try:
-                found = segment.find_position(start_offset, end_position)
-                if found is None:
-                    continue
-                region_start = found
-                region_end = region_start
-                low, high = segment.unverified()  # bytes from before the start-up, CRCs unchecked
-                checked = -1
-                for position, base_offset, batch_last, size in segment.iter_spans(
-                    region_start, end_position
-                ):
-                    if batch_last >= bound:
-                        done = True
-                        break
-                    if position < high and position + size > low and position + size > checked:
-                        checked = segment.verify_from(position)
-                        if checked < position + size:  # damaged: serve what comes before it
-                            if total == 0:
-                                raise CorruptRecordError(
-                                    f"batch at position {position} of {segment.log_path} is damaged"
-                                )
-                            done = True
-                            break
-                    if total + size > max_bytes and (total > 0 or not min_one_message):
-                        done = True
-                        break
-                    if first_offset is None:
-                        first_offset = base_offset
-                    last_offset = batch_last
-                    total += size
-                    region_end = position + size
-            except CorruptRecordError:
-                if total == 0:
-                    raise
-                done = True  # a damaged header: serve the batches before it
-            if region_end > region_start:
-                regions.append(
-                    FileRegion(
-                        str(segment.log_path), region_start, region_end - region_start, segment
-                    )
-                )
+        regions, total, first_offset, last_offset = collect_regions(
+            snapshot, start_offset, bound, max_bytes, min_one_message
+        )
         return ReadInfo(
             regions=tuple(regions),
             size_in_bytes=total,

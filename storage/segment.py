@@ -52,7 +52,6 @@ from .batch import (
     PreparedAppend,
     RecordBatchHeader,
     parse_batch_header,
-    verify_crc,
 )
 from .config import LogConfig
 from .errors import CorruptRecordError, KafkaStorageError
@@ -64,6 +63,7 @@ from .index import (
     replace_offset_entries,
     replace_time_entries,
 )
+from .unchecked import UncheckedBytes
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -128,11 +128,7 @@ class LogSegment:
         )
         self.dirty = False  # loaded files were fsynced (or are recovered, which marks them)
         self.deleted_at_ms: int | None = None
-        # Bytes found on disk at open that no CRC check has covered yet (``verify_crcs``):
-        # [start, end), plus one more verified run; appends of this process are checked on entry.
-        self._unverified = (0, self._size)
-        self._verified_run = (0, 0)
-        self._damage_logged_at = -1
+        self.unchecked = UncheckedBytes(self._size)  # CRCs of loaded bytes: checked on read
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -258,7 +254,7 @@ class LogSegment:
             )
         replace_offset_entries(self.offset_index, offsets, positions)
         replace_time_entries(self.time_index, timestamps, time_offsets)
-        self._unverified = (valid_bytes, self._size)  # the scan checked every CRC before
+        self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
         self.next_offset = next_offset
         self.max_timestamp_so_far = max_ts
         self.offset_of_max_timestamp_so_far = offset_of_max
@@ -469,54 +465,6 @@ class LogSegment:
                 return pos
         return None
 
-    def unverified(self) -> tuple[int, int]:
-        """``[low, high)``: the bytes found on disk at open that may hold unchecked batches."""
-        return self._unverified
-
-    def verify_from(self, position: int) -> int:
-        """CRC-check the batches from ``position`` (a batch start) that were on disk when the
-        segment was opened and that neither recovery nor an earlier read has checked; returns
-        where the good batches end (``position`` when the batch there is damaged).
-
-        Damage below the recovery point is not scanned for at start-up: this makes a read stop
-        before it instead of serving it. Each byte is checked once for sequential readers,
-        64 KiB at a time; bytes appended since the open are never checked again.
-        """
-        low, high = self._unverified
-        run_start, run_end = self._verified_run
-        if run_start <= position < run_end:
-            return run_end
-        if position >= high:
-            return self._size
-        data = os.pread(
-            self._fd, max(min(_SPAN_CHUNK, high - position), BATCH_HEADER_SIZE), position
-        )
-        good = 0
-        while good + BATCH_HEADER_SIZE <= len(data):
-            try:
-                header = parse_batch_header(data, good, available=self._size - position - good)
-            except CorruptRecordError:
-                break
-            if good + header.size_in_bytes > len(data):
-                if good == 0:  # one batch larger than the chunk
-                    data = pread_all(self._fd, position, header.size_in_bytes)
-                else:
-                    break
-            try:
-                verify_crc(data, good, header)
-            except CorruptRecordError as exc:
-                if self._damage_logged_at != position + good:  # once, not at every retry
-                    self._damage_logged_at = position + good
-                    logger.error("%s: %s; reads stop before it", self.log_path, exc)
-                break
-            good += header.size_in_bytes
-        end = position + good
-        if position <= low:
-            self._unverified = (max(low, end), high)
-        elif good:
-            self._verified_run = (run_start, end) if position == run_end else (position, end)
-        return end
-
     def fileno(self) -> int:
         """The ``.log`` file's descriptor (-1 once closed)."""
         return self._fd
@@ -566,7 +514,7 @@ class LogSegment:
         cut = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
-        self._unverified = (min(self._unverified[0], position), min(self._unverified[1], position))
+        self.unchecked.truncate(position)
         self.dirty = True
         # Recompute in-memory state from the (now shorter) indexes and tail.
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (

@@ -1,0 +1,84 @@
+"""The loop of ``PartitionLog.read``: whole batches from a snapshot of segments, up to a bound.
+
+Kafka divergence: Kafka reads from one segment per fetch and may end on a partial batch (the
+client drops it); tidelog returns whole batches, continuing into later segments while
+``max_bytes`` allows.
+
+Damage (a header that does not parse, or a CRC that does not match in bytes nobody checked since
+the start-up, see ``storage.unchecked``) ends the read before it: the batches before it are
+returned; a read that would start on it raises ``CorruptRecordError`` (CORRUPT_MESSAGE), so it is
+never served as data and nothing after it is served either.
+
+Threading: runs in the reader's thread on a snapshot taken under the partition lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .errors import CorruptRecordError
+from .info import FileRegion
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
+
+__all__ = ["collect_regions"]
+
+
+def collect_regions(
+    snapshot: Sequence[tuple[LogSegment, int]],
+    start_offset: int,
+    bound: int,
+    max_bytes: int,
+    min_one_message: bool,
+) -> tuple[list[FileRegion], int, int | None, int | None]:
+    """``(regions, total bytes, first batch's base offset, last offset)`` of a read."""
+    regions: list[FileRegion] = []
+    total = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    done = start_offset >= bound
+    for segment, end_position in snapshot:
+        if done or segment.base_offset >= bound:
+            break
+        region_start = region_end = 0
+        try:
+            found = segment.find_position(start_offset, end_position)
+            if found is None:
+                continue
+            region_start = region_end = found
+            unchecked = segment.unchecked
+            checked = -1
+            for position, base_offset, batch_last, size in segment.iter_spans(
+                region_start, end_position
+            ):
+                if batch_last >= bound:
+                    done = True
+                    break
+                end = position + size
+                if position < unchecked.high and end > unchecked.low and end > checked:
+                    checked = unchecked.verify_from(
+                        segment.fileno(), segment.log_path, position, end_position
+                    )
+                    if checked < end:
+                        raise CorruptRecordError(
+                            f"batch at position {position} of {segment.log_path} is damaged"
+                        )
+                if total + size > max_bytes and (total > 0 or not min_one_message):
+                    done = True
+                    break
+                if first_offset is None:
+                    first_offset = base_offset
+                last_offset = batch_last
+                total += size
+                region_end = end
+        except CorruptRecordError:
+            if total == 0:
+                raise
+            done = True  # damage: serve the batches before it, nothing after
+        if region_end > region_start:
+            regions.append(
+                FileRegion(str(segment.log_path), region_start, region_end - region_start, segment)
+            )
+    return regions, total, first_offset, last_offset
