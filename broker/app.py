@@ -208,7 +208,7 @@ class Broker:
         """Wake HW waiters if the append moved the HW; start a flush if the policy asks."""
         if partition_log.high_watermark != hw_before:
             self.partitions.notify(partition_log.topic, partition_log.partition)
-        if partition_log.needs_flush(self.clock()):
+        if partition_log.config.has_flush_policy and partition_log.needs_flush(self.clock()):
             self.schedule_flush(partition_log)
 
     def schedule_flush(self, partition_log: PartitionLog) -> None:

@@ -158,6 +158,16 @@ class Router:
             except FrameDecodeError:
                 lean = None
             if lean is not None:
+                at_once = spec.at_once
+                if at_once is not None:
+                    started = time.perf_counter()
+                    answer = at_once(self.broker, api_version, correlation_id, lean[2])
+                    if type(answer) is bytes:
+                        # errors are per partition, as for every RawBody answer: not "failed"
+                        self._metrics.observe_request(spec.name, time.perf_counter() - started)
+                        return answer
+                    if answer is not None:
+                        return answer  # type: ignore[return-value]
                 ctx = RequestContext(
                     api_key,
                     api_version,

@@ -24,6 +24,7 @@ __all__ = (
     "encode_fetch_body",
     "encode_produce_body",
     "encode_produce_one",
+    "frame_answer",
 )
 
 _I16 = struct.Struct(">h")
@@ -160,6 +161,16 @@ def encode_produce_body(
     if flexible:
         out += b"\x00"
     return bytes(out)
+
+
+_ANSWER_HEAD = struct.Struct(">ii")
+
+
+def frame_answer(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
+    """Size prefix + response header (v1 when ``flexible_header``) + ``body``, one bytes."""
+    if flexible_header:
+        return _ANSWER_HEAD.pack(len(body) + 5, correlation_id) + b"\x00" + body
+    return _ANSWER_HEAD.pack(len(body) + 4, correlation_id) + body
 
 
 @functools.lru_cache(maxsize=4096)

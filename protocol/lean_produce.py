@@ -94,6 +94,70 @@ def _text(buf: memoryview, pos: int, n: int) -> str:
         raise FrameDecodeError(f"produce request string is not UTF-8: {exc}") from exc
 
 
+_FLEX_ONE = struct.Struct(">BhiBB")  # null txn id, acks, timeout, 1 topic, name length + 1
+_FLEX_PARTITION = struct.Struct(">Bi")  # 1 partition, index
+_CLASSIC_ONE = struct.Struct(">hhiih")  # null txn id, acks, timeout, 1 topic, name length
+_CLASSIC_PARTITION = struct.Struct(">iii")  # 1 partition, index, records length
+
+
+def _one_batch(buf: memoryview, pos: int, end: int, flexible: bool) -> LeanProduceRequest | None:
+    """The body most producers send (no transactional id, one topic, one partition with
+    records, no tagged fields), read with two unpacks; None for anything else, which
+    the general loop below then reads (and refuses, when malformed)."""
+    if flexible:
+        if pos + 9 > end:
+            return None
+        txn, acks, timeout_ms, topics, n = _FLEX_ONE.unpack_from(buf, pos)
+        if txn != 0 or topics != 2 or not 1 <= n < 0x80:
+            return None
+        pos += 9
+        n -= 1
+        if pos + n + 6 > end:
+            return None
+        name_at = pos
+        pos += n
+        partitions, index = _FLEX_PARTITION.unpack_from(buf, pos)
+        if partitions != 2:
+            return None
+        pos += 5
+        size = buf[pos]
+        if size < 0x80:
+            pos += 1
+        elif pos + 1 < end and buf[pos + 1] < 0x80:  # two bytes: up to 16 KiB
+            size = (size & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        else:
+            try:
+                size, pos = _uvarint(buf, pos, end)
+            except FrameDecodeError:
+                return None
+        size -= 1
+        if size < 0 or pos + size + 3 > end or buf[pos + size : pos + size + 3] != b"\0\0\0":
+            return None
+    else:
+        if pos + 14 > end:
+            return None
+        txn, acks, timeout_ms, topics, n = _CLASSIC_ONE.unpack_from(buf, pos)
+        if txn != -1 or topics != 1 or n < 0:
+            return None
+        pos += 14
+        if pos + n + 12 > end:
+            return None
+        name_at = pos
+        pos += n
+        partitions, index, size = _CLASSIC_PARTITION.unpack_from(buf, pos)
+        pos += 12
+        if partitions != 1 or size < 0 or pos + size > end:
+            return None
+    try:
+        name = str(buf[name_at : name_at + n], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    partition = _new_tuple(LeanPartitionData, (index, bytes(buf[pos : pos + size])))
+    topic = _new_tuple(LeanTopicData, (name, (partition,)))
+    return _new_tuple(LeanProduceRequest, (None, acks, _timeout(timeout_ms), (topic,)))
+
+
 def parse_produce_frame(
     frame: bytes | memoryview,
 ) -> tuple[int, str | None, LeanProduceRequest] | None:
@@ -127,6 +191,9 @@ def parse_produce_frame(
         if buf[pos] != 0:
             return None  # header tagged fields: the generic path
         pos += 1
+        one = _one_batch(buf, pos, end, True)
+        if one is not None:
+            return correlation_id, client_id, one
         # -- body, flexible: compact strings / arrays, tagged fields
         if pos < end and buf[pos] < 0x80:  # one-byte varints inline: the common case
             n = buf[pos] - 1
@@ -214,6 +281,9 @@ def parse_produce_frame(
         if buf[pos] != 0:
             return None  # request tagged fields
     else:
+        one = _one_batch(buf, pos, end, False)
+        if one is not None:
+            return correlation_id, client_id, one
         # -- body, v3-8: int16 / int32 lengths
         if pos + 2 > end:
             raise _truncated(pos, end)

@@ -9,7 +9,7 @@ assignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["LogConfig"]
 
@@ -35,6 +35,22 @@ class LogConfig:
     cleanup_policy: str = "delete"  # "delete", "compact", "compact,delete"
     segment_jitter_ms: int = 0
 
+    # Derived flags, computed once (the append path reads them per request).
+    #: True when the broker stamps batches (``message.timestamp.type=LogAppendTime``).
+    log_append_time: bool = field(init=False, repr=False, compare=False)
+    #: True when time/size retention applies (cleanup.policy contains ``delete``).
+    delete_enabled: bool = field(init=False, repr=False, compare=False)
+    compact_enabled: bool = field(init=False, repr=False, compare=False)
+    #: True when the HW may cover only fsynced data (``flush.messages=1``).
+    #:
+    #: Kafka divergence: Kafka's HW never waits for fsync (replication gives durability); a
+    #: single-node broker with ``flush.messages=1`` instead acknowledges and exposes a batch
+    #: only once the fsync covering it has returned. Larger ``flush.messages`` values or
+    #: ``flush.ms`` only schedule fsyncs; the HW follows the LEO at once.
+    holds_high_watermark: bool = field(init=False, repr=False, compare=False)
+    #: True when ``flush.messages`` or ``flush.ms`` is set (an append may have to start an fsync).
+    has_flush_policy: bool = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:  # Kafka: at least LOG_OVERHEAD + 2
             raise ValueError(f"segment_bytes must be >= 14, got {self.segment_bytes}")
@@ -58,28 +74,13 @@ class LogConfig:
             raise ValueError(f"cleanup_policy must be one of {_CLEANUP_POLICIES}")
         if self.segment_jitter_ms < 0:
             raise ValueError("segment_jitter_ms must be >= 0")
-
-    @property
-    def log_append_time(self) -> bool:
-        """True when the broker stamps batches (``message.timestamp.type=LogAppendTime``)."""
-        return self.message_timestamp_type == "LogAppendTime"
-
-    @property
-    def delete_enabled(self) -> bool:
-        """True when time/size retention applies (cleanup.policy contains ``delete``)."""
-        return "delete" in self.cleanup_policy
-
-    @property
-    def compact_enabled(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def holds_high_watermark(self) -> bool:
-        """True when the HW may cover only fsynced data (``flush.messages=1``).
-
-        Kafka divergence: Kafka's HW never waits for fsync (replication gives durability); a
-        single-node broker with ``flush.messages=1`` instead acknowledges and exposes a batch only
-        once the fsync covering it has returned. Larger ``flush.messages`` values or ``flush.ms``
-        only schedule fsyncs; the HW follows the LEO at once.
-        """
-        return self.flush_messages is not None and self.flush_messages <= 1
+        policy = self.cleanup_policy
+        flags = (
+            ("log_append_time", self.message_timestamp_type == "LogAppendTime"),
+            ("delete_enabled", "delete" in policy),
+            ("compact_enabled", "compact" in policy),
+            ("holds_high_watermark", self.flush_messages is not None and self.flush_messages <= 1),
+            ("has_flush_policy", self.flush_messages is not None or self.flush_ms is not None),
+        )
+        for name, value in flags:
+            object.__setattr__(self, name, value)

@@ -113,6 +113,8 @@ def write_all(
     fd: int, iov: list[bytes | bytearray | memoryview], position: int, total: int
 ) -> None:
     """``pwritev`` everything (chunks of IOV_MAX buffers; short writes finished by pwrite)."""
+    if len(iov) <= _IOV_MAX and os.pwritev(fd, iov, position) == total:
+        return  # the common case: one call wrote it all
     written = 0
     for start in range(0, len(iov), _IOV_MAX):
         chunk = iov if len(iov) <= _IOV_MAX else iov[start : start + _IOV_MAX]

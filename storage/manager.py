@@ -185,8 +185,8 @@ class LogManager:
 
     # -- partitions ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        with self._lock:
-            return self._logs.get((topic, partition))
+        # one dict read (atomic under the GIL): no lock on the produce and fetch paths
+        return self._logs.get((topic, partition))
 
     def logs(self) -> list[PartitionLog]:
         with self._lock:

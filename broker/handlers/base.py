@@ -59,3 +59,7 @@ class HandlerSpec:
     #: turns the request frame into a response body (Kafka 4 does this for Produce v0-2).
     advertised_min_version: int | None = None
     refuse: Callable[[bytes | memoryview, int], bytes] | None = None
+    #: Produce only: ``(broker, version, correlation_id, lean request)`` -> the framed answer
+    #: (or a coroutine giving it) for the common request without a context or a handler
+    #: coroutine, or None to take ``handle``. The router calls it for lean-parsed requests.
+    at_once: Callable[[Broker, int, int, Any], bytes | Awaitable[Any] | None] | None = None

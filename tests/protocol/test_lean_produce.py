@@ -3,8 +3,10 @@ and a truncated or garbage frame only ever raises FrameDecodeError (or asks for 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -83,6 +85,60 @@ def test_equals_kio_decode(version: int) -> None:
         # the router hands it a read-only memoryview slice
         again = parse_produce_frame(memoryview(b"\x00" + frame)[1:])
         assert again == parsed
+
+    check()
+
+
+def _one_batch_shape(request: Any, records: bytes) -> Any:
+    """``request`` reshaped to what producers send most: no transactional id, one topic, one
+    partition with records (the parser's two-unpack path)."""
+    module = sys.modules[type(request).__module__]
+    topic_type, partition_type = module.TopicProduceData, module.PartitionProduceData
+    topic = request.topic_data[0] if request.topic_data else None
+    name = topic.name if topic is not None else "t"
+    index = topic.partition_data[0].index if topic and topic.partition_data else 0
+    return dataclasses.replace(
+        request,
+        transactional_id=None,
+        topic_data=(
+            topic_type(
+                name=name,
+                partition_data=(partition_type(index=index, records=Records(records)),),
+            ),
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_one_batch_requests_equal_kio_decode(version: int) -> None:
+    """The common shape, with records lengths around the varint steps (1, 2, 3 bytes), trailing
+    bytes, truncations and one damaged byte: read as kio reads it, or refused as kio refuses."""
+    cls = load_request_schema(0, version)
+    sizes = st.sampled_from([0, 1, 126, 127, 128, 16382, 16383, 16384, 20000]) | st.integers(0, 300)
+
+    @_SETTINGS
+    @given(st.from_type(cls), sizes, st.binary(max_size=8), st.data())
+    def check(request: Any, size: int, trailing: bytes, data: st.DataObject) -> None:
+        shaped = _one_batch_shape(request, bytes(range(256)) * (size // 256) + bytes(size % 256))
+        frame = _frame(shaped, 5, "rdkafka") + trailing
+        parsed = parse_produce_frame(frame)
+        assert parsed is not None
+        _same(parsed[2], _kio(frame)[2])
+        assert parse_produce_frame(memoryview(b"\x00" + frame)[1:]) == parsed
+        cut = data.draw(st.integers(0, len(frame) - len(trailing) - 1))
+        with pytest.raises(FrameDecodeError):
+            parse_produce_frame(frame[:cut])
+        damaged = bytearray(frame)
+        at = data.draw(st.integers(8, len(frame) - 1))
+        damaged[at] = data.draw(st.integers(0, 255))
+        try:
+            again = parse_produce_frame(bytes(damaged))
+        except FrameDecodeError:
+            with pytest.raises(FrameDecodeError):
+                _kio(bytes(damaged))
+            return
+        if again is not None:
+            _same(again[2], _kio(bytes(damaged))[2])
 
     check()
 
