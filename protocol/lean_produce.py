@@ -132,7 +132,10 @@ def _one_batch(buf: memoryview, pos: int, end: int, flexible: bool) -> LeanProdu
             except FrameDecodeError:
                 return None
         size -= 1
-        if size < 0 or pos + size + 3 > end or buf[pos + size : pos + size + 3] != b"\0\0\0":
+        if size < 0 or pos + size + 3 > end:
+            return None
+        tags = pos + size
+        if buf[tags] or buf[tags + 1] or buf[tags + 2]:  # partition, topic, request tags
             return None
     else:
         if pos + 14 > end:
