@@ -22,6 +22,7 @@ __all__ = (
     "FetchPartitionAnswer",
     "ProducePartitionAnswer",
     "encode_fetch_body",
+    "encode_fetch_one",
     "encode_produce_body",
     "encode_produce_one",
     "frame_answer",
@@ -130,6 +131,51 @@ def encode_fetch_body(
         out += b"\x00"  # top-level tagged fields
     chunks.append(bytes(out))
     return chunks
+
+
+@functools.lru_cache(maxsize=4096)
+def _fetch_one_prefix(version: int, topic: str | uuid.UUID) -> bytes:
+    flexible = version >= 12
+    out = _I32.pack(0)  # throttle time
+    if version >= 7:
+        out += b"\x00\x00\x00\x00\x00\x00"  # error code 0, session id 0
+    out += _array_len(1, flexible)
+    if version >= 13:
+        assert isinstance(topic, uuid.UUID)
+        out += topic.bytes
+    else:
+        out += _string(str(topic), flexible)
+    return out + _array_len(1, flexible)
+
+
+_FETCH_PARTITION_V5 = struct.Struct(">ihqqq")  # index, error, HW, LSO, log start offset
+
+
+def encode_fetch_one(
+    version: int,
+    topic: str | uuid.UUID,
+    partition: int,
+    error_code: int,
+    high_watermark: int,
+    log_start_offset: int,
+    records_size: int,
+) -> tuple[bytes, bytes]:
+    """``encode_fetch_body`` for one topic with one partition whose last stable offset is the
+    HW: ``(the bytes before the records, the bytes after them)``, the same bytes."""
+    flexible = version >= 12
+    prefix = _fetch_one_prefix(version, topic)
+    if version >= 5:
+        part = _FETCH_PARTITION_V5.pack(
+            partition, error_code, high_watermark, high_watermark, log_start_offset
+        )
+    else:
+        part = _FETCH_PARTITION_V4.pack(partition, error_code, high_watermark, high_watermark)
+    if flexible:
+        middle = b"\x01\xff\xff\xff\xff"  # no aborted transactions, preferred replica -1
+        size = bytes((records_size + 1,)) if records_size < 0x7F else _uvarint(records_size + 1)
+        return prefix + part + middle + size, b"\x00\x00\x00"  # partition, topic, body tags
+    middle = b"\x00\x00\x00\x00\xff\xff\xff\xff" if version >= 11 else b"\x00\x00\x00\x00"
+    return prefix + part + middle + _I32.pack(records_size), b""
 
 
 def encode_produce_body(

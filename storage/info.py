@@ -82,9 +82,11 @@ class FileRegion:
             os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadInfo:
-    """Result of ``PartitionLog.read``: whole batches in offset order, maybe across segments."""
+class ReadInfo(NamedTuple):
+    """Result of ``PartitionLog.read``: whole batches in offset order, maybe across segments.
+
+    A NamedTuple (immutable, like a frozen dataclass) because one is built per fetch.
+    """
 
     regions: tuple[FileRegion, ...]
     size_in_bytes: int

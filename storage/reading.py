@@ -43,16 +43,19 @@ def collect_regions(
         if done or segment.base_offset >= bound:
             break
         region_start = region_end = 0
+        truncations = segment.truncations  # before reading: see LogSegment.read_hint
         try:
-            found = segment.find_position(start_offset, end_position)
-            if found is None:
-                continue
-            region_start = region_end = found
             unchecked = segment.unchecked
             checked = -1
+            found = False
             for position, base_offset, batch_last, size in segment.iter_spans(
-                region_start, end_position
+                segment.scan_start(start_offset, end_position), end_position
             ):
+                if not found:  # one pass: skip the batches before the one holding the offset
+                    if batch_last < start_offset:
+                        continue
+                    found = True
+                    region_start = region_end = position
                 if batch_last >= bound:
                     done = True
                     break
@@ -78,6 +81,8 @@ def collect_regions(
                 raise
             done = True  # damage: serve the batches before it, nothing after
         if region_end > region_start:
+            if last_offset is not None:
+                segment.read_hint = (truncations, last_offset + 1, region_end)  # next read
             regions.append(
                 FileRegion(str(segment.log_path), region_start, region_end - region_start, segment)
             )

@@ -129,6 +129,16 @@ class LogSegment:
         self.dirty = False  # loaded files were fsynced (or are recovered, which marks them)
         self.deleted_at_ms: int | None = None
         self.unchecked = UncheckedBytes(self._size)  # CRCs of loaded bytes: checked on read
+        # Where a reader can start looking for an offset without the index: ``(offset,
+        # position)`` such that every batch before ``position`` ends below ``offset``. Set by
+        # appends (the batch just written, under the partition lock) and by reads (where they
+        # stopped), so a consumer at the tail or reading on from its last fetch finds its batch
+        # with no index look-up and no scan. A read hint carries the ``truncations`` count its
+        # reader saw before reading: truncation counts up after cutting the file, so a hint
+        # made from bytes a truncation removed is never used.
+        self.truncations = 0
+        self.append_hint = (base_offset, 0)
+        self.read_hint = (0, base_offset, 0)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -255,6 +265,8 @@ class LogSegment:
         replace_offset_entries(self.offset_index, offsets, positions)
         replace_time_entries(self.time_index, timestamps, time_offsets)
         self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
+        self.append_hint = (self.base_offset, 0)
+        self.truncations += 1
         self.next_offset = next_offset
         self.max_timestamp_so_far = max_ts
         self.offset_of_max_timestamp_so_far = offset_of_max
@@ -359,6 +371,7 @@ class LogSegment:
                 since += header[1] + LOG_OVERHEAD
             self.bytes_since_last_index_entry = since
             self.next_offset = prepared.last_offset + 1
+            self.append_hint = (prepared.first_offset, position)
         except OSError as exc:
             (
                 self.max_timestamp_so_far,
@@ -459,11 +472,27 @@ class LogSegment:
 
     def find_position(self, offset: int, end_position: int) -> int | None:
         """File position of the first batch whose last offset is >= ``offset`` (lean scan)."""
-        _, position = self.offset_index.lookup(offset)
-        for pos, _, last_offset, _ in self.iter_spans(position, end_position):
+        for pos, _, last_offset, _ in self.iter_spans(
+            self.scan_start(offset, end_position), end_position
+        ):
             if last_offset >= offset:
                 return pos
         return None
+
+    def scan_start(self, offset: int, end_position: int) -> int:
+        """A batch position at or before the first batch whose last offset is >= ``offset``:
+        the append or read hint when one lies at or below ``offset``, else the offset index's
+        entry."""
+        hint_offset, position = self.append_hint
+        if not hint_offset <= offset or position >= end_position:
+            truncations, hint_offset, position = self.read_hint
+            if (
+                truncations != self.truncations
+                or not hint_offset <= offset
+                or position >= end_position
+            ):
+                _, position = self.offset_index.lookup(offset)
+        return position
 
     def fileno(self) -> int:
         """The ``.log`` file's descriptor (-1 once closed)."""
@@ -515,6 +544,8 @@ class LogSegment:
         os.ftruncate(self._fd, position)
         self._size = position
         self.unchecked.truncate(position)
+        self.append_hint = (self.base_offset, 0)
+        self.truncations += 1  # after the cut: read hints from before it are void
         self.dirty = True
         # Recompute in-memory state from the (now shorter) indexes and tail.
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (

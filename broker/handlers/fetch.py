@@ -29,7 +29,7 @@ from kio.static.constants import uuid_zero
 from broker.handlers.base import HandlerSpec, RequestContext
 from broker.router import RawBody
 from protocol.errors import ErrorCode, error_code_for
-from protocol.lean import FetchPartitionAnswer, encode_fetch_body
+from protocol.lean import FetchPartitionAnswer, encode_fetch_body, encode_fetch_one
 from protocol.schema import build, response_types
 from storage import ReadInfo
 from storage.errors import StorageError
@@ -140,8 +140,8 @@ def _session_error(request: Any) -> bool:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    types = response_types(API_KEY, ctx.api_version)
     if _session_error(request):
+        types = response_types(API_KEY, ctx.api_version)
         return build(
             types.FetchResponse,
             throttle_time=timedelta(0),
@@ -165,8 +165,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not keys or ctx.broker.stopping:
             break
         await ctx.broker.partitions.wait_any(keys, remaining)  # type: ignore[arg-type]
+    if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
+        return await _one_answer(ctx, wanted[0])
     payloads = [await _records(ctx, w.read) for w in wanted]
     return _lean_response(ctx, wanted, payloads)
+
+
+async def _one_answer(ctx: RequestContext, w: _Partition) -> RawBody:
+    info = w.read
+    if info is None or info.size_in_bytes == 0:
+        records = b""
+    elif info.size_in_bytes >= BLOCKING_READ_BYTES:
+        records = await ctx.broker.run_blocking(info.read_bytes)
+    else:
+        records = info.read_bytes()
+    version = ctx.api_version
+    head, tail = encode_fetch_one(
+        version,
+        w.topic_id if version >= 13 else (w.topic or ""),
+        w.partition,
+        int(w.error),
+        w.high_watermark,
+        w.log_start_offset,
+        len(records),
+    )
+    if not records:
+        return RawBody((head + tail,))
+    return RawBody((head, records, tail) if tail else (head, records))
 
 
 def _lean_response(ctx: RequestContext, wanted: list[_Partition], payloads: list[bytes]) -> RawBody:

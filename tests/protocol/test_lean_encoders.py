@@ -18,6 +18,7 @@ from protocol.lean import (
     FetchPartitionAnswer,
     ProducePartitionAnswer,
     encode_fetch_body,
+    encode_fetch_one,
     encode_produce_body,
 )
 from protocol.schema import build, response_types
@@ -99,6 +100,36 @@ def test_fetch_matches_kio(
         for p in parts:
             if p.records:
                 assert any(c is p.records for c in lean), "record data must not be copied"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(4, 16),
+    name=names,
+    partition=st.integers(0, 2**31 - 1),
+    error_code=errors,
+    high_watermark=offsets,
+    log_start_offset=offsets,
+    records=st.binary(max_size=300) | st.sampled_from([b"r" * 125, b"r" * 126, b"r" * 127]),
+)
+def test_fetch_one_matches_the_general_encoder(
+    version: int,
+    name: str,
+    partition: int,
+    error_code: int,
+    high_watermark: int,
+    log_start_offset: int,
+    records: bytes,
+) -> None:
+    topic: str | uuid.UUID = uuid.uuid5(uuid.NAMESPACE_DNS, name) if version >= 13 else name
+    answer = FetchPartitionAnswer(
+        partition, error_code, high_watermark, high_watermark, log_start_offset, records
+    )
+    general = b"".join(bytes(c) for c in encode_fetch_body(version, [(topic, [answer])]))
+    head, tail = encode_fetch_one(
+        version, topic, partition, error_code, high_watermark, log_start_offset, len(records)
+    )
+    assert head + records + tail == general
 
 
 produce_partitions = st.lists(

@@ -442,3 +442,39 @@ def test_inactive_segments_hold_one_descriptor(log_dir: Path) -> None:
     reopened = PartitionLog(log_dir, LogConfig(segment_bytes=400), clean_shutdown=True)
     assert len([n for n in open_in_dir() if not n.endswith(".log")]) == 2
     reopened.close()
+
+
+def test_reads_follow_hints_and_hints_die_with_truncation(log_dir: Path) -> None:
+    """A reader starts from the append hint or where the last read stopped (no index look-up);
+    after ``truncate_to`` and new appends of other sizes, those hints are never used: every
+    read still starts at the batch holding its offset."""
+    log = PartitionLog(log_dir, LogConfig(index_interval_bytes=1 << 20))
+    for i in range(10):
+        log.append(simple_batch(3, seed=i, value_size=20))  # offsets 3*i .. 3*i+2
+    segment = log.active_segment
+    assert segment.append_hint[0] == 27
+    for offset in range(30):  # each read leaves a hint at the batch after it
+        info = log.read(offset, 1)  # one batch (min_one_message)
+        assert info.first_offset == offset - offset % 3
+        _, hint_offset, hint_position = segment.read_hint
+        assert hint_offset == info.first_offset + 3
+        assert hint_position == info.regions[0].position + info.regions[0].length
+    log.read(0, 1 << 20)  # the read hint now points past offset 29
+    stale = segment.read_hint
+    log.truncate_to(4)  # keeps offsets 0..2 (the batch [3, 5] goes whole)
+    assert segment.read_hint == stale and segment.truncations > stale[0]
+    for i in range(20):  # denser batches: offset 30 now sits well before the old position
+        log.append(simple_batch(8 + i % 4, seed=100 + i, value_size=1))
+    assert log.log_end_offset > stale[1] + 50
+    expected = _offsets(log.read(0, 1 << 20).read_bytes())
+    assert expected == list(range(log.log_end_offset))
+    for offset in range(log.log_end_offset):
+        # a stale read hint from before the cut, as a reader racing the truncation leaves it
+        segment.read_hint = (segment.truncations - 1, *stale[1:])
+        got = _offsets(log.read(offset, 1 << 20).read_bytes())
+        assert got == expected[got[0] :] and got[0] <= offset
+        segment.read_hint = (segment.truncations - 1, *stale[1:])
+        one = log.read(offset, 1)
+        assert one.first_offset is not None and one.first_offset <= offset
+        assert offset in _offsets(one.read_bytes())
+    log.close()
