@@ -31,6 +31,7 @@ from broker.handlers.base import HandlerSpec, RequestContext
 from broker.metrics import metrics_of
 from protocol import codec
 from protocol.errors import ErrorCode, FrameDecodeError
+from protocol.lean_fetch import parse_fetch_frame
 from protocol.lean_produce import parse_produce_frame
 from protocol.schema import top_level_error_response
 
@@ -42,6 +43,7 @@ log = logging.getLogger("tidelog.router")
 __all__ = ("Close", "Outcome", "Router", "discover_handlers")
 
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,24 @@ class Router:
                     listener_name,
                 )
                 return self._run(spec, ctx, lean[2])
+        if api_key == FETCH_KEY:
+            # As Produce: one bounds-checked pass; None or a malformed frame goes on below.
+            try:
+                lean_fetch = parse_fetch_frame(frame)
+            except FrameDecodeError:
+                lean_fetch = None
+            if lean_fetch is not None:
+                ctx = RequestContext(
+                    api_key,
+                    api_version,
+                    correlation_id,
+                    lean_fetch[1],
+                    client_host,
+                    client_port,
+                    self.broker,
+                    listener_name,
+                )
+                return self._run(spec, ctx, lean_fetch[2])
         try:
             header, offset = codec.decode_request_header(frame)
             request = codec.decode_request(frame, api_key, api_version, offset)
