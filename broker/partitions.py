@@ -32,6 +32,18 @@ class HighWatermarkWaiters:
             if not future.done():
                 future.set_result(True)
 
+    def add(self, key: TopicPartition, future: asyncio.Future[bool]) -> None:
+        """Resolve ``future`` (True) at the next notify of ``key``; see ``discard``."""
+        self._waiters.setdefault(key, set()).add(future)
+
+    def discard(self, key: TopicPartition, future: asyncio.Future[bool]) -> None:
+        """Forget ``future`` (after a timeout, or when its waiter went away)."""
+        waiters = self._waiters.get(key)
+        if waiters is not None:
+            waiters.discard(future)
+            if not waiters:
+                del self._waiters[key]
+
     def notify_all(self) -> None:
         """Wake every waiter (shutdown, topic deletion)."""
         for key in list(self._waiters):

@@ -18,14 +18,15 @@ Kafka behaviour kept here:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import pkgutil
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.handlers.base import HandlerSpec, RequestContext
 from broker.metrics import metrics_of
@@ -44,6 +45,12 @@ __all__ = ("Close", "Outcome", "Router", "discover_handlers")
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1
+#: APIs read by a lean one-pass parser before (instead of) kio: -> (correlation id, client id,
+#: request with kio's attribute names), or None for anything unusual.
+_LEAN_PARSERS: dict[int, Callable[[bytes | memoryview], tuple[int, str | None, Any] | None]] = {
+    PRODUCE_KEY: parse_produce_frame,
+    FETCH_KEY: parse_fetch_frame,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +73,7 @@ class RawBody:
 
 #: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
 Answer = bytes | list[bytes | memoryview] | Close | None
-Outcome = Answer | Coroutine[Any, Any, Answer]
+Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
 
 
 def discover_handlers(
@@ -152,24 +159,20 @@ class Router:
                 f"unsupported version {api_version} of {spec.name} "
                 f"(supported {spec.min_version}-{spec.max_version})"
             )
-        if api_key == PRODUCE_KEY:
-            # One bounds-checked pass, no kio dataclasses; None (something unusual) or a
-            # malformed frame takes the generic path below, which answers as it always did.
+        lean_parser = _LEAN_PARSERS.get(api_key)
+        if lean_parser is not None:
+            # One bounds-checked pass, no kio dataclasses (Produce, Fetch); None (something
+            # unusual) or a malformed frame takes the generic path below, which answers as
+            # it always did.
             try:
-                lean = parse_produce_frame(frame)
+                lean = lean_parser(frame)
             except FrameDecodeError:
                 lean = None
             if lean is not None:
-                at_once = spec.at_once
-                if at_once is not None:
-                    started = time.perf_counter()
-                    answer = at_once(self.broker, api_version, correlation_id, lean[2])
-                    if type(answer) is bytes:
-                        # errors are per partition, as for every RawBody answer: not "failed"
-                        self._metrics.observe_request(spec.name, time.perf_counter() - started)
-                        return answer
+                if spec.at_once is not None:
+                    answer = self._at_once(spec, api_version, correlation_id, lean, client_host)
                     if answer is not None:
-                        return answer  # type: ignore[return-value]
+                        return answer
                 ctx = RequestContext(
                     api_key,
                     api_version,
@@ -181,24 +184,6 @@ class Router:
                     listener_name,
                 )
                 return self._run(spec, ctx, lean[2])
-        if api_key == FETCH_KEY:
-            # As Produce: one bounds-checked pass; None or a malformed frame goes on below.
-            try:
-                lean_fetch = parse_fetch_frame(frame)
-            except FrameDecodeError:
-                lean_fetch = None
-            if lean_fetch is not None:
-                ctx = RequestContext(
-                    api_key,
-                    api_version,
-                    correlation_id,
-                    lean_fetch[1],
-                    client_host,
-                    client_port,
-                    self.broker,
-                    listener_name,
-                )
-                return self._run(spec, ctx, lean_fetch[2])
         try:
             header, offset = codec.decode_request_header(frame)
             request = codec.decode_request(frame, api_key, api_version, offset)
@@ -215,6 +200,51 @@ class Router:
             listener_name=listener_name,
         )
         return self._run(spec, ctx, request)
+
+    def _at_once(
+        self,
+        spec: HandlerSpec,
+        api_version: int,
+        correlation_id: int,
+        lean: tuple[int, str | None, Any],
+        client_host: str,
+    ) -> Outcome | None:
+        """The handler's synchronous answer for the common request (see ``HandlerSpec.at_once``),
+        or None to run ``handle``. A failure is logged and answered as ``_run`` answers one."""
+        assert spec.at_once is not None
+        started = time.perf_counter()
+        try:
+            answer = spec.at_once(self.broker, api_version, correlation_id, lean[2])
+        except Exception:
+            ctx = RequestContext(
+                spec.api_key, api_version, correlation_id, lean[1], client_host, -1, self.broker
+            )
+            self._metrics.observe_request(spec.name, time.perf_counter() - started, True)
+            return self.failed(ctx, lean[2])
+        if type(answer) is bytes or type(answer) is list:
+            # errors are per partition, as for every RawBody answer: not "failed"
+            self._metrics.observe_request(spec.name, time.perf_counter() - started)
+        return cast(Outcome | None, answer)
+
+    def observe(self, api_key: int, seconds: float, failed: bool = False) -> None:
+        """Count one answered request of ``api_key`` (for answers set outside ``dispatch``)."""
+        self._metrics.observe_request(self.specs[api_key].name, seconds, failed)
+
+    def failed(self, ctx: RequestContext, request: Any) -> Answer:
+        """Log a handler's unexpected exception (call from ``except``) and answer
+        UNKNOWN_SERVER_ERROR where the response allows it."""
+        spec = self.specs[ctx.api_key]
+        log.exception(
+            "%s v%d from %s:%d (client %r, correlation %d) failed; request: %.2000r",
+            spec.name,
+            ctx.api_version,
+            ctx.client_host,
+            ctx.client_port,
+            ctx.client_id,
+            ctx.correlation_id,
+            request,
+        )
+        return self._error_answer(ctx, request)
 
     @staticmethod
     def _refuse(
@@ -241,17 +271,7 @@ class Router:
             return self.encode(ctx, response)
         except Exception:
             failed = True
-            log.exception(
-                "%s v%d from %s:%d (client %r, correlation %d) failed; request: %.2000r",
-                spec.name,
-                ctx.api_version,
-                ctx.client_host,
-                ctx.client_port,
-                ctx.client_id,
-                ctx.correlation_id,
-                request,
-            )
-            return self._error_answer(ctx, request)
+            return self.failed(ctx, request)
         finally:
             self._metrics.observe_request(spec.name, time.perf_counter() - started, failed)
 

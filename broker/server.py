@@ -135,7 +135,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._need = 0  # bytes needed in _buffer before the next frame is complete
-        self._pending: collections.deque[asyncio.Task[Answer] | _Ready] = collections.deque()
+        self._pending: collections.deque[asyncio.Future[Answer] | _Ready] = collections.deque()
         self._write_paused = False
         self._reading_paused = False
         self._closing = False
@@ -181,7 +181,7 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics.connection_closed()
         self._closing = True
         for item in self._pending:
-            if isinstance(item, asyncio.Task):
+            if isinstance(item, asyncio.Future):  # tasks and long-poll futures
                 item.cancel()
         self._pending.clear()
         self._buffer = bytearray()
@@ -263,6 +263,10 @@ class KafkaConnection(asyncio.Protocol):
                 return
             self._pending.append(_Ready(outcome))
             return
+        if isinstance(outcome, asyncio.Future):  # a long poll answered by callbacks
+            self._pending.append(outcome)
+            outcome.add_done_callback(self._task_done)
+            return
         # Run the handler at once, up to its first suspension: most requests (produce with
         # acks 0/1, fetch with data ready, metadata...) never suspend, and a task plus a loop
         # turn cost more than such a handler. One that suspends goes on in a task from there.
@@ -278,7 +282,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.append(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, _task: asyncio.Task[Answer]) -> None:
+    def _task_done(self, _task: asyncio.Future[Answer]) -> None:
         while self._pending:
             head = self._pending[0]
             if isinstance(head, _Ready):

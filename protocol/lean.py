@@ -26,6 +26,7 @@ __all__ = (
     "encode_produce_body",
     "encode_produce_one",
     "frame_answer",
+    "frame_chunks",
 )
 
 _I16 = struct.Struct(">h")
@@ -217,6 +218,15 @@ def frame_answer(correlation_id: int, flexible_header: bool, body: bytes) -> byt
     if flexible_header:
         return _ANSWER_HEAD.pack(len(body) + 5, correlation_id) + b"\x00" + body
     return _ANSWER_HEAD.pack(len(body) + 4, correlation_id) + body
+
+
+def frame_chunks(
+    correlation_id: int, flexible_header: bool, head: bytes, data: bytes | memoryview, tail: bytes
+) -> list[bytes | memoryview]:
+    """``frame_answer`` for a body of ``head + data + tail`` without copying ``data``."""
+    size = len(head) + len(data) + len(tail) + (5 if flexible_header else 4)
+    first = _ANSWER_HEAD.pack(size, correlation_id) + (b"\x00" if flexible_header else b"") + head
+    return [first, data, tail] if tail else [first, data]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -59,7 +59,9 @@ class HandlerSpec:
     #: turns the request frame into a response body (Kafka 4 does this for Produce v0-2).
     advertised_min_version: int | None = None
     refuse: Callable[[bytes | memoryview, int], bytes] | None = None
-    #: Produce only: ``(broker, version, correlation_id, lean request)`` -> the framed answer
-    #: (or a coroutine giving it) for the common request without a context or a handler
-    #: coroutine, or None to take ``handle``. The router calls it for lean-parsed requests.
-    at_once: Callable[[Broker, int, int, Any], bytes | Awaitable[Any] | None] | None = None
+    #: Produce and Fetch: ``(broker, version, correlation_id, lean request)`` -> the answer of
+    #: the common request without a context or a handler coroutine: the framed bytes (or
+    #: chunks), a future of them (a long poll), a coroutine giving them, or None to take
+    #: ``handle``. The router calls it for lean-parsed requests; what it raises is logged and
+    #: answered as from ``handle``.
+    at_once: Callable[[Broker, int, int, Any], Any] | None = None

@@ -20,109 +20,19 @@ FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from kio.static.constants import uuid_zero
-
+from broker.handlers._fetch_poll import answer_at_once
+from broker.handlers._fetch_scan import BLOCKING_READ_BYTES, Wanted, requested, scan
 from broker.handlers.base import HandlerSpec, RequestContext
 from broker.router import RawBody
-from protocol.errors import ErrorCode, error_code_for
+from protocol.errors import ErrorCode
 from protocol.lean import FetchPartitionAnswer, encode_fetch_body, encode_fetch_one
 from protocol.schema import build, response_types
 from storage import ReadInfo
-from storage.errors import StorageError
 
 API_KEY = 1
-#: Reads at least this large go to a worker thread instead of pread on the event loop.
-BLOCKING_READ_BYTES = 256 * 1024
-
-
-@dataclass(slots=True)
-class _Partition:
-    """One requested partition and what a pass over the logs found for it."""
-
-    topic: str | None
-    topic_id: Any
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-    error: ErrorCode = ErrorCode.none
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    read: ReadInfo | None = None
-
-
-def _requested(ctx: RequestContext, request: Any) -> list[_Partition]:
-    topics = ctx.broker.topics
-    by_id = ctx.api_version >= 13
-    wanted: list[_Partition] = []
-    for t in request.topics:
-        if by_id:
-            info = topics.by_id(t.topic_id)
-            name = info.name if info is not None else None
-            topic_id = t.topic_id
-        else:
-            name, topic_id = t.topic, uuid_zero
-        for p in t.partitions:
-            wanted.append(
-                _Partition(
-                    topic=name,
-                    topic_id=topic_id,
-                    partition=int(p.partition),
-                    fetch_offset=int(p.fetch_offset),
-                    max_bytes=int(p.partition_max_bytes),
-                )
-            )
-    return wanted
-
-
-def _scan(ctx: RequestContext, wanted: list[_Partition], max_bytes: int) -> tuple[int, bool]:
-    """Look every partition up (no data read yet); returns (bytes available, any error)."""
-    topics = ctx.broker.topics
-    total = 0
-    errors = False
-    for w in wanted:
-        w.read = None
-        w.error = ErrorCode.none
-        if w.topic is None:
-            w.error = ErrorCode.unknown_topic_id
-            errors = True
-            continue
-        partition_log = topics.get_log(w.topic, w.partition)
-        if partition_log is None:
-            w.error = ErrorCode.unknown_topic_or_partition
-            errors = True
-            continue
-        w.high_watermark = partition_log.high_watermark
-        w.log_start_offset = partition_log.log_start_offset
-        if not w.log_start_offset <= w.fetch_offset <= partition_log.log_end_offset:
-            w.error = ErrorCode.offset_out_of_range
-            errors = True
-            continue
-        if w.fetch_offset >= w.high_watermark:
-            continue  # caught up: empty answer (the common long-poll case)
-        limit = min(w.max_bytes, max_bytes - total)
-        if limit <= 0 and total > 0:
-            continue
-        try:
-            info = partition_log.read(
-                w.fetch_offset,
-                max(limit, 0),
-                upper_bound=w.high_watermark,
-                min_one_message=total == 0,
-            )
-        except StorageError as exc:
-            w.error = error_code_for(exc.error_name)
-            errors = True
-            continue
-        w.high_watermark = info.high_watermark
-        w.log_start_offset = info.log_start_offset
-        if info.size_in_bytes > 0:
-            w.read = info
-            total += info.size_in_bytes
-    return total, errors
 
 
 async def _records(ctx: RequestContext, info: ReadInfo | None) -> bytes:
@@ -149,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             session_id=0,
             responses=(),
         )
-    wanted = _requested(ctx, request)
+    wanted = requested(ctx.broker.topics, ctx.api_version, request)
     # As Kafka: never more than fetch.max.bytes per answer, whatever the client asks for (the
     # answer is read into memory; one fetch of a huge max_bytes must not read a whole log).
     max_bytes = max(min(int(request.max_bytes), ctx.broker.config.get_int("fetch.max.bytes")), 0)
@@ -158,7 +68,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = loop.time() + max(request.max_wait.total_seconds(), 0.0)
     keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
     while True:
-        total, errors = _scan(ctx, wanted, max_bytes)
+        total, errors = scan(ctx.broker.topics, wanted, max_bytes)
         remaining = deadline - loop.time()
         if errors or total >= min_bytes or (total > 0 and min_bytes <= 0) or remaining <= 0:
             break
@@ -171,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _lean_response(ctx, wanted, payloads)
 
 
-async def _one_answer(ctx: RequestContext, w: _Partition) -> RawBody:
+async def _one_answer(ctx: RequestContext, w: Wanted) -> RawBody:
     info = w.read
     if info is None or info.size_in_bytes == 0:
         records = b""
@@ -194,7 +104,7 @@ async def _one_answer(ctx: RequestContext, w: _Partition) -> RawBody:
     return RawBody((head, records, tail) if tail else (head, records))
 
 
-def _lean_response(ctx: RequestContext, wanted: list[_Partition], payloads: list[bytes]) -> RawBody:
+def _lean_response(ctx: RequestContext, wanted: list[Wanted], payloads: list[bytes]) -> RawBody:
     """The answer through protocol.lean: record bytes are passed on, never re-encoded."""
     by_id = ctx.api_version >= 13
     grouped: dict[Any, list[FetchPartitionAnswer]] = {}
@@ -212,9 +122,7 @@ def _lean_response(ctx: RequestContext, wanted: list[_Partition], payloads: list
     return RawBody(tuple(encode_fetch_body(ctx.api_version, list(grouped.items()))))
 
 
-def _response(
-    ctx: RequestContext, types: Any, wanted: list[_Partition], payloads: list[bytes]
-) -> Any:
+def _response(ctx: RequestContext, types: Any, wanted: list[Wanted], payloads: list[bytes]) -> Any:
     by_id = ctx.api_version >= 13
     grouped: dict[Any, list[Any]] = {}
     for w, records in zip(wanted, payloads, strict=True):
@@ -248,7 +156,7 @@ def _response(
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     """v4-6 have no top-level error: every partition carries ``code``."""
     types = response_types(API_KEY, ctx.api_version)
-    wanted = _requested(ctx, request)
+    wanted = requested(ctx.broker.topics, ctx.api_version, request)
     for w in wanted:
         w.error = code
     response = _response(ctx, types, wanted, [b""] * len(wanted))
@@ -263,4 +171,11 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return response
 
 
-SPEC = HandlerSpec(api_key=API_KEY, name="Fetch", min_version=4, max_version=16, handle=handle)
+SPEC = HandlerSpec(
+    api_key=API_KEY,
+    name="Fetch",
+    min_version=4,
+    max_version=16,
+    handle=handle,
+    at_once=answer_at_once,
+)

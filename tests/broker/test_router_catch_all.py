@@ -1,7 +1,8 @@
 """The router's single catch-all: a handler that raises costs an error code, or the connection.
 
-A real Broker object (not started) and the real handler modules; only ``handle`` is replaced by
-a function that raises, which is the situation under test.
+A real Broker object (not started) and the real handler modules; only ``handle`` (and the
+synchronous ``at_once`` path of Produce and Fetch) is replaced by a function that raises, which
+is the situation under test.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ async def _explode(ctx: RequestContext, request: Any) -> Any:
     raise RuntimeError("bug in a handler")
 
 
+def _explode_at_once(broker: Any, version: int, correlation_id: int, request: Any) -> Any:
+    raise RuntimeError("bug in a handler's synchronous path")
+
+
 def _frame(request: Any, correlation_id: int = 9) -> bytes:
     header_cls = type(request).__header_schema__
     buffer = io.BytesIO()
@@ -55,7 +60,12 @@ def router(tmp_path: Path) -> Router:
     )
     broker = Broker(cfg)
     specs, modules = discover_handlers()
-    broken = {k: dataclasses.replace(s, handle=_explode) for k, s in specs.items()}
+    broken = {
+        k: dataclasses.replace(
+            s, handle=_explode, at_once=_explode_at_once if s.at_once is not None else None
+        )
+        for k, s in specs.items()
+    }
     return Router(broker, broken, modules)
 
 

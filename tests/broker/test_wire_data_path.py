@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -141,17 +142,19 @@ def list_offset(c: WireClient, topic: str, timestamp: int, partition: int = 0) -
     )
 
 
-def metadata(c: WireClient, names: list[str] | None, auto: bool = True) -> Any:
+def metadata_request(names: list[str] | None, auto: bool = True) -> Any:
     topics = (
         None
         if names is None
         else tuple(md12.MetadataRequestTopic(topic_id=None, name=n) for n in names)
     )
-    return c.request(
-        md12.MetadataRequest(
-            topics=topics, allow_auto_topic_creation=auto, include_topic_authorized_operations=False
-        )
+    return md12.MetadataRequest(
+        topics=topics, allow_auto_topic_creation=auto, include_topic_authorized_operations=False
     )
+
+
+def metadata(c: WireClient, names: list[str] | None, auto: bool = True) -> Any:
+    return c.request(metadata_request(names, auto))
 
 
 @pytest.fixture
@@ -288,6 +291,41 @@ def test_long_poll_returns_as_soon_as_data_arrives(module_broker: Any) -> None:
         assert answer.responses[0].partitions[0].high_watermark == 1
         assert len(answer.responses[0].partitions[0].records) > 0
         assert elapsed < 1.0, elapsed
+
+
+def test_answers_after_a_long_poll_keep_request_order(module_broker: Any) -> None:
+    """A waiting fetch holds back the answers of requests pipelined behind it (Kafka answers
+    in order on a connection); they all come once the poll is answered."""
+    with WireClient(module_broker.bootstrap) as c, WireClient(module_broker.bootstrap) as p:
+        create(c, "poll-order")
+        first = c.send(fetch_request("poll-order", 0, max_wait_ms=10_000))
+        second = c.send(metadata_request(["poll-order"]))
+        third = c.send(fetch_request("poll-order", 0, max_wait_ms=0))
+        c.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            c.sock.recv(1, socket.MSG_PEEK)  # nothing answered while the poll waits
+        c.sock.settimeout(10)
+        produce(p, "poll-order", make_batch([b"go"]))
+        got = [c.receive() for _ in range(3)]
+        assert [cid for cid, _ in got] == [first, second, third]
+        assert len(got[0][1].responses[0].partitions[0].records) > 0
+        assert got[1][1].topics[0].name == "poll-order"
+
+
+def test_long_poll_waits_for_min_bytes(module_broker: Any) -> None:
+    with WireClient(module_broker.bootstrap) as c, WireClient(module_broker.bootstrap) as p:
+        create(c, "minb")
+        batch = make_batch([b"m" * 200])
+        c.send(fetch_request("minb", 0, max_wait_ms=10_000, min_bytes=2 * len(batch)))
+        produce(p, "minb", batch)
+        c.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            c.sock.recv(1, socket.MSG_PEEK)  # one batch is less than min_bytes
+        c.sock.settimeout(10)
+        produce(p, "minb", make_batch([b"m" * 200]))
+        _, answer = c.receive()
+        part = answer.responses[0].partitions[0]
+        assert part.high_watermark == 2 and len(part.records) == 2 * len(batch)
 
 
 def test_long_poll_times_out_empty(client: WireClient) -> None:

@@ -1,0 +1,219 @@
+"""Fetch of one partition without a coroutine: the answer at once, or a long poll run by callbacks.
+
+What consumers send most is one partition of one topic, and a consumer at the tail of its log
+has that fetch wait for the next append (long poll). Through ``handle`` each such fetch costs a
+coroutine chain, a task and a second pass through the handler; here the router calls
+``answer_at_once`` with the lean-parsed request instead:
+
+- data (or an error, or an expired wait) is there: the framed answer, built at once;
+- else a future the connection answers from when it resolves: a ``_LongPoll`` registers a wake
+  future with the partition's HW waiters (``broker.partitions``) and a timer for ``max_wait``;
+  every wake re-scans, as ``handle`` does, until ``min_bytes`` are there, the wait expired, the
+  broker is stopping or the partition failed, then sets the answer.
+
+The answer is the same bytes ``handle`` gives (``protocol.lean.encode_fetch_one``). Anything else
+(a session id, several partitions, an unknown topic id, a read big enough for a worker thread
+when answering at once) returns None: the router then runs ``handle``. When the connection
+goes, the server cancels the answer future and the poll forgets its wake future and timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from broker.handlers._fetch_scan import BLOCKING_READ_BYTES, Wanted, scan
+from broker.handlers.base import RequestContext
+from protocol.lean import encode_fetch_one, frame_answer, frame_chunks
+
+__all__ = ["answer_at_once"]
+
+API_KEY = 1
+log = logging.getLogger("tidelog.fetch")
+
+Answer = bytes | list[bytes | memoryview]
+
+
+def answer_at_once(
+    broker: Any, version: int, correlation_id: int, request: Any
+) -> Answer | asyncio.Future[Any] | None:
+    """The answer of a one-partition fetch, a future of it (long poll), or None (``handle``)."""
+    if request.session_id != 0:
+        return None
+    topics = request.topics
+    if len(topics) != 1:
+        return None
+    topic = topics[0]
+    partitions = topic.partitions
+    if len(partitions) != 1:
+        return None
+    p = partitions[0]
+    if version >= 13:
+        info = broker.topics.by_id(topic.topic_id)
+        if info is None:
+            return None
+        name = info.name
+    else:
+        name = topic.topic
+    wanted = Wanted(name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+    # As Kafka: never more than fetch.max.bytes per answer (see ``fetch.handle``).
+    max_bytes = max(min(request.max_bytes, broker.config.get_int("fetch.max.bytes")), 0)
+    min_bytes = request.min_bytes
+    total, errors = scan(broker.topics, [wanted], max_bytes)
+    wait_s = request.max_wait.total_seconds()
+    if errors or total >= min_bytes or (total > 0 and min_bytes <= 0) or wait_s <= 0:
+        return _answer(version, correlation_id, wanted, blocking_ok=False)
+    if broker.stopping:
+        return _answer(version, correlation_id, wanted, blocking_ok=False)
+    poll = _LongPoll(broker, version, correlation_id, request, wanted, max_bytes, min_bytes)
+    return poll.start(wait_s)
+
+
+def _answer(version: int, correlation_id: int, w: Wanted, *, blocking_ok: bool) -> Answer | None:
+    """The framed answer for ``w`` as scanned; None when its read belongs in a worker thread
+    and ``blocking_ok`` is false."""
+    info = w.read
+    if info is None or info.size_in_bytes == 0:
+        records = b""
+    elif info.size_in_bytes >= BLOCKING_READ_BYTES and not blocking_ok:
+        return None
+    else:
+        records = info.read_bytes()
+    head, tail = encode_fetch_one(
+        version,
+        w.topic_id if version >= 13 else (w.topic or ""),
+        w.partition,
+        int(w.error),
+        w.high_watermark,
+        w.log_start_offset,
+        len(records),
+    )
+    flexible_header = version >= 12
+    if not records:
+        return frame_answer(correlation_id, flexible_header, head + tail)
+    return frame_chunks(correlation_id, flexible_header, head, records, tail)
+
+
+class _LongPoll:
+    """One waiting fetch: re-scans at every wake of its partition until it can answer."""
+
+    __slots__ = (
+        "answer",
+        "broker",
+        "correlation_id",
+        "deadline",
+        "key",
+        "loop",
+        "max_bytes",
+        "min_bytes",
+        "request",
+        "started",
+        "timer",
+        "version",
+        "wake",
+        "wanted",
+    )
+
+    def __init__(
+        self,
+        broker: Any,
+        version: int,
+        correlation_id: int,
+        request: Any,
+        wanted: Wanted,
+        max_bytes: int,
+        min_bytes: int,
+    ) -> None:
+        self.broker = broker
+        self.version = version
+        self.correlation_id = correlation_id
+        self.request = request
+        self.wanted = wanted
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.key = (wanted.topic, wanted.partition)
+        self.loop = asyncio.get_running_loop()
+        self.answer: asyncio.Future[Any] = self.loop.create_future()
+        self.started = time.perf_counter()
+        self.deadline = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.wake: asyncio.Future[bool] | None = None
+
+    def start(self, wait_s: float) -> asyncio.Future[Any]:
+        self.deadline = self.loop.time() + wait_s
+        self.timer = self.loop.call_later(wait_s, self._expire)
+        self.answer.add_done_callback(self._answered)
+        self._arm()
+        return self.answer
+
+    def _arm(self) -> None:
+        wake: asyncio.Future[bool] = self.loop.create_future()
+        self.wake = wake
+        self.broker.partitions.add(self.key, wake)
+        wake.add_done_callback(self._woken)
+
+    def _expire(self) -> None:
+        self.timer = None
+        wake = self.wake
+        if wake is not None and not wake.done():
+            wake.set_result(False)
+
+    def _answered(self, answer: asyncio.Future[Any]) -> None:
+        """Answered or cancelled (the connection went): drop the timer and the wake."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        wake = self.wake
+        if wake is not None:
+            self.wake = None
+            self.broker.partitions.discard(self.key, wake)
+            wake.cancel()
+
+    def _woken(self, wake: asyncio.Future[bool]) -> None:
+        if wake is not self.wake or self.answer.done():
+            return
+        self.broker.partitions.discard(self.key, wake)  # after a timeout it is still listed
+        self.wake = None
+        broker = self.broker
+        w = self.wanted
+        try:
+            total, errors = scan(broker.topics, [w], self.max_bytes)
+            remaining = self.deadline - self.loop.time()
+            min_bytes = self.min_bytes
+            if not (
+                errors
+                or total >= min_bytes
+                or (total > 0 and min_bytes <= 0)
+                or remaining <= 0
+                or broker.stopping
+            ):
+                self._arm()
+                return
+            out = _answer(self.version, self.correlation_id, w, blocking_ok=False)
+            if out is None:  # a big read: in a worker thread, then answer
+                broker.spawn(self._answer_from_worker())
+                return
+        except Exception:
+            out = self._failed()
+        self._set(out)
+
+    async def _answer_from_worker(self) -> None:
+        try:
+            version, correlation_id, wanted = self.version, self.correlation_id, self.wanted
+            out = await self.broker.run_blocking(
+                lambda: _answer(version, correlation_id, wanted, blocking_ok=True)
+            )
+        except Exception:
+            out = self._failed()
+        self._set(out)
+
+    def _set(self, out: Any) -> None:
+        if not self.answer.done():
+            self.broker.router.observe(API_KEY, time.perf_counter() - self.started)
+            self.answer.set_result(out)
+
+    def _failed(self) -> Any:
+        ctx = RequestContext(API_KEY, self.version, self.correlation_id, None, "", -1, self.broker)
+        return self.broker.router.failed(ctx, self.request)

@@ -1,0 +1,105 @@
+"""The partition look-up and region scan shared by the Fetch handler and its long poll.
+
+``scan`` finds, for every requested partition, the HW, log start offset and the file regions
+of the batches to send (``PartitionLog.read``); no record byte is read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kio.static.constants import uuid_zero
+
+from broker.topics import Topics
+from protocol.errors import ErrorCode, error_code_for
+from storage import ReadInfo
+from storage.errors import StorageError
+
+#: Reads at least this large go to a worker thread instead of pread on the event loop.
+BLOCKING_READ_BYTES = 256 * 1024
+
+
+@dataclass(slots=True)
+class Wanted:
+    """One requested partition and what a pass over the logs found for it."""
+
+    topic: str | None
+    topic_id: Any
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    error: ErrorCode = ErrorCode.none
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    read: ReadInfo | None = None
+
+
+def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
+    by_id = version >= 13
+    wanted: list[Wanted] = []
+    for t in request.topics:
+        if by_id:
+            info = topics.by_id(t.topic_id)
+            name = info.name if info is not None else None
+            topic_id = t.topic_id
+        else:
+            name, topic_id = t.topic, uuid_zero
+        for p in t.partitions:
+            wanted.append(
+                Wanted(
+                    topic=name,
+                    topic_id=topic_id,
+                    partition=int(p.partition),
+                    fetch_offset=int(p.fetch_offset),
+                    max_bytes=int(p.partition_max_bytes),
+                )
+            )
+    return wanted
+
+
+def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, bool]:
+    """Look every partition up and find the batches to send (file regions: no data read yet);
+    returns (bytes available, any error)."""
+    total = 0
+    errors = False
+    for w in wanted:
+        w.read = None
+        w.error = ErrorCode.none
+        if w.topic is None:
+            w.error = ErrorCode.unknown_topic_id
+            errors = True
+            continue
+        partition_log = topics.get_log(w.topic, w.partition)
+        if partition_log is None:
+            w.error = ErrorCode.unknown_topic_or_partition
+            errors = True
+            continue
+        w.high_watermark = partition_log.high_watermark
+        w.log_start_offset = partition_log.log_start_offset
+        if not w.log_start_offset <= w.fetch_offset <= partition_log.log_end_offset:
+            w.error = ErrorCode.offset_out_of_range
+            errors = True
+            continue
+        if w.fetch_offset >= w.high_watermark:
+            continue  # caught up: empty answer (the common long-poll case)
+        limit = min(w.max_bytes, max_bytes - total)
+        if limit <= 0 and total > 0:
+            continue
+        try:
+            info = partition_log.read(
+                w.fetch_offset,
+                max(limit, 0),
+                upper_bound=w.high_watermark,
+                min_one_message=total == 0,
+            )
+        except StorageError as exc:
+            w.error = error_code_for(exc.error_name)
+            errors = True
+            continue
+        w.high_watermark = info.high_watermark
+        w.log_start_offset = info.log_start_offset
+        if info.size_in_bytes > 0:
+            w.read = info
+            total += info.size_in_bytes
+    return total, errors

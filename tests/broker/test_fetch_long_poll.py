@@ -1,0 +1,190 @@
+"""The one-partition Fetch long poll run by callbacks (broker/handlers/_fetch_poll.py).
+
+A real Broker object on a real event loop (its log manager, topics and HW waiters), the real
+router; requests are real frames. Wire-level behaviour (wake on produce, timeout, shutdown,
+min_bytes, pipelined order) is covered in test_wire_data_path.py against a running broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_wire import make_batch
+from kio.schema.fetch.v12 import request as f12
+from kio.schema.fetch.v12 import response as f12r
+from kio.serial import entity_reader, entity_writer
+
+from broker.app import Broker
+from config import load_broker_config
+
+
+def _frame(request: Any, correlation_id: int = 5) -> bytes:
+    header_cls = type(request).__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(
+        buffer,
+        header_cls(
+            request_api_key=type(request).__api_key__,
+            request_api_version=type(request).__version__,
+            correlation_id=correlation_id,
+            client_id="t",
+        ),
+    )
+    entity_writer(type(request))(buffer, request)
+    return buffer.getvalue()
+
+
+def _fetch(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> bytes:
+    return _frame(
+        f12.FetchRequest(
+            max_wait=timedelta(milliseconds=max_wait_ms),
+            min_bytes=min_bytes,
+            topics=(
+                f12.FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        f12.FetchPartition(
+                            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+    )
+
+
+def _decode(answer: Any) -> Any:
+    data = answer if isinstance(answer, bytes) else b"".join(bytes(c) for c in answer)
+    assert int.from_bytes(data[:4], "big") == len(data) - 4
+    assert int.from_bytes(data[4:8], "big") == 5
+    return entity_reader(f12r.FetchResponse)(data, 9)[0].responses[0].partitions[0]
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[Any]:
+    """Run ``body(broker)`` on a loop with a started broker and a topic ``t``."""
+
+    def runner(body: Any) -> Any:
+        async def main() -> Any:
+            cfg = load_broker_config(
+                None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"], environ={}
+            )
+            broker = Broker(cfg)
+            await broker.start()
+            try:
+                broker.topics.create_topic("t", 1, {})
+                return await body(broker)
+            finally:
+                await broker.stop()
+
+        return asyncio.run(main())
+
+    yield runner
+
+
+def test_waits_then_answers_on_append(run: Any) -> None:
+    async def body(broker: Broker) -> None:
+        outcome = broker.router.dispatch(_fetch("t", 0, 10_000), "h", 1)
+        assert isinstance(outcome, asyncio.Future) and not outcome.done()
+        assert broker.partitions.waiting() == 1
+        await asyncio.sleep(0.05)
+        assert not outcome.done()
+        broker.topics.get_log("t", 0).append(make_batch([b"a"]))
+        broker.after_append(broker.topics.get_log("t", 0), 0)
+        part = _decode(await asyncio.wait_for(outcome, 2))
+        assert part.high_watermark == 1 and len(part.records) > 0
+        assert broker.partitions.waiting() == 0
+
+    run(body)
+
+
+def test_min_bytes_keeps_waiting_across_wakes(run: Any) -> None:
+    async def body(broker: Broker) -> None:
+        log = broker.topics.get_log("t", 0)
+        one = make_batch([b"x" * 100])
+        outcome = broker.router.dispatch(_fetch("t", 0, 10_000, min_bytes=3 * len(one)), "h", 1)
+        assert isinstance(outcome, asyncio.Future)
+        for n in range(1, 4):
+            await asyncio.sleep(0.02)
+            assert not outcome.done(), n
+            hw = log.high_watermark
+            log.append(make_batch([b"x" * 100]))
+            broker.after_append(log, hw)
+        part = _decode(await asyncio.wait_for(outcome, 2))
+        assert part.high_watermark == 3 and len(part.records) == 3 * len(one)
+        assert broker.partitions.waiting() == 0
+
+    run(body)
+
+
+def test_expires_empty_after_max_wait(run: Any) -> None:
+    async def body(broker: Broker) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        outcome = broker.router.dispatch(_fetch("t", 0, 200), "h", 1)
+        assert isinstance(outcome, asyncio.Future)
+        part = _decode(await asyncio.wait_for(outcome, 5))
+        assert 0.19 <= loop.time() - started < 2
+        assert part.records == b"" and part.error_code == 0
+        assert broker.partitions.waiting() == 0
+
+    run(body)
+
+
+def test_cancelled_poll_forgets_its_wake_and_timer(run: Any) -> None:
+    """The server cancels pending answers when the connection goes."""
+
+    async def body(broker: Broker) -> None:
+        outcome = broker.router.dispatch(_fetch("t", 0, 150), "h", 1)
+        assert isinstance(outcome, asyncio.Future)
+        assert broker.partitions.waiting() == 1
+        outcome.cancel()
+        await asyncio.sleep(0.3)  # past max_wait: the timer must not fire into anything
+        assert broker.partitions.waiting() == 0
+        log = broker.topics.get_log("t", 0)
+        log.append(make_batch([b"late"]))
+        broker.after_append(log, 0)  # nobody listens any more
+        await asyncio.sleep(0.01)
+
+    run(body)
+
+
+def test_partition_deleted_while_waiting(run: Any) -> None:
+    async def body(broker: Broker) -> None:
+        outcome = broker.router.dispatch(_fetch("t", 0, 10_000), "h", 1)
+        assert isinstance(outcome, asyncio.Future)
+        broker.topics.delete_topic("t")
+        broker.partitions.notify("t", 0)  # what DeleteTopics does
+        part = _decode(await asyncio.wait_for(outcome, 2))
+        assert part.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+    run(body)
+
+
+def test_a_failure_while_polling_is_answered_unknown_server_error(
+    run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import broker.handlers._fetch_poll as poll
+
+    async def body(broker: Broker) -> None:
+        outcome = broker.router.dispatch(_fetch("t", 0, 10_000), "h", 1)
+        assert isinstance(outcome, asyncio.Future)
+
+        def broken(*args: Any) -> Any:
+            raise RuntimeError("bug while polling")
+
+        monkeypatch.setattr(poll, "scan", broken)
+        broker.partitions.notify("t", 0)
+        answer = await asyncio.wait_for(outcome, 2)
+        data = answer if isinstance(answer, bytes) else b"".join(bytes(c) for c in answer)
+        response = entity_reader(f12r.FetchResponse)(data, 9)[0]
+        assert response.error_code == -1  # UNKNOWN_SERVER_ERROR at the top level (v7+)
+
+    run(body)
