@@ -15,6 +15,9 @@ Fetch sessions (KIP-227, v7+): we never create one. Requests are answered sessio
 id 0, full answers), which every client treats as "no session": a client that sent epoch 0
 keeps sending full requests. A request naming a session id we never handed out gets
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
+
+A one-partition fetch (what most consumers send) is answered by ``_fetch_poll.answer_at_once``
+without this coroutine, with the same rules and bytes; ``handle`` serves everything else.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
-Transactions (not supported) would plug in at ``_check_producer_state``.
+Transactions (not supported) would plug in at ``_check_producer_state`` (and would make
+``answer_at_once``, the coroutine-free path for one batch of one partition, step aside for
+transactional batches).
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ with kcat and the raw latency client, and writes its JSON with figures in it. No
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,23 @@ def test_quick_suite_runs_and_writes_results(tmp_path: Path) -> None:
     assert 0 < latency["p50_ms"] <= latency["p99_ms"]
     assert results["machine"]["cores"] >= 1
     assert "produce 100 B kcat, msgs/s" in proc.stdout
+
+
+def test_poll_cycle_script_runs() -> None:
+    """``scripts/bench/poll_cycle.py`` (the in-process long-poll cycle) still drives the router:
+    every fetch waits and every produce answers at once (the script asserts both)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench" / "poll_cycle.py"),
+            *("--count", "50", "--runs", "1"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.fullmatch(
+        r"cycle [0-9.]+ us, produce alone [0-9.]+ us, fetch long poll -?[0-9.]+ us\n", proc.stdout
+    ), proc.stdout
