@@ -239,7 +239,7 @@ def answer_at_once(
     fraction of the calls. Anything else returns None and goes through ``handle``.
     """
     acks = request.acks
-    if acks != 1 and acks != -1:
+    if (acks != 1 and acks != -1) or request.transactional_id is not None:
         return None
     topics = request.topic_data
     if len(topics) != 1:
