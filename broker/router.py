@@ -267,6 +267,9 @@ class Router:
             if response is None or isinstance(response, Close):
                 failed = response is not None
                 return response
+            if type(response) is bytes or type(response) is list:
+                failed = False
+                return cast(Answer, response)  # framed by the handler itself
             failed = bool(getattr(response, "error_code", 0))
             return self.encode(ctx, response)
         except Exception:

@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from protocol.errors import FrameDecodeError
+from protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanFetchPartition",
@@ -42,7 +43,6 @@ __all__ = (
     "parse_fetch_frame",
 )
 
-_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level [, session_id, session_epoch]
@@ -100,12 +100,7 @@ _TOPIC_IDS: dict[bytes, uuid.UUID] = {}
 
 
 def _max_wait(max_wait_ms: int) -> timedelta:
-    value = _MAX_WAITS.get(max_wait_ms)
-    if value is None:
-        value = timedelta(milliseconds=max_wait_ms)
-        if len(_MAX_WAITS) < 256:
-            _MAX_WAITS[max_wait_ms] = value
-    return value
+    return cached_timedelta(_MAX_WAITS, max_wait_ms)
 
 
 def _topic_id(raw: bytes) -> uuid.UUID | None:
@@ -120,23 +115,11 @@ def _topic_id(raw: bytes) -> uuid.UUID | None:
 
 
 def _truncated(pos: int, end: int) -> FrameDecodeError:
-    return FrameDecodeError(f"fetch request truncated at {pos} of {end} bytes")
+    return truncated("fetch", pos, end)
 
 
 def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _truncated(pos, end)
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameDecodeError("varint longer than 5 bytes in a fetch request")
+    return uvarint("fetch", buf, pos, end)
 
 
 def _compact(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -148,10 +131,7 @@ def _compact(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
 
 
 def _text(buf: memoryview, pos: int, n: int) -> str:
-    try:
-        return str(buf[pos : pos + n], "utf-8")
-    except UnicodeDecodeError as exc:
-        raise FrameDecodeError(f"fetch request string is not UTF-8: {exc}") from exc
+    return text("fetch", buf, pos, n)
 
 
 def _fits(count: int, least: int, pos: int, end: int, what: str) -> None:
@@ -385,32 +365,11 @@ def parse_fetch_frame(
 
     Raises FrameDecodeError when the frame is malformed.
     """
-    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
-    end = len(buf)
-    if end < 10:
-        raise _truncated(end, end)
-    api_key, version, correlation_id, n = _HEADER.unpack_from(buf, 0)
-    if api_key != 1 or not 4 <= version <= 16:
+    header = read_header(frame, 1, 4, 16, 12, "fetch")
+    if header is None:
         return None
-    pos = 10
-    # -- request header v1 / v2: client id is a (non-compact) nullable string in both
-    client_id: str | None
-    if n < 0:
-        if n != -1:
-            raise FrameDecodeError(f"negative client id length {n}")
-        client_id = None
-    else:
-        if pos + n > end:
-            raise _truncated(pos, end)
-        client_id = _text(buf, pos, n)
-        pos += n
+    buf, end, version, correlation_id, client_id, pos = header
     flexible = version >= 12
-    if flexible:
-        if pos >= end:
-            raise _truncated(pos, end)
-        if buf[pos] != 0:
-            return None  # header tagged fields: the generic path
-        pos += 1
     one = _one_partition(buf, pos, end, version)
     if one is not None:
         return correlation_id, client_id, one

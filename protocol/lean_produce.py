@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from protocol.errors import FrameDecodeError
+from protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanPartitionData",
@@ -28,7 +29,6 @@ __all__ = (
     "parse_produce_frame",
 )
 
-_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -59,39 +59,19 @@ _TIMEOUTS: dict[int, timedelta] = {}
 
 
 def _timeout(timeout_ms: int) -> timedelta:
-    value = _TIMEOUTS.get(timeout_ms)
-    if value is None:
-        value = timedelta(milliseconds=timeout_ms)
-        if len(_TIMEOUTS) < 256:
-            _TIMEOUTS[timeout_ms] = value
-    return value
+    return cached_timedelta(_TIMEOUTS, timeout_ms)
 
 
 def _truncated(pos: int, end: int) -> FrameDecodeError:
-    return FrameDecodeError(f"produce request truncated at {pos} of {end} bytes")
+    return truncated("produce", pos, end)
 
 
 def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _truncated(pos, end)
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameDecodeError("varint longer than 5 bytes in a produce request")
+    return uvarint("produce", buf, pos, end)
 
 
 def _text(buf: memoryview, pos: int, n: int) -> str:
-    try:
-        return str(buf[pos : pos + n], "utf-8")
-    except UnicodeDecodeError as exc:
-        raise FrameDecodeError(f"produce request string is not UTF-8: {exc}") from exc
+    return text("produce", buf, pos, n)
 
 
 _FLEX_ONE = struct.Struct(">BhiBB")  # null txn id, acks, timeout, 1 topic, name length + 1
@@ -168,32 +148,12 @@ def parse_produce_frame(
 
     Raises FrameDecodeError when the frame is malformed.
     """
-    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
-    end = len(buf)
-    if end < 10:
-        raise _truncated(end, end)
-    api_key, version, correlation_id, n = _HEADER.unpack_from(buf, 0)
-    if api_key != 0 or not 3 <= version <= 10:
+    header = read_header(frame, 0, 3, 10, 9, "produce")
+    if header is None:
         return None
-    pos = 10
-    # -- request header v1 / v2: client id is a (non-compact) nullable string in both
-    client_id: str | None
-    if n < 0:
-        if n != -1:
-            raise FrameDecodeError(f"negative client id length {n}")
-        client_id = None
-    else:
-        if pos + n > end:
-            raise _truncated(pos, end)
-        client_id = _text(buf, pos, n)
-        pos += n
+    buf, end, version, correlation_id, client_id, pos = header
     flexible = version >= 9
     if flexible:
-        if pos >= end:
-            raise _truncated(pos, end)
-        if buf[pos] != 0:
-            return None  # header tagged fields: the generic path
-        pos += 1
         one = _one_batch(buf, pos, end, True)
         if one is not None:
             return correlation_id, client_id, one

@@ -24,21 +24,18 @@ import logging
 import time
 from typing import Any
 
-from broker.handlers._fetch_scan import BLOCKING_READ_BYTES, Wanted, scan
+from broker.handlers._fetch_scan import Wanted, answer_one, scan
 from broker.handlers.base import RequestContext
-from protocol.lean import encode_fetch_one, frame_answer, frame_chunks
 
 __all__ = ["answer_at_once"]
 
 API_KEY = 1
 log = logging.getLogger("tidelog.fetch")
 
-Answer = bytes | list[bytes | memoryview]
-
 
 def answer_at_once(
     broker: Any, version: int, correlation_id: int, request: Any
-) -> Answer | asyncio.Future[Any] | None:
+) -> bytes | list[bytes | memoryview] | asyncio.Future[Any] | None:
     """The answer of a one-partition fetch, a future of it (long poll), or None (``handle``)."""
     if request.session_id != 0:
         return None
@@ -64,36 +61,11 @@ def answer_at_once(
     total, errors = scan(broker.topics, [wanted], max_bytes)
     wait_s = request.max_wait.total_seconds()
     if errors or total >= min_bytes or (total > 0 and min_bytes <= 0) or wait_s <= 0:
-        return _answer(version, correlation_id, wanted, blocking_ok=False)
+        return answer_one(version, correlation_id, wanted, blocking_ok=False)
     if broker.stopping:
-        return _answer(version, correlation_id, wanted, blocking_ok=False)
+        return answer_one(version, correlation_id, wanted, blocking_ok=False)
     poll = _LongPoll(broker, version, correlation_id, request, wanted, max_bytes, min_bytes)
     return poll.start(wait_s)
-
-
-def _answer(version: int, correlation_id: int, w: Wanted, *, blocking_ok: bool) -> Answer | None:
-    """The framed answer for ``w`` as scanned; None when its read belongs in a worker thread
-    and ``blocking_ok`` is false."""
-    info = w.read
-    if info is None or info.size_in_bytes == 0:
-        records = b""
-    elif info.size_in_bytes >= BLOCKING_READ_BYTES and not blocking_ok:
-        return None
-    else:
-        records = info.read_bytes()
-    head, tail = encode_fetch_one(
-        version,
-        w.topic_id if version >= 13 else (w.topic or ""),
-        w.partition,
-        int(w.error),
-        w.high_watermark,
-        w.log_start_offset,
-        len(records),
-    )
-    flexible_header = version >= 12
-    if not records:
-        return frame_answer(correlation_id, flexible_header, head + tail)
-    return frame_chunks(correlation_id, flexible_header, head, records, tail)
 
 
 class _LongPoll:
@@ -191,7 +163,7 @@ class _LongPoll:
             ):
                 self._arm()
                 return
-            out = _answer(self.version, self.correlation_id, w, blocking_ok=False)
+            out = answer_one(self.version, self.correlation_id, w, blocking_ok=False)
             if out is None:  # a big read: in a worker thread, then answer
                 broker.spawn(self._answer_from_worker())
                 return
@@ -203,7 +175,7 @@ class _LongPoll:
         try:
             version, correlation_id, wanted = self.version, self.correlation_id, self.wanted
             out = await self.broker.run_blocking(
-                lambda: _answer(version, correlation_id, wanted, blocking_ok=True)
+                lambda: answer_one(version, correlation_id, wanted, blocking_ok=True)
             )
         except Exception:
             out = self._failed()

@@ -13,6 +13,7 @@ from kio.static.constants import uuid_zero
 
 from broker.topics import Topics
 from protocol.errors import ErrorCode, error_code_for
+from protocol.lean import encode_fetch_one, frame_answer, frame_chunks
 from storage import ReadInfo
 from storage.errors import StorageError
 
@@ -103,3 +104,30 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
             w.read = info
             total += info.size_in_bytes
     return total, errors
+
+
+def answer_one(
+    version: int, correlation_id: int, w: Wanted, *, blocking_ok: bool
+) -> bytes | list[bytes | memoryview] | None:
+    """The framed answer for ``w`` as scanned; None when its read belongs in a worker thread
+    and ``blocking_ok`` is false."""
+    info = w.read
+    if info is None or info.size_in_bytes == 0:
+        records = b""
+    elif info.size_in_bytes >= BLOCKING_READ_BYTES and not blocking_ok:
+        return None
+    else:
+        records = info.read_bytes()
+    head, tail = encode_fetch_one(
+        version,
+        w.topic_id if version >= 13 else (w.topic or ""),
+        w.partition,
+        int(w.error),
+        w.high_watermark,
+        w.log_start_offset,
+        len(records),
+    )
+    flexible_header = version >= 12
+    if not records:
+        return frame_answer(correlation_id, flexible_header, head + tail)
+    return frame_chunks(correlation_id, flexible_header, head, records, tail)

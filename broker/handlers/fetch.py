@@ -27,11 +27,17 @@ from datetime import timedelta
 from typing import Any
 
 from broker.handlers._fetch_poll import answer_at_once
-from broker.handlers._fetch_scan import BLOCKING_READ_BYTES, Wanted, requested, scan
+from broker.handlers._fetch_scan import (
+    BLOCKING_READ_BYTES,
+    Wanted,
+    answer_one,
+    requested,
+    scan,
+)
 from broker.handlers.base import HandlerSpec, RequestContext
 from broker.router import RawBody
 from protocol.errors import ErrorCode
-from protocol.lean import FetchPartitionAnswer, encode_fetch_body, encode_fetch_one
+from protocol.lean import FetchPartitionAnswer, encode_fetch_body
 from protocol.schema import build, response_types
 from storage import ReadInfo
 
@@ -84,27 +90,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _lean_response(ctx, wanted, payloads)
 
 
-async def _one_answer(ctx: RequestContext, w: Wanted) -> RawBody:
-    info = w.read
-    if info is None or info.size_in_bytes == 0:
-        records = b""
-    elif info.size_in_bytes >= BLOCKING_READ_BYTES:
-        records = await ctx.broker.run_blocking(info.read_bytes)
-    else:
-        records = info.read_bytes()
-    version = ctx.api_version
-    head, tail = encode_fetch_one(
-        version,
-        w.topic_id if version >= 13 else (w.topic or ""),
-        w.partition,
-        int(w.error),
-        w.high_watermark,
-        w.log_start_offset,
-        len(records),
-    )
-    if not records:
-        return RawBody((head + tail,))
-    return RawBody((head, records, tail) if tail else (head, records))
+async def _one_answer(ctx: RequestContext, w: Wanted) -> bytes | list[bytes | memoryview]:
+    """The framed answer for one partition (a big read in a worker thread)."""
+    version, correlation_id = ctx.api_version, ctx.correlation_id
+    answer = answer_one(version, correlation_id, w, blocking_ok=False)
+    if answer is None:
+        answer = await ctx.broker.run_blocking(
+            lambda: answer_one(version, correlation_id, w, blocking_ok=True)
+        )
+    assert answer is not None
+    return answer
 
 
 def _lean_response(ctx: RequestContext, wanted: list[Wanted], payloads: list[bytes]) -> RawBody:

@@ -8,36 +8,23 @@ min_bytes, pipelined order) is covered in test_wire_data_path.py against a runni
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_wire import make_batch
+from kafka_wire import encode_request, make_batch
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v12 import response as f12r
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from broker.app import Broker
 from config import load_broker_config
 
 
 def _frame(request: Any, correlation_id: int = 5) -> bytes:
-    header_cls = type(request).__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=type(request).__api_key__,
-            request_api_version=type(request).__version__,
-            correlation_id=correlation_id,
-            client_id="t",
-        ),
-    )
-    entity_writer(type(request))(buffer, request)
-    return buffer.getvalue()
+    return encode_request(request, correlation_id, "t")[4:]  # the router gets it unprefixed
 
 
 def _fetch(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> bytes:

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_wire import encode_request
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.list_offsets.v8 import request as lo8
 from kio.schema.metadata.v5 import request as md5
 from kio.schema.produce.v9 import request as p9
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from broker.app import Broker
 from broker.handlers.base import HandlerSpec, RequestContext
@@ -38,19 +38,7 @@ def _explode_at_once(broker: Any, version: int, correlation_id: int, request: An
 
 
 def _frame(request: Any, correlation_id: int = 9) -> bytes:
-    header_cls = type(request).__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=type(request).__api_key__,
-            request_api_version=type(request).__version__,
-            correlation_id=correlation_id,
-            client_id="t",
-        ),
-    )
-    entity_writer(type(request))(buffer, request)
-    return buffer.getvalue()
+    return encode_request(request, correlation_id, "t")[4:]  # the router gets it unprefixed
 
 
 @pytest.fixture

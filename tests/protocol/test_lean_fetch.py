@@ -4,7 +4,6 @@ and a truncated or garbage frame only ever raises FrameDecodeError (or asks for 
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 import sys
 import tracemalloc
@@ -13,41 +12,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kio.index import load_request_schema
-from kio.serial import entity_writer
+from lean_helpers import SETTINGS as _SETTINGS
+from lean_helpers import frame as _frame
+from lean_helpers import kio_decode as _kio
 
-from protocol import codec
 from protocol.errors import FrameDecodeError
 from protocol.lean_fetch import parse_fetch_frame
 
 VERSIONS = range(4, 17)
-_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None
-)
-
-
-def _frame(request: Any, correlation_id: int, client_id: str | None) -> bytes:
-    header_cls = type(request).__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=1,
-            request_api_version=type(request).__version__,
-            correlation_id=correlation_id,
-            client_id=client_id,
-        ),
-    )
-    entity_writer(type(request))(buffer, request)
-    return buffer.getvalue()
-
-
-def _kio(frame: bytes) -> tuple[int, str | None, Any]:
-    header, offset = codec.decode_request_header(frame)
-    request = codec.decode_request(frame, header.api_key, header.api_version, offset)
-    return header.correlation_id, header.client_id, request
 
 
 def _without_request_tags(request: Any) -> Any:

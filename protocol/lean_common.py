@@ -1,0 +1,97 @@
+"""What the lean one-pass request parsers share (``lean_produce``, ``lean_fetch``).
+
+The request header (v1, and v2 with its tagged-field section for flexible versions), unsigned
+varints, UTF-8 text and the truncation error, each checked against the bytes that remain
+before anything is sliced. Errors are ``FrameDecodeError`` naming the API (``api``), as the
+generic path's are. No I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from datetime import timedelta
+
+from protocol.errors import FrameDecodeError
+
+__all__ = ("RequestHeader", "cached_timedelta", "read_header", "text", "truncated", "uvarint")
+
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+
+#: ``(buffer, end, version, correlation id, client id, position of the body)``
+RequestHeader = tuple[memoryview, int, int, int, str | None, int]
+
+
+def truncated(api: str, pos: int, end: int) -> FrameDecodeError:
+    return FrameDecodeError(f"{api} request truncated at {pos} of {end} bytes")
+
+
+def uvarint(api: str, buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes: ``(value, position after it)``."""
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise truncated(api, pos, end)
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise FrameDecodeError(f"varint longer than 5 bytes in a {api} request")
+
+
+def text(api: str, buf: memoryview, pos: int, n: int) -> str:
+    """``n`` bytes at ``pos`` as UTF-8 (the caller checked they are there)."""
+    try:
+        return str(buf[pos : pos + n], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameDecodeError(f"{api} request string is not UTF-8: {exc}") from exc
+
+
+def cached_timedelta(cache: dict[int, timedelta], ms: int) -> timedelta:
+    """``timedelta(milliseconds=ms)``, kept in ``cache`` (clients send a few distinct values;
+    at most 256 are kept)."""
+    value = cache.get(ms)
+    if value is None:
+        value = timedelta(milliseconds=ms)
+        if len(cache) < 256:
+            cache[ms] = value
+    return value
+
+
+def read_header(
+    frame: bytes | memoryview, api_key: int, low: int, high: int, flexible_from: int, api: str
+) -> RequestHeader | None:
+    """The request header of an ``api_key`` frame of versions ``low..high``; None when the
+    frame is another API or version, or carries header tagged fields (the generic path).
+
+    The client id is a (non-compact) nullable string in header v1 and v2 alike; v2 (versions
+    from ``flexible_from``) adds a tagged-field section, which must be empty here.
+    """
+    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    end = len(buf)
+    if end < 10:
+        raise truncated(api, end, end)
+    key, version, correlation_id, n = _HEADER.unpack_from(buf, 0)
+    if key != api_key or not low <= version <= high:
+        return None
+    pos = 10
+    client_id: str | None
+    if n < 0:
+        if n != -1:
+            raise FrameDecodeError(f"negative client id length {n}")
+        client_id = None
+    else:
+        if pos + n > end:
+            raise truncated(api, pos, end)
+        client_id = text(api, buf, pos, n)
+        pos += n
+    if version >= flexible_from:
+        if pos >= end:
+            raise truncated(api, pos, end)
+        if buf[pos] != 0:
+            return None  # header tagged fields
+        pos += 1
+    return buf, end, version, correlation_id, client_id, pos
