@@ -153,6 +153,7 @@ class LogManager:
             fsync_dir(log_dir)
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        loaded = 0
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -181,7 +182,14 @@ class LogManager:
             )
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
-        logger.info("loaded log dir %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+            loaded += 1
+        if clean:
+            how = "after a clean shutdown"
+        elif loaded:
+            how = "after an unclean shutdown (segments past the recovery point checked)"
+        else:
+            how = "new or empty"
+        logger.info("loaded log dir %s: %d partition(s), %s", log_dir, loaded, how)
 
     # -- partitions ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:

@@ -128,3 +128,23 @@ def test_kafka_uuid_strings() -> None:
     text = kafka_uuid_string(value)
     assert len(text) == 22 and "=" not in text
     assert kafka_uuid_from_string(text) == value
+
+
+def test_startup_says_how_each_log_dir_was_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new dir is not reported as an unclean shutdown; a dir without the clean-shutdown
+    marker but with partitions is."""
+    caplog.set_level("INFO", logger="tidelog.storage")
+    manager = _manager([tmp_path])
+    assert f"loaded log dir {tmp_path}: 0 partition(s), new or empty" in caplog.text
+    manager.create_log("t", 0, CONFIG, uuid.uuid4()).append(simple_batch(1))
+    manager.shutdown()
+    caplog.clear()
+    manager = _manager([tmp_path])
+    assert f"loaded log dir {tmp_path}: 1 partition(s), after a clean shutdown" in caplog.text
+    caplog.clear()
+    # no shutdown: as after a crash
+    manager = _manager([tmp_path])
+    assert "1 partition(s), after an unclean shutdown" in caplog.text
+    manager.shutdown()
