@@ -470,15 +470,6 @@ class LogSegment:
                 return pos, header
         return None
 
-    def find_position(self, offset: int, end_position: int) -> int | None:
-        """File position of the first batch whose last offset is >= ``offset`` (lean scan)."""
-        for pos, _, last_offset, _ in self.iter_spans(
-            self.scan_start(offset, end_position), end_position
-        ):
-            if last_offset >= offset:
-                return pos
-        return None
-
     def scan_start(self, offset: int, end_position: int) -> int:
         """A batch position at or before the first batch whose last offset is >= ``offset``:
         the append or read hint when one lies at or below ``offset``, else the offset index's

@@ -24,7 +24,7 @@ import logging
 import time
 from typing import Any
 
-from broker.handlers._fetch_scan import Wanted, answer_one, scan
+from broker.handlers._fetch_scan import Wanted, answer_max_bytes, answer_now, answer_one, scan
 from broker.handlers.base import RequestContext
 
 __all__ = ["answer_at_once"]
@@ -55,14 +55,11 @@ def answer_at_once(
     else:
         name = topic.topic
     wanted = Wanted(name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
-    # As Kafka: never more than fetch.max.bytes per answer (see ``fetch.handle``).
-    max_bytes = max(min(request.max_bytes, broker.config.get_int("fetch.max.bytes")), 0)
+    max_bytes = answer_max_bytes(broker, request)
     min_bytes = request.min_bytes
     total, errors = scan(broker.topics, [wanted], max_bytes)
     wait_s = request.max_wait.total_seconds()
-    if errors or total >= min_bytes or (total > 0 and min_bytes <= 0) or wait_s <= 0:
-        return answer_one(version, correlation_id, wanted, blocking_ok=False)
-    if broker.stopping:
+    if answer_now(errors, total, min_bytes, wait_s, broker.stopping):
         return answer_one(version, correlation_id, wanted, blocking_ok=False)
     poll = _LongPoll(broker, version, correlation_id, request, wanted, max_bytes, min_bytes)
     return poll.start(wait_s)
@@ -153,14 +150,7 @@ class _LongPoll:
         try:
             total, errors = scan(broker.topics, [w], self.max_bytes)
             remaining = self.deadline - self.loop.time()
-            min_bytes = self.min_bytes
-            if not (
-                errors
-                or total >= min_bytes
-                or (total > 0 and min_bytes <= 0)
-                or remaining <= 0
-                or broker.stopping
-            ):
+            if not answer_now(errors, total, self.min_bytes, remaining, broker.stopping):
                 self._arm()
                 return
             out = answer_one(self.version, self.correlation_id, w, blocking_ok=False)

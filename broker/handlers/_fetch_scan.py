@@ -131,3 +131,24 @@ def answer_one(
     if not records:
         return frame_answer(correlation_id, flexible_header, head + tail)
     return frame_chunks(correlation_id, flexible_header, head, records, tail)
+
+
+def answer_max_bytes(broker: Any, request: Any) -> int:
+    """The request's ``max_bytes``, never above ``fetch.max.bytes`` (as Kafka: the answer is
+    read into memory, so one fetch of a huge max_bytes must not read a whole log)."""
+    limit = int(broker.config.get_int("fetch.max.bytes"))
+    return max(min(int(request.max_bytes), limit), 0)
+
+
+def answer_now(
+    errors: bool, total: int, min_bytes: int, remaining_s: float, stopping: bool
+) -> bool:
+    """Whether a fetch answers now rather than waits: an error, ``min_bytes`` there (any data
+    when ``min_bytes`` <= 0), the wait over, or the broker stopping."""
+    return (
+        errors
+        or total >= min_bytes
+        or (total > 0 and min_bytes <= 0)
+        or remaining_s <= 0
+        or stopping
+    )

@@ -30,6 +30,8 @@ from broker.handlers._fetch_poll import answer_at_once
 from broker.handlers._fetch_scan import (
     BLOCKING_READ_BYTES,
     Wanted,
+    answer_max_bytes,
+    answer_now,
     answer_one,
     requested,
     scan,
@@ -69,9 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
         )
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
-    # As Kafka: never more than fetch.max.bytes per answer, whatever the client asks for (the
-    # answer is read into memory; one fetch of a huge max_bytes must not read a whole log).
-    max_bytes = max(min(int(request.max_bytes), ctx.broker.config.get_int("fetch.max.bytes")), 0)
+    max_bytes = answer_max_bytes(ctx.broker, request)
     min_bytes = int(request.min_bytes)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait.total_seconds(), 0.0)
@@ -79,9 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         total, errors = scan(ctx.broker.topics, wanted, max_bytes)
         remaining = deadline - loop.time()
-        if errors or total >= min_bytes or (total > 0 and min_bytes <= 0) or remaining <= 0:
-            break
-        if not keys or ctx.broker.stopping:
+        if not keys or answer_now(errors, total, min_bytes, remaining, ctx.broker.stopping):
             break
         await ctx.broker.partitions.wait_any(keys, remaining)  # type: ignore[arg-type]
     if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
