@@ -11,7 +11,7 @@ from typing import Any
 
 def register(spark: Any) -> None:
     """Register the `tidelog` Spark data source on `spark` (a SparkSession)."""
-    from analytics.source import register as _register
+    from tidelog.analytics.source import register as _register
 
     _register(spark)
 

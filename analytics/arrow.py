@@ -18,8 +18,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.record_codec import _HEADER as BATCH_HEADER
-from storage.record_codec import (
+from tidelog.storage.record_codec import _HEADER as BATCH_HEADER
+from tidelog.storage.record_codec import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
@@ -27,8 +27,10 @@ from storage.record_codec import (
     RecordDecodeError,
     decode_batch_into,
 )
-from storage.record_codec import _decode_headers as decode_headers  # the codec's strict parser
-from storage.record_codec import _uvarint as uvarint
+from tidelog.storage.record_codec import (
+    _decode_headers as decode_headers,  # the codec's strict parser
+)
+from tidelog.storage.record_codec import _uvarint as uvarint
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS_TYPE = pa.timestamp("us", tz="UTC")

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from analytics.plan import TP, OffsetRange
-from storage.record_codec import (
+from tidelog.analytics.plan import TP, OffsetRange
+from tidelog.storage.record_codec import (
     LOG_OVERHEAD,
     BatchHeader,
     RecordColumns,
@@ -148,7 +148,7 @@ class LogDir:
 
     def read_arrow(self, r: OffsetRange, headers: bool) -> Iterator[Any]:
         """The range as Arrow record batches, through the vectorised decoder."""
-        from analytics.arrow import ArrowDecoder, to_arrow
+        from tidelog.analytics.arrow import ArrowDecoder, to_arrow
 
         dec = ArrowDecoder(r.topic, r.partition, r.start, r.end, headers)
         for h, data, p in self._walk((r.topic, r.partition), r.start, r.end):

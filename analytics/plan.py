@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from analytics.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
-from storage.record_codec import RecordColumns
+from tidelog.analytics.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from tidelog.storage.record_codec import RecordColumns
 
 TP = tuple[str, int]
 
@@ -52,10 +52,10 @@ class PlanError(ValueError):
 
 def open_backend(opts: SourceOptions) -> Backend:
     if opts.path:
-        from analytics.logdir import LogDir
+        from tidelog.analytics.logdir import LogDir
 
         return LogDir(opts.path)
-    from analytics.wire import Wire
+    from tidelog.analytics.wire import Wire
 
     assert opts.bootstrap is not None
     return Wire(opts.bootstrap, dict(opts.kafka_config))

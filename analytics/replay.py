@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from analytics.options import OptionError, parse_options
-from analytics.plan import PlanError, open_backend, plan_ranges, select_partitions
+from tidelog.analytics.options import OptionError, parse_options
+from tidelog.analytics.plan import PlanError, open_backend, plan_ranges, select_partitions
 
 STEPS = 5  # 3 with --no-report
 
@@ -218,7 +218,7 @@ def spark_session(master: str | None, app: str = "tidelog-replay") -> Any:
     spark.sparkContext.setLogLevel("WARN")
     if not str(spark.sparkContext.master or "local").startswith("local"):
         _ship_code(spark)
-    from analytics import register
+    from tidelog.analytics import register
 
     register(spark)
     return spark
@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     written: list[Path] = []
     page = None
     if not args.no_report:
-        from analytics import report, tables
+        from tidelog.analytics import report, tables
 
         progress.step("computing analytics tables")
         notes: list[str] = []

@@ -9,7 +9,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from analytics.tables import Tables
+from tidelog.analytics.tables import Tables
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{margin-bottom:.2em}.sub{color:#666;margin-top:0}

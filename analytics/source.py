@@ -24,10 +24,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from analytics.arrow import to_arrow
-from analytics.logdir import LogDir
-from analytics.options import OptionError, SourceOptions, parse_options
-from analytics.plan import (
+from tidelog.analytics.arrow import to_arrow
+from tidelog.analytics.logdir import LogDir
+from tidelog.analytics.options import OptionError, SourceOptions, parse_options
+from tidelog.analytics.plan import (
     TP,
     OffsetRange,
     open_backend,

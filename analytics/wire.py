@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from analytics.plan import TP, OffsetRange
-from storage.record_codec import RecordColumns
+from tidelog.analytics.plan import TP, OffsetRange
+from tidelog.storage.record_codec import RecordColumns
 
 _YIELD_ROWS = 65536
 _STALL_SECONDS = 60.0

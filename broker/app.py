@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from broker.group.service import install as install_group_coordinator
-from broker.metrics import Metrics
-from broker.partitions import HighWatermarkWaiters
-from broker.producer_ids import ProducerIdManager
-from broker.router import Router
-from broker.server import ConnectionQuotas, ListenerServer
-from broker.topics import REGISTRY_FILE, Topics, log_config_from
-from config import BrokerConfig, ConfigError, parse_listener
-from config.topic import effective_topic_config
-from storage import LogManager, PartitionLog
-from storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
+from tidelog.broker.group.service import install as install_group_coordinator
+from tidelog.broker.metrics import Metrics
+from tidelog.broker.partitions import HighWatermarkWaiters
+from tidelog.broker.producer_ids import ProducerIdManager
+from tidelog.broker.router import Router
+from tidelog.broker.server import ConnectionQuotas, ListenerServer
+from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
+from tidelog.config import BrokerConfig, ConfigError, parse_listener
+from tidelog.config.topic import effective_topic_config
+from tidelog.storage import LogManager, PartitionLog
+from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
 log = logging.getLogger("tidelog.broker")
 

@@ -59,13 +59,13 @@ def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     try:
-        tools = importlib.import_module("broker.tools")
+        tools = importlib.import_module("tidelog.broker.tools")
     except ImportError:
         return
     for info in sorted(pkgutil.iter_modules(tools.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"broker.tools.{info.name}")
+        module = importlib.import_module(f"tidelog.broker.tools.{info.name}")
         add_parser = getattr(module, "add_parser", None)
         if callable(add_parser):
             add_parser(subparsers)
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     """``tidelog serve``: exit 0 after a clean stop, 2 on a bad configuration."""
-    from config import ConfigError, load_broker_config
+    from tidelog.config import ConfigError, load_broker_config
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
@@ -101,7 +101,7 @@ def serve(args: argparse.Namespace) -> int:
     _keep_test_libraries_out()
     try:
         config = load_broker_config(args.config, args.override)
-        from broker.app import Broker
+        from tidelog.broker.app import Broker
 
         broker = Broker(config)
     except ConfigError as exc:
@@ -131,7 +131,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 async def _serve(broker: object) -> int:
-    from broker.app import Broker
+    from tidelog.broker.app import Broker
 
     assert isinstance(broker, Broker)
     loop = asyncio.get_running_loop()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from tidelog.broker.app import Broker
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "PRODUCER_IDS_FILE", "ProducerIdManager", "ProducerIdsError"]
 

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.metrics import metrics_of
-from protocol import codec
-from protocol.errors import ErrorCode, FrameDecodeError
-from protocol.lean_fetch import parse_fetch_frame
-from protocol.lean_produce import parse_produce_frame
-from protocol.schema import top_level_error_response
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.metrics import metrics_of
+from tidelog.protocol import codec
+from tidelog.protocol.errors import ErrorCode, FrameDecodeError
+from tidelog.protocol.lean_fetch import parse_fetch_frame
+from tidelog.protocol.lean_produce import parse_produce_frame
+from tidelog.protocol.schema import top_level_error_response
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from tidelog.broker.app import Broker
 
 log = logging.getLogger("tidelog.router")
 
@@ -77,7 +77,7 @@ Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
 
 
 def discover_handlers(
-    package: str = "broker.handlers",
+    package: str = "tidelog.broker.handlers",
 ) -> tuple[dict[int, HandlerSpec], dict[int, ModuleType]]:
     """Import every module of ``package`` that defines ``SPEC`` (api_key -> spec, module)."""
     pkg = importlib.import_module(package)

@@ -30,8 +30,8 @@ import time
 from collections.abc import Generator
 from typing import Any, cast
 
-from broker.metrics import metrics_of
-from broker.router import Answer, Close, Router
+from tidelog.broker.metrics import metrics_of
+from tidelog.broker.router import Answer, Close, Router
 
 log = logging.getLogger("tidelog.server")
 

@@ -24,12 +24,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from config import BrokerConfig, ConfigError
-from config.topic import effective_topic_config, validate_topic_configs
-from storage import LogConfig
+from tidelog.config import BrokerConfig, ConfigError
+from tidelog.config.topic import effective_topic_config, validate_topic_configs
+from tidelog.storage import LogConfig
 
 if TYPE_CHECKING:
-    from storage import LogManager, PartitionLog
+    from tidelog.storage import LogManager, PartitionLog
 
 log = logging.getLogger("tidelog.topics")
 

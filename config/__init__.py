@@ -5,10 +5,10 @@
 leaf: it imports nothing else of tidelog.
 """
 
-from config.broker import BrokerConfig, env_name, load_broker_config, parse_listener
-from config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef
-from config.reference import render_reference_markdown
-from config.values import ConfigError
+from tidelog.config.broker import BrokerConfig, env_name, load_broker_config, parse_listener
+from tidelog.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef
+from tidelog.config.reference import render_reference_markdown
+from tidelog.config.values import ConfigError
 
 __all__ = [
     "BROKER_CONFIGS",

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from config.definitions import BROKER_ALIASES, BROKER_CONFIGS, LONG_MAX, UNIT_MS
-from config.values import ConfigError, parse_value, unknown_name_error
+from tidelog.config.definitions import BROKER_ALIASES, BROKER_CONFIGS, LONG_MAX, UNIT_MS
+from tidelog.config.values import ConfigError, parse_value, unknown_name_error
 
 ENV_PREFIX = "TIDELOG_"
 

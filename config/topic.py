@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from config.broker import (
+from tidelog.config.broker import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
     SOURCE_STATIC_BROKER,
     BrokerConfig,
 )
-from config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, UNIT_MS, ConfigDef
-from config.values import ConfigError, format_value, parse_value, unknown_name_error
+from tidelog.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, UNIT_MS, ConfigDef
+from tidelog.config.values import ConfigError, format_value, parse_value, unknown_name_error
 
 #: DescribeConfigs' config_type numbers (Kafka's ConfigType, v3+).
 CONFIG_TYPE_IDS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from config.definitions import ConfigDef
+from tidelog.config.definitions import ConfigDef
 
 _INT_RANGE = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1)}
 _LONG_RANGE = (-(2**63), 2**63 - 1)

@@ -29,8 +29,8 @@ from kio.serial.readers import Reader
 from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from protocol.errors import ErrorCode, FrameDecodeError
-from protocol.guard import check_request_body
+from tidelog.protocol.errors import ErrorCode, FrameDecodeError
+from tidelog.protocol.guard import check_request_body
 
 __all__ = (
     "API_VERSIONS_KEY",

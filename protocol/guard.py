@@ -26,7 +26,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from protocol.errors import FrameDecodeError
+from tidelog.protocol.errors import FrameDecodeError
 
 __all__ = ("check_request_body", "validator_for")
 

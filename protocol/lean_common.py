@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from datetime import timedelta
 
-from protocol.errors import FrameDecodeError
+from tidelog.protocol.errors import FrameDecodeError
 
 __all__ = ("RequestHeader", "cached_timedelta", "read_header", "text", "truncated", "uvarint")
 

@@ -32,8 +32,8 @@ import uuid
 from datetime import timedelta
 from typing import NamedTuple
 
-from protocol.errors import FrameDecodeError
-from protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanFetchPartition",

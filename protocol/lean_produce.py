@@ -19,8 +19,8 @@ import struct
 from datetime import timedelta
 from typing import NamedTuple
 
-from protocol.errors import FrameDecodeError
-from protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanPartitionData",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ErrorCode, FrameDecodeError
+from tidelog.protocol.errors import ErrorCode, FrameDecodeError
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics.replay import main
+from tidelog.analytics.replay import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

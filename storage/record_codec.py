@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import crc32c as _crc32c
 
-from storage.record_compression import compress, decompress
-from storage.record_types import (
+from tidelog.storage.record_compression import compress, decompress
+from tidelog.storage.record_types import (
     COMPRESSION_CODES,
     COMPRESSION_NAMES,
     HEADER_SIZE,

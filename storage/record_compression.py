@@ -10,7 +10,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from storage.record_types import (
+from tidelog.storage.record_types import (
     COMPRESSION_CODES,
     COMPRESSION_NAMES,
     MAX_UNCOMPRESSED,

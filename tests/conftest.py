@@ -73,7 +73,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "broker.cli", "serve"]
+        args = [sys.executable, "-m", "tidelog.broker.cli", "serve"]
         if self.config_path is not None:
             args += ["--config", str(self.config_path)]
         settings = {

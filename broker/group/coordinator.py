@@ -23,17 +23,17 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.config import GroupConfig
-from broker.group.log import CoordinatorLog, CoordinatorLogError
-from broker.group.membership import GroupMembership
-from broker.group.offsets import (
+from tidelog.broker.group.config import GroupConfig
+from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
+from tidelog.broker.group.membership import GroupMembership
+from tidelog.broker.group.offsets import (
     CommittedOffset,
     group_tombstone,
     offset_commit_record,
     offset_tombstone,
 )
-from broker.group.rebalance import append_error
-from broker.group.results import (
+from tidelog.broker.group.rebalance import append_error
+from tidelog.broker.group.results import (
     CommitPartition,
     DescribedGroup,
     DescribedMember,
@@ -47,7 +47,7 @@ from broker.group.results import (
     SyncGroupResult,
     TopicOffsets,
 )
-from broker.group.schemas import (
+from tidelog.broker.group.schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -56,8 +56,8 @@ from broker.group.schemas import (
     decode_key,
     decode_offset_commit_value,
 )
-from broker.group.state import ClassicGroup, GroupState, Member
-from broker.group.timer import LoopTimer, Timer
+from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.timer import LoopTimer, Timer
 
 __all__ = ("GroupCoordinator",)
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from storage.record_codec import NewRecord, encode_batch, iter_records
+from tidelog.storage.record_codec import NewRecord, encode_batch, iter_records
 
 __all__ = ("CoordinatorLog", "CoordinatorLogError", "LogRecord", "MemoryCoordinatorLog")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.offsets import empty_group_metadata_record, group_metadata_record
-from broker.group.rebalance import CoordinatorBase, append_error, hb_key, log
-from broker.group.results import (
+from tidelog.broker.group.offsets import empty_group_metadata_record, group_metadata_record
+from tidelog.broker.group.rebalance import CoordinatorBase, append_error, hb_key, log
+from tidelog.broker.group.results import (
     UNKNOWN_MEMBER_ID,
     JoinGroupResult,
     LeaveGroupResult,
@@ -26,7 +26,7 @@ from broker.group.results import (
     Protocol,
     SyncGroupResult,
 )
-from broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.state import ClassicGroup, GroupState, Member
 
 _CALLING = (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from broker.group.log import KeyValue
-from broker.group.schemas import (
+from tidelog.broker.group.log import KeyValue
+from tidelog.broker.group.schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -21,7 +21,7 @@ from broker.group.schemas import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from broker.group.state import ClassicGroup, GroupState
+from tidelog.broker.group.state import ClassicGroup, GroupState
 
 TopicPartition = tuple[str, int]
 

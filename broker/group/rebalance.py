@@ -16,19 +16,19 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.config import GroupConfig
-from broker.group.log import CoordinatorLog, CoordinatorLogError, KeyValue
-from broker.group.offsets import (
+from tidelog.broker.group.config import GroupConfig
+from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError, KeyValue
+from tidelog.broker.group.offsets import (
     OffsetStore,
     group_metadata_record,
 )
-from broker.group.results import (
+from tidelog.broker.group.results import (
     JoinGroupResult,
     SyncGroupResult,
 )
-from broker.group.schemas import partition_for
-from broker.group.state import ClassicGroup, GroupState, Member
-from broker.group.timer import Timer
+from tidelog.broker.group.schemas import partition_for
+from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.timer import Timer
 
 log = logging.getLogger("tidelog.group")
 

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.config import OFFSETS_TOPIC, GroupConfig
-from broker.group.coordinator import GroupCoordinator
-from broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
-from broker.group.timer import LoopTimer
-from protocol.errors import error_code_for
-from storage import StorageError
-from storage.record_codec import iter_records
+from tidelog.broker.group.config import OFFSETS_TOPIC, GroupConfig
+from tidelog.broker.group.coordinator import GroupCoordinator
+from tidelog.broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
+from tidelog.broker.group.timer import LoopTimer
+from tidelog.protocol.errors import error_code_for
+from tidelog.storage import StorageError
+from tidelog.storage.record_codec import iter_records
 
 if TYPE_CHECKING:
-    from broker.app import Broker
-    from storage import PartitionLog
+    from tidelog.broker.app import Broker
+    from tidelog.storage import PartitionLog
 
 log = logging.getLogger("tidelog.group")
 

@@ -64,13 +64,13 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.results import (
+from tidelog.broker.group.results import (
     JoinedMember,
     JoinGroupResult,
     Protocol,
     SyncGroupResult,
 )
-from broker.group.schemas import all_subscribed_topics
+from tidelog.broker.group.schemas import all_subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

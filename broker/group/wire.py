@@ -6,8 +6,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.group.coordinator import GroupCoordinator
-    from broker.handlers.base import RequestContext
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.handlers.base import RequestContext
 
 NO_THROTTLE = timedelta(0)
 #: DescribeGroups' authorized_operations when the client did not ask for them.
@@ -16,7 +16,7 @@ UNSET_OPERATIONS = -(2**31)
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
     """The broker's group coordinator, or None when it is not wired in."""
-    from broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.coordinator import GroupCoordinator
 
     groups: Any = getattr(ctx.broker, "groups", None)
     return groups if isinstance(groups, GroupCoordinator) else None

@@ -22,12 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from broker.topics import TopicError, topic_name_error
-from config import BROKER_CONFIGS
-from protocol.errors import ErrorCode, error_code_for
+from tidelog.broker.topics import TopicError, topic_name_error
+from tidelog.config import BROKER_CONFIGS
+from tidelog.protocol.errors import ErrorCode, error_code_for
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from tidelog.broker.app import Broker
 
 log = logging.getLogger("tidelog.admin")
 T = TypeVar("T")

@@ -24,8 +24,14 @@ import logging
 import time
 from typing import Any
 
-from broker.handlers._fetch_scan import Wanted, answer_max_bytes, answer_now, answer_one, scan
-from broker.handlers.base import RequestContext
+from tidelog.broker.handlers._fetch_scan import (
+    Wanted,
+    answer_max_bytes,
+    answer_now,
+    answer_one,
+    scan,
+)
+from tidelog.broker.handlers.base import RequestContext
 
 __all__ = ["answer_at_once"]
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from kio.static.constants import uuid_zero
 
-from broker.topics import Topics
-from protocol.errors import ErrorCode, error_code_for
-from protocol.lean import encode_fetch_one, frame_answer, frame_chunks
-from storage import ReadInfo
-from storage.errors import StorageError
+from tidelog.broker.topics import Topics
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.lean import encode_fetch_one, frame_answer, frame_chunks
+from tidelog.storage import ReadInfo
+from tidelog.storage.errors import StorageError
 
 #: Reads at least this large go to a worker thread instead of pread on the event loop.
 BLOCKING_READ_BYTES = 256 * 1024

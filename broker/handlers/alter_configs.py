@@ -21,10 +21,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers import _configs as common
-from broker.handlers._configs import ApiError
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.schema import response_types
+from tidelog.broker.handlers import _configs as common
+from tidelog.broker.handlers._configs import ApiError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.schema import response_types
 
 API_KEY = 33
 

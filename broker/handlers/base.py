@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from tidelog.broker.app import Broker
 
 
 @dataclass(frozen=True, slots=True)

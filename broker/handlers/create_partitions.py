@@ -26,12 +26,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers._configs import ApiError
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.topics import TopicError
-from protocol.errors import ErrorCode, error_code_for
-from protocol.schema import build, response_types
-from storage.errors import StorageError
+from tidelog.broker.handlers._configs import ApiError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.topics import TopicError
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import build, response_types
+from tidelog.storage.errors import StorageError
 
 log = logging.getLogger("tidelog.admin")
 

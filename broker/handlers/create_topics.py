@@ -16,11 +16,11 @@ from typing import Any
 
 from kio.static.constants import uuid_zero
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, TopicError
-from config.topic import describe_topic_configs
-from protocol.errors import ErrorCode, error_code_for
-from protocol.schema import build, response_types
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, TopicError
+from tidelog.config.topic import describe_topic_configs
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 19
 log = logging.getLogger("tidelog.create_topics")

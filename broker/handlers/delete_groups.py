@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.group.wire import NO_THROTTLE, coordinator
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import response_types
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import response_types
 
 API_KEY = 42
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.topics import TopicError, TopicInfo
-from protocol.errors import ErrorCode, error_code_for
-from protocol.schema import build, response_types
-from storage.errors import StorageError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.topics import TopicError, TopicInfo
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import build, response_types
+from tidelog.storage.errors import StorageError
 
 log = logging.getLogger("tidelog.admin")
 

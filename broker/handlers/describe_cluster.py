@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 60
 ENDPOINT_BROKER = 1

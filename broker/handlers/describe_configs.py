@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers import _configs as common
-from broker.handlers._configs import ApiError
-from broker.handlers.base import HandlerSpec, RequestContext
-from config import ConfigError
-from config.topic import ConfigEntry, describe_broker_configs, describe_topic_configs
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.handlers import _configs as common
+from tidelog.broker.handlers._configs import ApiError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.config import ConfigError
+from tidelog.config.topic import ConfigEntry, describe_broker_configs, describe_topic_configs
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 32
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.group.results import DescribedGroup
-from broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.group.results import DescribedGroup
+from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 15
 #: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.

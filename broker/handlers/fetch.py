@@ -26,8 +26,8 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers._fetch_poll import answer_at_once
-from broker.handlers._fetch_scan import (
+from tidelog.broker.handlers._fetch_poll import answer_at_once
+from tidelog.broker.handlers._fetch_scan import (
     BLOCKING_READ_BYTES,
     Wanted,
     answer_max_bytes,
@@ -36,12 +36,12 @@ from broker.handlers._fetch_scan import (
     requested,
     scan,
 )
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.router import RawBody
-from protocol.errors import ErrorCode
-from protocol.lean import FetchPartitionAnswer, encode_fetch_body
-from protocol.schema import build, response_types
-from storage import ReadInfo
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.router import RawBody
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
+from tidelog.protocol.schema import build, response_types
+from tidelog.storage import ReadInfo
 
 API_KEY = 1
 

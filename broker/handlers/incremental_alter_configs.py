@@ -27,13 +27,13 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers import _configs as common
-from broker.handlers._configs import ApiError
-from broker.handlers.base import HandlerSpec, RequestContext
-from config import TOPIC_CONFIGS
-from config.values import format_value
-from protocol.errors import ErrorCode
-from protocol.schema import response_types
+from tidelog.broker.handlers import _configs as common
+from tidelog.broker.handlers._configs import ApiError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.config import TOPIC_CONFIGS
+from tidelog.config.values import format_value
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import response_types
 
 API_KEY = 44
 

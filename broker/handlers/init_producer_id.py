@@ -24,9 +24,9 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 22
 NO_PRODUCER_ID = -1

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.group.membership import JoinRequest
-from broker.group.results import JoinGroupResult, Protocol
-from broker.group.wire import NO_THROTTLE, client_host, coordinator, ms
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.group.membership import JoinRequest
+from tidelog.broker.group.results import JoinGroupResult, Protocol
+from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator, ms
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 11
 

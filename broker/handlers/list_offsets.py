@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode, error_code_for
-from protocol.schema import build, response_types
-from storage.errors import StorageError
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import build, response_types
+from tidelog.storage.errors import StorageError
 
 API_KEY = 2
 LATEST = -1

@@ -15,10 +15,10 @@ from typing import Any
 
 from kio.static.constants import uuid_zero
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.topics import INTERNAL_TOPICS, TopicError, TopicInfo, topic_name_error
-from protocol.errors import ErrorCode, error_code_for
-from protocol.schema import build, response_types
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.topics import INTERNAL_TOPICS, TopicError, TopicInfo, topic_name_error
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 3
 log = logging.getLogger("tidelog.metadata")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.group.results import CommitPartition, PartitionError
-from broker.group.wire import NO_THROTTLE, coordinator, ms
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.group.results import CommitPartition, PartitionError
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator, ms
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 8
 

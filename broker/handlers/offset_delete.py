@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from broker.group.results import OffsetDeleteResult
-from broker.group.wire import coordinator
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import response_types
+from tidelog.broker.group.results import OffsetDeleteResult
+from tidelog.broker.group.wire import coordinator
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import response_types
 
 API_KEY = 47
 

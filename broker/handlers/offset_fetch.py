@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
-from broker.group.wire import NO_THROTTLE, coordinator
-from broker.handlers.base import HandlerSpec, RequestContext
-from protocol.errors import ErrorCode
-from protocol.schema import build, response_types
+from tidelog.broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
 
 API_KEY = 9
 

@@ -26,19 +26,19 @@ from typing import Any
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.router import Close, RawBody
-from broker.topics import INTERNAL_TOPICS
-from protocol.errors import ErrorCode, error_code_for
-from protocol.lean import (
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.router import Close, RawBody
+from tidelog.broker.topics import INTERNAL_TOPICS
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.lean import (
     ProducePartitionAnswer,
     encode_produce_body,
     encode_produce_one,
     frame_answer,
 )
-from protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
-from protocol.schema import build, response_types
-from storage.errors import StorageError
+from tidelog.protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
+from tidelog.protocol.schema import build, response_types
+from tidelog.storage.errors import StorageError
 
 API_KEY = 0
 log = logging.getLogger("tidelog.produce")

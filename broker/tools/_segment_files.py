@@ -28,7 +28,7 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
-from storage.record_codec import decompress
+from tidelog.storage.record_codec import decompress
 
 __all__ = [
     "AbortedTxn",

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from broker.tools._common import (
+from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
@@ -36,7 +36,7 @@ from broker.tools._common import (
     parse_properties,
     stderr_is_tty,
 )
-from broker.tools.probe import served_apis
+from tidelog.broker.tools.probe import served_apis
 
 __all__ = ["RecordFormat", "add_parser", "format_record", "run"]
 

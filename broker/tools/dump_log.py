@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from broker.tools._common import (
+from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
@@ -21,7 +21,7 @@ from broker.tools._common import (
     ToolError,
     add_tool_parser,
 )
-from broker.tools._segment_files import (
+from tidelog.broker.tools._segment_files import (
     INT32_MAX,
     LogBatch,
     SegmentFileError,
@@ -36,7 +36,7 @@ from broker.tools._segment_files import (
     read_txn_index,
     time_index_sanity,
 )
-from storage.record_codec import (
+from tidelog.storage.record_codec import (
     DecodedBatch,
     LegacyBatch,
     Record,

@@ -13,7 +13,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from broker.tools._common import (
+from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     SubParsers,
@@ -25,7 +25,7 @@ from broker.tools._common import (
     close_quietly,
     format_table,
 )
-from broker.tools.probe import served_apis
+from tidelog.broker.tools.probe import served_apis
 
 __all__ = ["add_parser", "parse_datetime", "run"]
 

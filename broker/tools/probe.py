@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from broker.tools._common import (
+from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     SubParsers,

@@ -6,14 +6,14 @@ analytics package cannot be imported the sub-command is simply absent.
 
 from __future__ import annotations
 
-from broker.tools._common import SubParsers
+from tidelog.broker.tools._common import SubParsers
 
 __all__ = ["add_parser"]
 
 
 def add_parser(subparsers: SubParsers) -> None:
     try:
-        from analytics.replay import add_parser as add_replay
+        from tidelog.analytics.replay import add_parser as add_replay
     except ImportError:  # pragma: no cover - analytics is part of the same distribution
         return
     add_replay(subparsers)

@@ -75,7 +75,7 @@ def _start(outcome: Any) -> Any:
     (a long poll) awaited, a coroutine stepped once and finished in a task if it waits."""
     if isinstance(outcome, asyncio.Future) or not asyncio.iscoroutine(outcome):
         return outcome
-    from broker.server import _finish
+    from tidelog.broker.server import _finish
 
     try:
         waiting_on = outcome.send(None)
@@ -86,8 +86,8 @@ def _start(outcome: Any) -> Any:
 
 async def _main(count: int, runs: int) -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # as the broker does
-    from broker.app import Broker
-    from config.broker import load_broker_config
+    from tidelog.broker.app import Broker
+    from tidelog.config.broker import load_broker_config
 
     # isort: split
     # (after the broker: produce_cpu puts scripts/bench, which has a storage.py, first on the path)

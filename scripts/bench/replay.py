@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from analytics.logdir import read_checkpoint  # noqa: E402
+from tidelog.analytics.logdir import read_checkpoint  # noqa: E402
 
 TOPIC = "bench-replay"
 
@@ -170,7 +170,7 @@ def main() -> int:
         )
         from pyspark.sql import SparkSession
 
-        import analytics
+        import tidelog.analytics as analytics
 
         spark = (
             SparkSession.builder.master(args.master)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from crc32c import crc32c
 
-from storage import LogConfig, PartitionLog
+from tidelog.storage import LogConfig, PartitionLog
 
 MB = 1_000_000
 

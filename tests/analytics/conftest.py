@@ -35,7 +35,7 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import analytics
+    import tidelog.analytics as analytics
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.record_codec import NewRecord, Record, encode_batch, encode_control_batch
+from tidelog.storage.record_codec import NewRecord, Record, encode_batch, encode_control_batch
 
 
 @dataclass

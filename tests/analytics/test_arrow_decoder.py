@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analytics.arrow import ArrowDecoder, to_arrow
-from storage.record_codec import (
+from tidelog.analytics.arrow import ArrowDecoder, to_arrow
+from tidelog.storage.record_codec import (
     NewRecord,
     RecordColumns,
     RecordDecodeError,
@@ -86,7 +86,7 @@ def test_corrupt_records_fall_back_and_raise(where: int) -> None:
     except RecordDecodeError:
         return
     cols = RecordColumns()  # if it decoded, it must be what the strict codec reads too
-    from analytics.arrow import _rebuild
+    from tidelog.analytics.arrow import _rebuild
 
     decode_batch_into(_rebuild(h, bytes(bad)), cols, verify_crc=False)
     assert got is not None and got.to_pylist() == to_arrow(cols, "t", 0, True).to_pylist()

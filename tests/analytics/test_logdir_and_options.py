@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from kafka_layout import PartitionWriter, write_checkpoint
 
-from analytics.logdir import LogDir, LogDirError, read_checkpoint
-from analytics.options import OptionError, parse_options
-from analytics.plan import OffsetRange, PlanError, plan_ranges, split
-from analytics.replay import parse_position
-from storage.record_codec import NewRecord, Record, RecordColumns, encode_batch
+from tidelog.analytics.logdir import LogDir, LogDirError, read_checkpoint
+from tidelog.analytics.options import OptionError, parse_options
+from tidelog.analytics.plan import OffsetRange, PlanError, plan_ranges, split
+from tidelog.analytics.replay import parse_position
+from tidelog.storage.record_codec import NewRecord, Record, RecordColumns, encode_batch
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -211,7 +211,7 @@ def test_cli_positions() -> None:
 
 
 def test_arrow_reader_equals_column_reader(logdir: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
-    from analytics.arrow import to_arrow
+    from tidelog.analytics.arrow import to_arrow
 
     root, writers = logdir
     ld = LogDir(root)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from analytics.logdir import read_checkpoint
-from analytics.replay import main as replay_main
+from tidelog.analytics.logdir import read_checkpoint
+from tidelog.analytics.replay import main as replay_main
 
 pytestmark = pytest.mark.spark
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from kafka_layout import PartitionWriter, write_checkpoint
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from analytics.options import parse_options
-from analytics.source import TidelogStreamReader, _cap
-from storage.record_codec import NewRecord
+from tidelog.analytics.options import parse_options
+from tidelog.analytics.source import TidelogStreamReader, _cap
+from tidelog.storage.record_codec import NewRecord
 
 
 def _grow(w: PartitionWriter, n: int, root: Path, writers: list[PartitionWriter]) -> None:

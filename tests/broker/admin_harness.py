@@ -15,12 +15,12 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from broker.app import Broker
-from config import load_broker_config
-from protocol import codec
-from protocol.schema import request_types
-from storage.record_codec import encode_batch
-from storage.record_types import NewRecord
+from tidelog.broker.app import Broker
+from tidelog.config import load_broker_config
+from tidelog.protocol import codec
+from tidelog.protocol.schema import request_types
+from tidelog.storage.record_codec import encode_batch
+from tidelog.storage.record_types import NewRecord
 
 
 class AdminHarness:

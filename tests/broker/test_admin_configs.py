@@ -11,7 +11,7 @@ import pytest
 from admin_harness import AdminHarness
 from kio.schema.errors import ErrorCode
 
-from config import TOPIC_CONFIGS
+from tidelog.config import TOPIC_CONFIGS
 
 DESCRIBE, ALTER, INCREMENTAL = 32, 33, 44
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32

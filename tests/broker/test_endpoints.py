@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.app import Endpoint, resolve_endpoints
-from config import ConfigError, load_broker_config
+from tidelog.broker.app import Endpoint, resolve_endpoints
+from tidelog.config import ConfigError, load_broker_config
 
 
 def _endpoints(*overrides: str) -> list[Endpoint]:

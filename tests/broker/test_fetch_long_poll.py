@@ -19,8 +19,8 @@ from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v12 import response as f12r
 from kio.serial import entity_reader
 
-from broker.app import Broker
-from config import load_broker_config
+from tidelog.broker.app import Broker
+from tidelog.config import load_broker_config
 
 
 def _frame(request: Any, correlation_id: int = 5) -> bytes:
@@ -158,7 +158,7 @@ def test_partition_deleted_while_waiting(run: Any) -> None:
 def test_a_failure_while_polling_is_answered_unknown_server_error(
     run: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import broker.handlers._fetch_poll as poll
+    import tidelog.broker.handlers._fetch_poll as poll
 
     async def body(broker: Broker) -> None:
         outcome = broker.router.dispatch(_fetch("t", 0, 10_000), "h", 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.partitions import HighWatermarkWaiters
+from tidelog.broker.partitions import HighWatermarkWaiters
 
 
 def test_notify_wakes_waiters_of_that_partition_only() -> None:

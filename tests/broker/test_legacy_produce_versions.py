@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import iter_batches
+from tidelog.storage import iter_batches
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.producer_ids import (
+from tidelog.broker.producer_ids import (
     PRODUCER_IDS_FILE,
     ProducerIdManager,
     ProducerIdsError,

@@ -23,10 +23,10 @@ from kio.schema.metadata.v5 import request as md5
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
-from broker.app import Broker
-from broker.handlers.base import HandlerSpec, RequestContext
-from broker.router import Close, Router, discover_handlers
-from config import load_broker_config
+from tidelog.broker.app import Broker
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.router import Close, Router, discover_handlers
+from tidelog.config import load_broker_config
 
 
 async def _explode(ctx: RequestContext, request: Any) -> Any:

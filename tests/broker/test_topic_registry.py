@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.topics import REGISTRY_FILE, TopicError, Topics, log_config_from, topic_name_error
-from config import load_broker_config
-from config.topic import effective_topic_config
-from storage import LogConfig, LogManager
+from tidelog.broker.topics import (
+    REGISTRY_FILE,
+    TopicError,
+    Topics,
+    log_config_from,
+    topic_name_error,
+)
+from tidelog.config import load_broker_config
+from tidelog.config.topic import effective_topic_config
+from tidelog.storage import LogConfig, LogManager
 
 
 def _open(log_dir: Path, *overrides: str) -> tuple[Topics, LogManager]:

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
-from config.broker import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER
-from config.definitions import LONG_MAX
-from config.reference import render_reference_markdown
-from config.topic import (
+from tidelog.config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
+from tidelog.config.broker import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER
+from tidelog.config.definitions import LONG_MAX
+from tidelog.config.reference import render_reference_markdown
+from tidelog.config.topic import (
     describe_broker_configs,
     describe_topic_configs,
     effective_topic_config,

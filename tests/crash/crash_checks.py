@@ -23,9 +23,9 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from crash_workload import Ledger, Position, digest
 
-from storage.batch import iter_batches
-from storage.config import LogConfig
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from tidelog.storage.batch import iter_batches
+from tidelog.storage.config import LogConfig
+from tidelog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
 
 __all__ = (
     "Findings",

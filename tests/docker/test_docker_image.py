@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
+from tidelog.config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -207,7 +207,7 @@ def test_compose_replay_service(stages: list[Stage], compose: dict[str, object])
     assert replay["network_mode"] == "service:broker"
     assert replay["depends_on"]["broker"]["condition"] == "service_healthy"
     assert replay["entrypoint"][:2] == ["tidelog", "replay"]
-    from broker.cli import build_parser
+    from tidelog.broker.cli import build_parser
 
     parser = build_parser()
     argv = [a.replace("${REPLAY_TOPICS:-[^_].*}", "[^_].*") for a in replay["command"]]

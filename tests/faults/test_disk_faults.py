@@ -47,7 +47,7 @@ from fault_wire import (
 )
 from kafka_wire import WireClient
 
-from storage.batch import iter_batches
+from tidelog.storage.batch import iter_batches
 
 SETTINGS = {
     "log.segment.bytes": "4096",

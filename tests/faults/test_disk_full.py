@@ -26,7 +26,7 @@ from kafka_wire import WireClient, make_batch
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v12 import request as md12
 
-from storage.batch import iter_batches
+from tidelog.storage.batch import iter_batches
 
 SETTINGS = {
     "log.segment.bytes": "65536",  # rolls happen while the disk is full too

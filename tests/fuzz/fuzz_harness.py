@@ -32,7 +32,7 @@ from kio.schema.api_versions.v0 import request as av0
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v1 import request as md1
 
-from protocol import codec
+from tidelog.protocol import codec
 
 __all__ = ("ANSWER_TIMEOUT_S", "Canary", "FuzzTarget", "RssWatch", "Verdict")
 

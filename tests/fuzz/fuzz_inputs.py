@@ -20,7 +20,7 @@ from kafka_wire import encode_request, make_batch
 from kio.index import load_request_schema
 from kio.static.primitive import Records
 
-from protocol.codec import is_known
+from tidelog.protocol.codec import is_known
 
 __all__ = (
     "SPECIAL_INT32",

@@ -16,9 +16,9 @@ from fuzz_inputs import mutated, register, requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.router import discover_handlers
-from protocol import codec
-from protocol.errors import FrameDecodeError
+from tidelog.broker.router import discover_handlers
+from tidelog.protocol import codec
+from tidelog.protocol.errors import FrameDecodeError
 
 SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))
 register()

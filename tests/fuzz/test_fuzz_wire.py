@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
 from broker_proc import BrokerProcess
 from fault_wire import read_partition
 
-from broker.router import discover_handlers
+from tidelog.broker.router import discover_handlers
 
 SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))
 RSS_LIMIT_MIB = 400

@@ -33,7 +33,7 @@ from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic as KNewTopic
 from kafka.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
 
-from config import TOPIC_CONFIGS
+from tidelog.config import TOPIC_CONFIGS
 
 pytestmark = pytest.mark.integration
 

@@ -38,7 +38,7 @@ COMPACT = {
 }
 KEYS = 12
 # Idempotent producers once the broker answers InitProducerId (issue 5); plain ones until then.
-IDEMPOTENT = importlib.util.find_spec("broker.handlers.init_producer_id") is not None
+IDEMPOTENT = importlib.util.find_spec("tidelog.broker.handlers.init_producer_id") is not None
 
 
 def create(bootstrap: str, topic: str, configs: dict[str, str] = COMPACT) -> None:

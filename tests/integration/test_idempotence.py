@@ -26,12 +26,12 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 from kio.serial import entity_reader, entity_writer
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from protocol.schema import request_types
-from storage.batch import RecordBatchHeader, iter_batches
-from storage.record_codec import encode_batch
-from storage.record_types import NewRecord
+from tidelog.protocol import codec
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import request_types
+from tidelog.storage.batch import RecordBatchHeader, iter_batches
+from tidelog.storage.record_codec import encode_batch
+from tidelog.storage.record_types import NewRecord
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
 from broker_proc import BrokerProcess
 from fuzz_harness import RssWatch
 
-from broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
+from tidelog.broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
 
 CONNECTIONS = 1000
 RSS_GROWTH_LIMIT_MIB = 300

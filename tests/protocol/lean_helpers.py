@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from kafka_wire import encode_request
 
-from protocol import codec
+from tidelog.protocol import codec
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None

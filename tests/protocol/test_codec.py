@@ -18,8 +18,8 @@ from kio.schema.metadata.v12.request import MetadataRequestTopic as MetadataTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.serial import entity_reader, entity_writer
 
-from protocol import codec
-from protocol.errors import FrameDecodeError
+from tidelog.protocol import codec
+from tidelog.protocol.errors import FrameDecodeError
 
 
 def _request_frame(
@@ -180,7 +180,7 @@ def test_encode_response_frames_header_and_body() -> None:
 
 def test_flexible_response_header_has_empty_tag_section() -> None:
     schema = load_response_schema(3, 13)
-    from protocol.schema import top_level_error_response
+    from tidelog.protocol.schema import top_level_error_response
 
     response = top_level_error_response(schema, 0)
     data = codec.encode_response(3, 13, 5, response)

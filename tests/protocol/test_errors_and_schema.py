@@ -8,9 +8,9 @@ import pytest
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-import storage.errors
-from protocol.errors import error_code_for, error_name
-from protocol.schema import build, field_names, response_types, top_level_error_response
+from tidelog.protocol.errors import error_code_for, error_name
+from tidelog.protocol.schema import build, field_names, response_types, top_level_error_response
+from tidelog.storage import errors as storage_errors
 
 
 @pytest.mark.parametrize(
@@ -36,9 +36,9 @@ def test_error_code_for(name: str, code: int) -> None:
 
 
 def test_every_storage_error_name_is_a_kafka_error() -> None:
-    for _, cls in inspect.getmembers(storage.errors, inspect.isclass):
+    for _, cls in inspect.getmembers(storage_errors, inspect.isclass):
         if (
-            issubclass(cls, storage.errors.StorageError)
+            issubclass(cls, storage_errors.StorageError)
             and cls.error_name != "UNKNOWN_SERVER_ERROR"
         ):
             assert error_code_for(cls.error_name) != ErrorCode.unknown_server_error, cls

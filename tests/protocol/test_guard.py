@@ -15,9 +15,9 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import Records
 
-from protocol import codec
-from protocol.errors import FrameDecodeError
-from protocol.guard import validator_for
+from tidelog.protocol import codec
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.guard import validator_for
 
 st.register_type_strategy(Records, st.binary(max_size=80).map(Records))
 

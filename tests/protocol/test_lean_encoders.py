@@ -14,14 +14,14 @@ from kio.serial import entity_writer
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
-from protocol.lean import (
+from tidelog.protocol.lean import (
     FetchPartitionAnswer,
     ProducePartitionAnswer,
     encode_fetch_body,
     encode_fetch_one,
     encode_produce_body,
 )
-from protocol.schema import build, response_types
+from tidelog.protocol.schema import build, response_types
 
 errors = st.sampled_from([0, 1, 3, 2, 7, 10, 87, -1])
 offsets = st.integers(min_value=-1, max_value=2**62)

@@ -19,8 +19,8 @@ from lean_helpers import SETTINGS as _SETTINGS
 from lean_helpers import frame as _frame
 from lean_helpers import kio_decode as _kio
 
-from protocol.errors import FrameDecodeError
-from protocol.lean_fetch import parse_fetch_frame
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean_fetch import parse_fetch_frame
 
 VERSIONS = range(4, 17)
 

@@ -17,9 +17,9 @@ from lean_helpers import SETTINGS as _SETTINGS
 from lean_helpers import frame as _frame
 from lean_helpers import kio_decode as _kio
 
-from protocol.errors import FrameDecodeError
-from protocol.lean import ProducePartitionAnswer, encode_produce_body, encode_produce_one
-from protocol.lean_produce import parse_produce_frame
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean import ProducePartitionAnswer, encode_produce_body, encode_produce_one
+from tidelog.protocol.lean_produce import parse_produce_frame
 
 st.register_type_strategy(Records, st.binary(max_size=80).map(Records))
 

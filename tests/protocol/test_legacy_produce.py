@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.errors import FrameDecodeError
-from protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
 
 
 def produce_v0_frame(topics: list[tuple[str, list[int]]], version: int = 0) -> bytes:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
-from storage.batch import parse_batch_header, validate_records
-from storage.checkpoint import read_checkpoint
-from storage.cleaner import (
+from tidelog.storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
+from tidelog.storage.batch import parse_batch_header, validate_records
+from tidelog.storage.checkpoint import read_checkpoint
+from tidelog.storage.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
     CleanerConfig,
     CompactionConfig,
@@ -22,10 +22,10 @@ from storage.cleaner import (
     group_segments_by_size,
     require_record_keys,
 )
-from storage.cleaner.batch_filter import FilterContext, filter_batch
-from storage.cleaner.throttler import Throttler
-from storage.record_codec import decode_batch, encode_batch, iter_batches, iter_records
-from storage.record_types import DecodedBatch, NewRecord
+from tidelog.storage.cleaner.batch_filter import FilterContext, filter_batch
+from tidelog.storage.cleaner.throttler import Throttler
+from tidelog.storage.record_codec import decode_batch, encode_batch, iter_batches, iter_records
+from tidelog.storage.record_types import DecodedBatch, NewRecord
 
 
 class FakeClock:

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from storage import LogConfig, LogManager, PartitionLog
-from storage.cleaner import CompactionConfig, LogCleaner
-from storage.record_codec import encode_batch, iter_records
-from storage.record_types import NewRecord
+from tidelog.storage import LogConfig, LogManager, PartitionLog
+from tidelog.storage.cleaner import CompactionConfig, LogCleaner
+from tidelog.storage.record_codec import encode_batch, iter_records
+from tidelog.storage.record_types import NewRecord
 
 
 class FakeClock:

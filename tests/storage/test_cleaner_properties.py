@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 
-from storage import LogConfig, LogManager, PartitionLog
-from storage.cleaner import CompactionConfig, LogCleaner
-from storage.record_codec import encode_batch, iter_batches
-from storage.record_types import DecodedBatch, NewRecord
+from tidelog.storage import LogConfig, LogManager, PartitionLog
+from tidelog.storage.cleaner import CompactionConfig, LogCleaner
+from tidelog.storage.record_codec import encode_batch, iter_batches
+from tidelog.storage.record_types import DecodedBatch, NewRecord
 
 
 class FakeClock:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.batch import RecordBatchHeader
-from storage.errors import InvalidRecordError, StorageError
-from storage.producer_snapshot import list_snapshots, snapshot_path
-from storage.producer_state import (
+from tidelog.storage.batch import RecordBatchHeader
+from tidelog.storage.errors import InvalidRecordError, StorageError
+from tidelog.storage.producer_snapshot import list_snapshots, snapshot_path
+from tidelog.storage.producer_state import (
     INT32_MAX,
     BatchMetadata,
     InvalidProducerEpochError,

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import LogConfig, LogManager, PartitionLog
-from storage.producer_state import OutOfOrderSequenceError
-from storage.record_codec import encode_batch
-from storage.record_types import NewRecord
+from tidelog.storage import LogConfig, LogManager, PartitionLog
+from tidelog.storage.producer_state import OutOfOrderSequenceError
+from tidelog.storage.record_codec import encode_batch
+from tidelog.storage.record_types import NewRecord
 
 SMALL = LogConfig(segment_bytes=1000)
 

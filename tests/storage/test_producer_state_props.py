@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_producer_state import Log, header
 
-from storage.producer_snapshot import (
+from tidelog.storage.producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
     decode_snapshot,
@@ -26,7 +26,7 @@ from storage.producer_snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from storage.producer_state import (
+from tidelog.storage.producer_state import (
     INT32_MAX,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,

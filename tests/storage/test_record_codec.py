@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
-from storage.record_codec import (
+from tidelog.storage.record_codec import (
     COMPRESSION_CODES,
     DecodedBatch,
     LegacyBatch,
@@ -35,7 +35,7 @@ from storage.record_codec import (
     iter_records,
     read_batch_header,
 )
-from storage.record_compression import _xxh32_small
+from tidelog.storage.record_compression import _xxh32_small
 
 CODECS = list(COMPRESSION_CODES)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

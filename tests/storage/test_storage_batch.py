@@ -9,7 +9,7 @@ from batches import Rec, build_batch, simple_batch
 from crc32c import crc32c
 from kafka.record import MemoryRecords
 
-from storage import (
+from tidelog.storage import (
     CorruptRecordError,
     InvalidRecordError,
     MessageTooLargeError,
@@ -19,7 +19,7 @@ from storage import (
     parse_batch_header,
     verify_crc,
 )
-from storage.batch import prepare_append, validate_records
+from tidelog.storage.batch import prepare_append, validate_records
 
 
 def _validate(records: bytes, **kw: object) -> list:  # type: ignore[type-arg]

@@ -8,7 +8,7 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from storage import LogConfig, PartitionLog
+from tidelog.storage import LogConfig, PartitionLog
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

@@ -12,7 +12,7 @@ from batches import Rec, batch_with_size, build_batch, simple_batch
 from kafka.record import MemoryRecords
 from storage_helpers import FakeClock, expected_indexes
 
-from storage import (
+from tidelog.storage import (
     CorruptRecordError,
     KafkaStorageError,
     LogConfig,

@@ -9,9 +9,9 @@ import pytest
 from batches import simple_batch
 from storage_helpers import FakeClock
 
-from storage import LogConfig, LogManager, StorageError
-from storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
-from storage.metadata import (
+from tidelog.storage import LogConfig, LogManager, StorageError
+from tidelog.storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from tidelog.storage.metadata import (
     kafka_uuid_from_string,
     kafka_uuid_string,
     read_partition_metadata,

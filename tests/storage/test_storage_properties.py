@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from storage_helpers import expected_indexes
 
-from storage import LogConfig, PartitionLog
+from tidelog.storage import LogConfig, PartitionLog
 
 record = st.builds(
     Rec,

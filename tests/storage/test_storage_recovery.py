@@ -13,7 +13,7 @@ from batches import simple_batch
 from kafka.record import MemoryRecords
 from storage_helpers import expected_indexes, index_file_entries
 
-from storage import CorruptRecordError, LogConfig, PartitionLog
+from tidelog.storage import CorruptRecordError, LogConfig, PartitionLog
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=300)
 
@@ -166,7 +166,7 @@ def test_bad_index_rebuilt_on_clean_start(log_dir: Path, damage: str) -> None:
 
 
 def test_lost_checkpoints_recover_everything(tmp_path: Path) -> None:
-    from storage import LogManager
+    from tidelog.storage import LogManager
 
     manager = LogManager([tmp_path], default_config=CONFIG)
     manager.startup()

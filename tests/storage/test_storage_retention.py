@@ -7,7 +7,7 @@ from pathlib import Path
 from batches import simple_batch
 from storage_helpers import FakeClock
 
-from storage import LogConfig, PartitionLog
+from tidelog.storage import LogConfig, PartitionLog
 
 HOUR = 3600 * 1000
 

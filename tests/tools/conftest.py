@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from tools_fixtures import RunTool, ToolRun
 
-from broker.cli import main
+from tidelog.broker.cli import main
 
 
 @pytest.fixture

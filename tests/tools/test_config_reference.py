@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
-from config import BROKER_CONFIGS, TOPIC_CONFIGS
+from tidelog.broker.cli import main
+from tidelog.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

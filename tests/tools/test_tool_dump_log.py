@@ -17,8 +17,8 @@ from tools_fixtures import (
     txn_index,
 )
 
-from broker.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
-from storage.record_codec import NewRecord, encode_batch, encode_control_batch
+from tidelog.broker.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
+from tidelog.storage.record_codec import NewRecord, encode_batch, encode_control_batch
 
 TS = 1_700_000_000_000
 
@@ -270,7 +270,7 @@ def test_producer_snapshot(tidelog: RunTool, tmp_path: Path) -> None:
 
 
 def test_snapshot_written_by_storage_reads_back(tidelog: RunTool, tmp_path: Path) -> None:
-    producer_snapshot = pytest.importorskip("storage.producer_snapshot")
+    producer_snapshot = pytest.importorskip("tidelog.storage.producer_snapshot")
     entry = producer_snapshot.SnapshotEntry(77, 1, 4, 10, 4, TS, -1, -1)
     snap = tmp_path / "00000000000000000011.snapshot"
     snap.write_bytes(producer_snapshot.encode_snapshot([entry]))

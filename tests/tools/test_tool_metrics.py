@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tools_fixtures import RunTool
 
-from broker.metrics import LATENCY_BUCKETS, Metrics, PartitionStats, metrics_of
+from tidelog.broker.metrics import LATENCY_BUCKETS, Metrics, PartitionStats, metrics_of
 
 
 def _value(text: str, name: str, labels: str = "") -> float:

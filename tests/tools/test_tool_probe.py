@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tools_fixtures import RunTool
 
-from broker.tools.probe import request_bytes
+from tidelog.broker.tools.probe import request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 

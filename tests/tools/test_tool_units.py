@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from broker.tools._common import (
+from tidelog.broker.tools._common import (
     Progress,
     ToolError,
     format_table,
@@ -16,10 +16,10 @@ from broker.tools._common import (
     parse_properties,
     topic_matcher,
 )
-from broker.tools.consume import RecordFormat, format_record
-from broker.tools.get_offsets import parse_time
-from broker.tools.groups import parse_datetime
-from broker.tools.produce import LineError, LineFormat, parse_line
+from tidelog.broker.tools.consume import RecordFormat, format_record
+from tidelog.broker.tools.get_offsets import parse_time
+from tidelog.broker.tools.groups import parse_datetime
+from tidelog.broker.tools.produce import LineError, LineFormat, parse_line
 
 
 class Rec(NamedTuple):

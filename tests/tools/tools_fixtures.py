@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.record_codec import compress
+from tidelog.storage.record_codec import compress
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from broker.app import Broker
-from config import load_broker_config
-from protocol import codec
-from protocol.schema import build, request_types
+from tidelog.broker.app import Broker
+from tidelog.config import load_broker_config
+from tidelog.protocol import codec
+from tidelog.protocol.schema import build, request_types
 
 
 class WireBroker:

@@ -18,7 +18,7 @@ import pytest
 from group_wire import WireBroker
 from kio.schema.errors import ErrorCode
 
-from broker.handlers import (
+from tidelog.broker.handlers import (
     delete_groups,
     describe_groups,
     find_coordinator,

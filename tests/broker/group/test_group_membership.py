@@ -7,8 +7,8 @@ import asyncio
 from group_harness import CONFIG, Harness, done, run, subscription
 from kio.schema.errors import ErrorCode
 
-from broker.group.results import MemberIdentity
-from broker.group.state import GroupState
+from tidelog.broker.group.results import MemberIdentity
+from tidelog.broker.group.state import GroupState
 
 
 async def stable_group(h: Harness, n: int = 2, **kw: object) -> tuple[int, list[str]]:

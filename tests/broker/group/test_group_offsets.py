@@ -10,9 +10,9 @@ from group_harness import CONFIG, Harness, done, run, subscription
 from kio.schema.errors import ErrorCode
 from test_group_membership import stable_group
 
-from broker.group.log import MemoryCoordinatorLog
-from broker.group.results import CommitPartition, MemberIdentity
-from broker.group.schemas import (
+from tidelog.broker.group.log import MemoryCoordinatorLog
+from tidelog.broker.group.results import CommitPartition, MemberIdentity
+from tidelog.broker.group.schemas import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_group_metadata_value,
@@ -20,7 +20,7 @@ from broker.group.schemas import (
     decode_offset_commit_value,
     partition_for,
 )
-from broker.group.state import GroupState
+from tidelog.broker.group.state import GroupState
 
 
 def parts(*items: tuple[str, int, int]) -> list[CommitPartition]:

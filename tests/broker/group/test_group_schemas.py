@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.group.schemas import (
+from tidelog.broker.group.schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
