@@ -41,6 +41,7 @@ from .batch import prepare_append, validate_records
 from .cleaner.records import require_record_keys
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .fileio import fsync_dir
 from .info import AppendInfo, ReadInfo
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
@@ -361,7 +362,7 @@ class PartitionLog:
                     # are rebuilt by recovery after any crash, so only inactive ones are synced.
                     segment.flush(indexes=segment is not active)
                 if sync_dir:
-                    _fsync_dir(self.dir)
+                    fsync_dir(self.dir)
                 self.producer_state.flush_snapshots()
             except (KafkaStorageError, OSError) as exc:
                 with self._lock:
@@ -550,7 +551,7 @@ class PartitionLog:
                 if segment.dirty:
                     segment.flush()
                     segment.dirty = False
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             with self._lock:
                 self._closed = True
                 self._recovery_point = self._log_end_offset
@@ -567,11 +568,3 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

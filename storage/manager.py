@@ -44,9 +44,9 @@ from .checkpoint import (
 )
 from .config import LogConfig
 from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
+from .fileio import fsync_dir
 from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
 from .metadata import (
-    fsync_dir,
     kafka_uuid_string,
     read_meta_properties,
     write_meta_properties,

@@ -24,25 +24,9 @@ from collections.abc import Iterator
 from .batch import BATCH_HEADER_SIZE, RecordBatchHeader
 from .errors import CorruptRecordError
 from .record_compression import decompress as _decompress
+from .varint import read_varint as _varint
 
 __all__ = ["decompress", "record_timestamps"]
-
-
-def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("truncated varint in record")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long in record")
-    return (raw >> 1) ^ -(raw & 1), pos
 
 
 #: The most one batch's records may inflate to when the broker itself decodes them (keys of a

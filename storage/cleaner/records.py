@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from ..batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, RecordBatchHeader
 from ..errors import CorruptRecordError, InvalidRecordError
 from ..records import decompress
+from ..varint import read_varint as _varint
 
 __all__ = [
     "RecordSpan",
-    "encode_varint",
     "map_keys",
     "records_section",
     "require_record_keys",
@@ -47,32 +47,6 @@ __all__ = [
 
 # (start, rest_start, end, attributes, timestamp_delta, offset_delta, key, has_value)
 RecordSpan = tuple[int, int, int, int, int, int, bytes | None, bool]
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it."""
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("truncated varint in a record")
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes in a record")
-
-
-def encode_varint(value: int, out: bytearray) -> None:
-    """Append ``value`` as a zigzag varlong (64-bit) to ``out``."""
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
 
 
 def records_section(batch: bytes | memoryview, header: RecordBatchHeader) -> bytes:

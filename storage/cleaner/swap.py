@@ -38,7 +38,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import KafkaStorageError
-from ..metadata import fsync_dir
+from ..fileio import fsync_dir
 from ..segment import LogSegment
 from .segment_writer import CleanedSegmentWriter
 
