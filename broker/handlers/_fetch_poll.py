@@ -31,7 +31,7 @@ from tidelog.broker.handlers._fetch_scan import (
     answer_one,
     scan,
 )
-from tidelog.broker.handlers.base import RequestContext
+from tidelog.broker.handlers.base import BrokerView, RequestContext
 
 __all__ = ["answer_at_once"]
 
@@ -40,7 +40,7 @@ log = logging.getLogger("tidelog.fetch")
 
 
 def answer_at_once(
-    broker: Any, version: int, correlation_id: int, request: Any
+    broker: BrokerView, version: int, correlation_id: int, request: Any
 ) -> bytes | list[bytes | memoryview] | asyncio.Future[Any] | None:
     """The answer of a one-partition fetch, a future of it (long poll), or None (``handle``)."""
     if request.session_id != 0:
@@ -93,7 +93,7 @@ class _LongPoll:
 
     def __init__(
         self,
-        broker: Any,
+        broker: BrokerView,
         version: int,
         correlation_id: int,
         request: Any,
@@ -108,7 +108,8 @@ class _LongPoll:
         self.wanted = wanted
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
-        self.key = (wanted.topic, wanted.partition)
+        # an unknown topic (None) is answered at once and never waits here
+        self.key = (wanted.topic or "", wanted.partition)
         self.loop = asyncio.get_running_loop()
         self.answer: asyncio.Future[Any] = self.loop.create_future()
         self.started = time.perf_counter()

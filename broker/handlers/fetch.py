@@ -36,8 +36,7 @@ from tidelog.broker.handlers._fetch_scan import (
     requested,
     scan,
 )
-from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.router import RawBody
+from tidelog.broker.handlers.base import HandlerSpec, RawBody, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
 from tidelog.protocol.schema import build, response_types

@@ -26,8 +26,7 @@ from typing import Any
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
-from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.router import Close, RawBody
+from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
@@ -230,7 +229,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
 
 
 def answer_at_once(
-    broker: Any, version: int, correlation_id: int, request: Any
+    broker: BrokerView, version: int, correlation_id: int, request: Any
 ) -> bytes | Coroutine[Any, Any, Any] | None:
     """The framed answer of the request most producers send, without a coroutine or a context.
 
@@ -295,7 +294,7 @@ def answer_at_once(
 
 
 async def _answer_later(
-    broker: Any, version: int, correlation_id: int, request: Any, result: _Result
+    broker: BrokerView, version: int, correlation_id: int, request: Any, result: _Result
 ) -> RawBody:
     """acks=-1 whose HW did not cover the batch at once: wait as ``handle`` does."""
     ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)
