@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidelog.protocol.errors import FrameDecodeError
@@ -70,6 +70,7 @@ _SIZED = st.one_of(
 )
 
 
+@settings(deadline=None)  # 8 KiB records on a loaded machine
 @given(
     st.lists(
         st.tuples(
