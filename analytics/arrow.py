@@ -18,19 +18,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelog.storage.record_codec import _HEADER as BATCH_HEADER
 from tidelog.storage.record_codec import (
     HEADER_SIZE,
     LOG_OVERHEAD,
-    BatchHeader,
+    RecordBatchHeader,
     RecordColumns,
     RecordDecodeError,
     decode_batch_into,
+    decode_headers,  # the codec's strict parser
 )
-from tidelog.storage.record_codec import (
-    _decode_headers as decode_headers,  # the codec's strict parser
-)
-from tidelog.storage.record_codec import _uvarint as uvarint
+from tidelog.storage.varint import read_uvarint
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS_TYPE = pa.timestamp("us", tz="UTC")
@@ -176,14 +173,14 @@ class ArrowDecoder:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
         self.headers = headers
         self._regions: list[bytes] = []
-        self._batches: list[BatchHeader] = []
+        self._batches: list[RecordBatchHeader] = []
         self._size = 0
 
     @property
     def full(self) -> bool:
         return self._size >= CHUNK_BYTES
 
-    def add(self, h: BatchHeader, records: bytes) -> None:
+    def add(self, h: RecordBatchHeader, records: bytes) -> None:
         self._regions.append(records)
         self._batches.append(h)
         self._size += len(records)
@@ -212,7 +209,11 @@ class ArrowDecoder:
         return b
 
     def _starts(
-        self, data: bytes, a: npt.NDArray[np.uint8], batches: list[BatchHeader], bounds: list[int]
+        self,
+        data: bytes,
+        a: npt.NDArray[np.uint8],
+        batches: list[RecordBatchHeader],
+        bounds: list[int],
     ) -> tuple[I64, I64] | None:
         """Where each record's body begins (after its length varint) and ends. Records come in
         runs of one size (sizes change only when a delta's varint grows a byte), so a run is
@@ -224,7 +225,7 @@ class ArrowDecoder:
             if left <= 0 or left * 7 > stop - pos:
                 return None
             while left:
-                raw, body = uvarint(data, pos)
+                raw, body = read_uvarint(data, pos, stop)
                 length = (raw >> 1) ^ -(raw & 1)
                 hl = body - pos
                 step = hl + length
@@ -253,7 +254,7 @@ class ArrowDecoder:
                     elif data[pos + 1] < 0x80:
                         v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
                     else:
-                        v, pos = uvarint(data, pos)
+                        v, pos = read_uvarint(data, pos, stop)
                     v = (v >> 1) ^ -(v & 1)
                     starts.append(pos)
                     lens.append(v)
@@ -267,7 +268,7 @@ class ArrowDecoder:
         return first, first + np.concatenate(body_len)
 
     def _vectorised(
-        self, regions: list[bytes], batches: list[BatchHeader]
+        self, regions: list[bytes], batches: list[RecordBatchHeader]
     ) -> pa.RecordBatch | None:
         data = b"".join(regions) + bytes(16)  # padding: varint reads may look past the end
         bounds = [0]
@@ -322,21 +323,12 @@ class ArrowDecoder:
         )
 
 
-def _rebuild(h: BatchHeader, records: bytes) -> bytes:
+def _rebuild(h: RecordBatchHeader, records: bytes) -> bytes:
     """An uncompressed stand-in batch for the codec's strict decoder (fallback path)."""
-    head = BATCH_HEADER.pack(
-        h.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD + len(records),
-        h.partition_leader_epoch,
-        2,
-        0,
-        h.attributes & ~0x07,
-        h.last_offset_delta,
-        h.base_timestamp,
-        h.max_timestamp,
-        h.producer_id,
-        h.producer_epoch,
-        h.base_sequence,
-        h.records_count,
+    head = h._replace(
+        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(records),
+        magic=2,
+        crc=0,
+        attributes=h.attributes & ~0x07,
     )
-    return head + records
+    return head.pack() + records

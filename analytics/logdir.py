@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.analytics.plan import TP, OffsetRange
+from tidelog.storage import checkpoint
 from tidelog.storage.record_codec import (
     LOG_OVERHEAD,
-    BatchHeader,
+    RecordBatchHeader,
     RecordColumns,
     RecordDecodeError,
     batch_records_bytes,
@@ -43,24 +44,11 @@ class LogDirError(ValueError):
 
 
 def read_checkpoint(path: Path) -> dict[TP, int]:
-    """Kafka's offset checkpoint text file; {} when it does not exist."""
+    """Kafka's offset checkpoint text file (``storage.checkpoint``); {} when it does not exist."""
     try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        out = {}
-        for line in lines[2 : 2 + count]:
-            topic, part, off = line.rsplit(" ", 2)
-            out[(topic, int(part))] = int(off)
-        if len(out) != count:
-            raise ValueError("fewer entries than its count line says")
-        return out
-    except (ValueError, IndexError) as e:
-        raise LogDirError(f"{path}: not a Kafka offset checkpoint ({e})") from None
+        return checkpoint.read_checkpoint(path)
+    except checkpoint.CheckpointError as e:
+        raise LogDirError(f"not a Kafka offset checkpoint ({e})") from None
 
 
 class LogDir:
@@ -166,7 +154,7 @@ class LogDir:
             yield out
 
     def _walk(self, tp: TP, start: int, end: int, *, min_timestamp: int | None = None
-              ) -> Iterator[tuple[BatchHeader, memoryview, int]]:  # fmt: skip
+              ) -> Iterator[tuple[RecordBatchHeader, memoryview, int]]:  # fmt: skip
         """The data batches that may hold offsets in [start, end), in log order."""
         if start >= end:
             return
@@ -205,7 +193,7 @@ class LogDir:
 
 
 def _decode_filtered(
-    data: memoryview, pos: int, h: BatchHeader, cols: RecordColumns, start: int, end: int
+    data: memoryview, pos: int, h: RecordBatchHeader, cols: RecordColumns, start: int, end: int
 ) -> None:
     tmp = RecordColumns()
     if h.magic == 2:
@@ -228,13 +216,13 @@ def _decode_filtered(
             cols.headers.append(tmp.headers[i])
 
 
-def _legacy_header(data: memoryview, pos: int) -> BatchHeader:
+def _legacy_header(data: memoryview, pos: int) -> RecordBatchHeader:
     """A stand-in header for a v0/v1 outer message: enough to place it by offset."""
     e = decode_legacy_entry(data, pos)
     size = e.size - LOG_OVERHEAD
     n = len(e.records)
     ts = max((r.timestamp for r in e.records), default=-1)
-    return BatchHeader(
+    return RecordBatchHeader(
         e.base_offset,
         size,
         -1,
@@ -251,7 +239,7 @@ def _legacy_header(data: memoryview, pos: int) -> BatchHeader:
     )
 
 
-def _scan(path: Path, pos: int) -> Iterator[tuple[BatchHeader, memoryview, int]]:
+def _scan(path: Path, pos: int) -> Iterator[tuple[RecordBatchHeader, memoryview, int]]:
     """Every complete batch of a segment from byte `pos`: (header, buffer, position in buffer).
     Stops quietly at a partial trailing batch (an append in flight)."""
     with open(path, "rb") as f:

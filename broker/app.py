@@ -35,6 +35,11 @@ from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
 from tidelog.storage import LogManager, PartitionLog
+from tidelog.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
 log = logging.getLogger("tidelog.broker")
@@ -124,6 +129,7 @@ class Broker:
             clock=clock,
             node_id=self.node_id,
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
         # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
@@ -275,6 +281,13 @@ class Broker:
                     self._checkpoint,
                 )
             ),
+            asyncio.ensure_future(
+                self._every(
+                    max(self.config.get_int("log.flush.start.offset.checkpoint.interval.ms"), 100)
+                    / 1000,
+                    self._checkpoint_log_start,
+                )
+            ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
 
@@ -341,10 +354,13 @@ class Broker:
         await self.run_blocking(self.log_manager.run_retention, self.clock())
 
     def _checkpoint_interval_s(self) -> float:
-        """Checkpoints are written together, as often as the most frequent of them asks.
+        """The recovery-point and high-watermark checkpoints are written together, as often as
+        the more frequent of them asks.
 
         Kafka writes the high-watermark checkpoint every 5 s, which keeps readers of the files
-        (the Spark file path, dump-log) close to live; the other two ride along.
+        (the Spark file path, dump-log) close to live; the recovery point rides along. The
+        log-start-offset checkpoint has its own interval
+        (``log.flush.start.offset.checkpoint.interval.ms``), as in Kafka.
         """
         ms = min(
             self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
@@ -353,7 +369,12 @@ class Broker:
         return max(ms, 100) / 1000
 
     async def _checkpoint(self) -> None:
-        await self.run_blocking(self.log_manager.checkpoint)
+        await self.run_blocking(
+            self.log_manager.checkpoint, (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+        )
+
+    async def _checkpoint_log_start(self) -> None:
+        await self.run_blocking(self.log_manager.checkpoint, (LOG_START_OFFSET_CHECKPOINT,))
 
     async def _delete_expired(self) -> None:
         """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""

@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tidelog.storage.fileio import fsync_dir
+
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
 
@@ -81,11 +83,7 @@ def write_next_block_start(path: Path, value: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 async def _run_inline(fn: Callable[..., T], *args: Any) -> T:

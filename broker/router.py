@@ -18,17 +18,22 @@ Kafka behaviour kept here:
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
 import pkgutil
 import time
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.handlers.base import (
+    Answer,
+    Close,
+    HandlerSpec,
+    Outcome,
+    RawBody,
+    RequestContext,
+)
 from tidelog.broker.metrics import metrics_of
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
@@ -51,29 +56,6 @@ _LEAN_PARSERS: dict[int, Callable[[bytes | memoryview], tuple[int, str | None, A
     PRODUCE_KEY: parse_produce_frame,
     FETCH_KEY: parse_fetch_frame,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close the connection after the answers before this one are written."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class RawBody:
-    """A response body encoded by the handler itself (lean encoders for hot APIs).
-
-    ``chunks`` are written after the response header in order; record data may be a
-    memoryview of file bytes, so nothing is copied to build the answer.
-    """
-
-    chunks: tuple[bytes | memoryview, ...]
-
-
-#: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
-Answer = bytes | list[bytes | memoryview] | Close | None
-Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
 
 
 def discover_handlers(

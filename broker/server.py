@@ -30,8 +30,9 @@ import time
 from collections.abc import Generator
 from typing import Any, cast
 
+from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
-from tidelog.broker.router import Answer, Close, Router
+from tidelog.broker.router import Router
 
 log = logging.getLogger("tidelog.server")
 

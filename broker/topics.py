@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from tidelog.config import BrokerConfig, ConfigError
 from tidelog.config.topic import effective_topic_config, validate_topic_configs
 from tidelog.storage import LogConfig
+from tidelog.storage.fileio import fsync_dir
 
 if TYPE_CHECKING:
     from tidelog.storage import LogManager, PartitionLog
@@ -342,11 +343,7 @@ class Topics:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(self.path.parent)
 
     def load_and_reconcile(self) -> None:
         """Read the registry file, then make it agree with the logs LogManager found."""

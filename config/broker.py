@@ -20,7 +20,13 @@ from pathlib import Path
 
 import yaml
 
-from tidelog.config.definitions import BROKER_ALIASES, BROKER_CONFIGS, LONG_MAX, UNIT_MS
+from tidelog.config.definitions import (
+    BROKER_ALIASES,
+    BROKER_CONFIGS,
+    LONG_MAX,
+    NOT_IMPLEMENTED,
+    UNIT_MS,
+)
 from tidelog.config.values import ConfigError, parse_value, unknown_name_error
 
 ENV_PREFIX = "TIDELOG_"
@@ -164,6 +170,13 @@ def _canonical(name: str) -> str:
 
 
 def _check_cross(values: Mapping[str, object]) -> None:
+    for name, reason in NOT_IMPLEMENTED.items():
+        if name in values and values[name] != BROKER_CONFIGS[name].default:
+            raise ConfigError(
+                name,
+                f"{name} is not implemented ({reason}): remove it from the configuration "
+                f"(or set it to its default, {BROKER_CONFIGS[name].default}).",
+            )
     protocol_map = parse_protocol_map(values.get("listener.security.protocol.map"))
     names: dict[str, list[str]] = {}
     for name in ("listeners", "advertised.listeners"):

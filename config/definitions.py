@@ -79,8 +79,9 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "listeners",
         "list",
         ["PLAINTEXT://127.0.0.1:9092"],
-        "Addresses the broker listens on, as PLAINTEXT://host:port. An empty host binds every "
-        "interface. Default 127.0.0.1 only (Kafka's default binds every interface).",
+        "Addresses the broker listens on, as PLAINTEXT://host:port. An empty host "
+        "(PLAINTEXT://:9092) binds 127.0.0.1 only, unlike Kafka, where it binds every "
+        "interface: write 0.0.0.0 (or ::) to listen on every interface.",
         importance="high",
     ),
     _b(
@@ -132,7 +133,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "num.io.threads",
         "int",
         8,
-        "Worker threads for blocking work (fsync, large reads, recovery).",
+        "Worker threads for blocking work (fsync, large reads, recovery); values above 8 "
+        "are capped at 8 (the event loop is one thread, so more workers only contend).",
         min_value=1,
     ),
     _b(
@@ -151,7 +153,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "default.replication.factor",
         "int",
         1,
-        "Replication factor of auto-created topics (a single node keeps one copy).",
+        "Replication factor of auto-created topics. Accepted for compatibility, not read: a "
+        "single node keeps one copy.",
         min_value=1,
         max_value=1,
     ),
@@ -267,7 +270,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "log.flush.start.offset.checkpoint.interval.ms",
         "int",
         60000,
-        "How often the log-start-offset checkpoint is written.",
+        "How often the log-start-offset checkpoint is written (values below 100 ms count as "
+        "100 ms).",
         min_value=0,
     ),
     _b(
@@ -307,26 +311,33 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "Most bytes the broker returns for one fetch request.",
         min_value=0,
     ),
-    _b("log.preallocate", "boolean", False, "Preallocate segment files (accepted, not used)."),
+    _b(
+        "log.preallocate",
+        "boolean",
+        False,
+        "Preallocate segment files (accepted for compatibility, not read).",
+    ),
     _b(
         "min.insync.replicas",
         "int",
         1,
-        "Replicas that must ack acks=all (one node: 1).",
+        "Replicas that must ack acks=all. Accepted for compatibility, not read: with one node "
+        "acks=all waits for this broker only.",
         min_value=1,
     ),
     _b(
         "unclean.leader.election.enable",
         "boolean",
         False,
-        "Accepted for compatibility; a single node has no elections.",
+        "Accepted for compatibility, not read: a single node has no elections.",
         importance="low",
     ),
     _b(
         "num.recovery.threads.per.data.dir",
         "int",
         1,
-        "Threads that recover logs at start-up, per log dir.",
+        "Threads that open (and recover, after an unclean shutdown) the partition logs of "
+        "each log dir at start-up.",
         min_value=1,
     ),
     # Log cleaner (compaction).
@@ -380,7 +391,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "offsets.topic.replication.factor",
         "short",
         1,
-        "Replication factor of __consumer_offsets (one node: 1).",
+        "Replication factor of __consumer_offsets. Accepted for compatibility, not read (one "
+        "node).",
         min_value=1,
     ),
     _b(
@@ -459,12 +471,33 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "transactional.id.expiration.ms",
         "int",
         WEEK_MS,
-        "Forget an idle transactional id after this long.",
+        "Forget an idle transactional id after this long. Not implemented yet (tidelog has no "
+        "transactions): the broker refuses to start when it is set to another value.",
         min_value=1,
     ),
 )
 
 _TOPIC_CODECS = _BROKER_CODECS
+
+#: Settings defined (so Kafka configs load and DescribeConfigs lists them) but not implemented:
+#: start-up refuses a value other than the default, with this reason. A setting leaves this map
+#: when it is implemented (tests/config/test_settings_read.py checks every other one is read).
+NOT_IMPLEMENTED: dict[str, str] = {
+    "transactional.id.expiration.ms": "tidelog has no transactions yet",
+}
+
+#: Settings accepted for compatibility with Kafka configs and deliberately not read: a single
+#: node has one copy of each partition and no elections. Their docs say so.
+COMPATIBILITY_ONLY: frozenset[str] = frozenset(
+    {
+        "default.replication.factor",
+        "offsets.topic.replication.factor",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "log.preallocate",
+        "preallocate",
+    }
+)
 
 
 def _t(
@@ -581,10 +614,10 @@ TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "min.insync.replicas",
         "int",
         ["min.insync.replicas"],
-        "Accepted for compatibility (one node).",
+        "Accepted for compatibility, not read (one node).",
         min_value=1,
     ),
-    _t("preallocate", "boolean", ["log.preallocate"], "Accepted for compatibility."),
+    _t("preallocate", "boolean", ["log.preallocate"], "Accepted for compatibility, not read."),
     _t(
         "retention.bytes",
         "long",
@@ -630,7 +663,7 @@ TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "unclean.leader.election.enable",
         "boolean",
         ["unclean.leader.election.enable"],
-        "Accepted for compatibility.",
+        "Accepted for compatibility, not read (one node).",
     ),
 )
 

@@ -27,6 +27,7 @@ from kio.serial._introspect import (
 )
 
 from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean_common import uvarint
 
 __all__ = ("check_request_body", "validator_for")
 
@@ -59,19 +60,8 @@ def _need(end: int, pos: int, n: int) -> None:
 
 
 def _uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise FrameDecodeError("request body truncated inside a varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameDecodeError("varint longer than 5 bytes")
+    # protocol's one wire varint reader is lean_common.uvarint
+    return uvarint("request body", buf, pos, end)
 
 
 def _fixed(size: int) -> Skip:

@@ -25,7 +25,7 @@ def truncated(api: str, pos: int, end: int) -> FrameDecodeError:
     return FrameDecodeError(f"{api} request truncated at {pos} of {end} bytes")
 
 
-def uvarint(api: str, buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+def uvarint(api: str, buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes: ``(value, position after it)``."""
     value = 0
     shift = 0

@@ -50,13 +50,17 @@ from .errors import (
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "COMPRESSION_CODES",
+    "COMPRESSION_NAMES",
     "LOG_OVERHEAD",
     "MAGIC_V2",
     "PreparedAppend",
     "RecordBatchHeader",
+    "increment_sequence",
     "iter_batches",
     "parse_batch_header",
     "prepare_append",
+    "unpack_batch_header",
     "validate_records",
     "verify_crc",
 ]
@@ -74,8 +78,13 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+COMPRESSION_CODES: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION_NAMES: dict[int, str] = {v: k for k, v in COMPRESSION_CODES.items()}
 
 NO_TIMESTAMP = -1
+NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
@@ -143,6 +152,27 @@ class RecordBatchHeader(NamedTuple):
     def size_in_bytes(self) -> int:
         return self.batch_length + LOG_OVERHEAD
 
+    @property
+    def compression_name(self) -> str:
+        return COMPRESSION_NAMES.get(self.compression, f"unknown({self.compression})")
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """Attribute bit 6: ``base_timestamp`` holds the cleaner's delete horizon."""
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int:
+        """The delete horizon the cleaner set (-1: none)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else NO_TIMESTAMP
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (-1 without one); sequences wrap after 2^31 - 1."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
     def pack(self) -> bytes:
         """The 61 header bytes (with this header's crc field as is)."""
         return HEADER_STRUCT.pack(*self)
@@ -153,6 +183,22 @@ _new_tuple = tuple.__new__
 
 def _header(fields: tuple[int, ...]) -> RecordBatchHeader:
     return _new_tuple(RecordBatchHeader, fields)  # type: ignore[no-any-return]
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap to 0 after 2^31 - 1."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def unpack_batch_header(buf: Buffer, position: int = 0) -> RecordBatchHeader:
+    """The 13 header fields at ``position``, unchecked (the caller made sure 61 bytes exist).
+
+    For readers with their own checks and error type (the record codec, dump-log);
+    ``parse_batch_header`` is the checking parser.
+    """
+    return _header(HEADER_STRUCT.unpack_from(buf, position))
 
 
 def parse_batch_header(
@@ -245,7 +291,7 @@ def validate_records(
 
     Kafka divergence: Kafka silently drops a partial trailing batch; here it is CORRUPT_MESSAGE.
     Kafka divergence: per-record timestamps are not checked. Keys on compacted topics are
-    checked by ``PartitionLog.append`` (``storage.cleaner.records.require_record_keys``).
+    checked by ``PartitionLog.append`` (``storage.records.require_record_keys``).
     """
     size = len(records)
     if size == 0:

@@ -1,4 +1,4 @@
-"""File I/O helpers of a segment: the recovery scan, whole writes, whole reads.
+"""File I/O helpers: the recovery scan, whole writes, whole reads, directory fsync.
 
 ``scan_batches`` is the recovery scan's inner loop (see ``storage.segment`` for the format):
 over a read-only mmap of a ``.log`` file it checks each batch's magic, length, CRC-32C and offset
@@ -28,7 +28,7 @@ from .batch import (
 )
 from .errors import CorruptRecordError
 
-__all__ = ["pread_all", "scan_batches", "write_all"]
+__all__ = ["fsync_dir", "pread_all", "scan_batches", "write_all"]
 
 _IOV_MAX = 1024
 INT32_MAX = 2**31 - 1
@@ -92,6 +92,16 @@ def scan_batches(
         position = end
     next_offset = prev_last_offset + 1 if position > 0 else base
     return position, reason, next_offset, max_ts, offset_of_max
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """fsync a directory, making the creations, renames and deletions in it durable (the one
+    home of this step: checkpoints, snapshots, segment rolls and swaps all call it)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def pread_all(fd: int, position: int, length: int) -> bytes:

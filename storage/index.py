@@ -53,8 +53,6 @@ __all__ = [
     "IndexCorruptError",
     "OffsetIndex",
     "TimeIndex",
-    "replace_offset_entries",
-    "replace_time_entries",
 ]
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -285,6 +283,13 @@ class OffsetIndex(_Index):
         self._offsets = array("i")
         self._positions = array("i")
 
+    def replace_entries(self, offsets: array[int], positions: array[int]) -> None:
+        """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
+        rewritten in one go (stale bytes of an untrimmed file must not survive)."""
+        self._offsets = offsets
+        self._positions = positions
+        self._replace_file(self._pack(0, len(offsets)), len(offsets))
+
     def can_append_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
         return 0 <= relative <= 2**31 - 1
@@ -387,6 +392,12 @@ class TimeIndex(_Index):
         self._timestamps = array("q")
         self._offsets = array("i")
 
+    def replace_entries(self, timestamps: array[int], offsets: array[int]) -> None:
+        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go."""
+        self._timestamps = timestamps
+        self._offsets = offsets
+        self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
+
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
         if self._timestamps:
@@ -427,18 +438,3 @@ class TimeIndex(_Index):
             self._forget_from(keep)
             del self._timestamps[keep:]
             del self._offsets[keep:]
-
-
-def replace_offset_entries(index: OffsetIndex, offsets: array[int], positions: array[int]) -> None:
-    """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
-    rewritten in one go (stale bytes of an untrimmed file must not survive)."""
-    index._offsets = offsets
-    index._positions = positions
-    index._replace_file(index._pack(0, len(offsets)), len(offsets))
-
-
-def replace_time_entries(index: TimeIndex, timestamps: array[int], offsets: array[int]) -> None:
-    """Install rebuilt entries (timestamps, relative offsets) and write the file in one go."""
-    index._timestamps = timestamps
-    index._offsets = offsets
-    index._replace_file(index._pack(0, len(timestamps)), len(timestamps))

@@ -22,29 +22,31 @@ Threading (the contract with the broker):
 * ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
   it is held only for in-memory work and page-cache writes, never across an fsync.
 * ``self._flush_lock`` serializes flushers (group commit) and is never taken by ``append``.
-* The log cleaner (``storage.cleaner.swap``) replaces sealed segments in ``_segments`` /
-  ``_bases`` under ``self._lock``, retiring the old ones through ``_schedule_delete_locked``.
+* The segment list is a ``LogSegments`` (``storage.log_segments``), changed only under
+  ``self._lock``. The log cleaner (``storage.cleaner.swap``) replaces sealed segments through
+  ``replace_segments`` (Kafka's replaceSegments), which retires the old ones through
+  ``_schedule_delete_locked``. The core log does not import the cleaner.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
-from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 
 from .batch import prepare_append, validate_records
-from .cleaner.records import require_record_keys
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .fileio import fsync_dir
 from .info import AppendInfo, ReadInfo
+from .log_segments import LogSegments
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
+from .records import require_record_keys
 from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment
@@ -102,8 +104,7 @@ class PartitionLog:
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
         )
-        self._segments: list[LogSegment] = loaded.segments
-        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._segments = LogSegments(loaded.segments)
         self._deleted: list[LogSegment] = []
         self._dir_dirty = True
         self._closed = False
@@ -248,14 +249,8 @@ class PartitionLog:
         self.producer_state.take_snapshot(new_base, sync=False)
         active.seal()
         segment = LogSegment(self.dir, new_base, self.config, now_ms=now_ms)
-        if segment.size > 0:  # a stray file with our name: start it afresh
-            os.ftruncate(segment._fd, 0)
-            segment._size = 0
-        segment.offset_index.reset()
-        segment.time_index.reset()
-        segment.make_active(self.config)
-        self._segments.append(segment)
-        self._bases.append(new_base)
+        segment.start_empty(self.config)  # a stray file with our name starts afresh
+        self._segments.add(segment)
         self._dir_dirty = True
         logger.debug("rolled %s-%s at offset %d", self.topic, self.partition, new_base)
         return segment
@@ -281,8 +276,7 @@ class PartitionLog:
             log_start = self._log_start_offset
             leo = self._log_end_offset
             hw = self._high_watermark
-            first = max(bisect_right(self._bases, start_offset) - 1, 0)
-            snapshot = [(s, s.size) for s in self._segments[first:]]
+            snapshot = [(s, s.size) for s in self._segments.from_offset(start_offset)]
         if start_offset < log_start or start_offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{log_start}, {leo}] of "
@@ -361,7 +355,7 @@ class PartitionLog:
                     # are rebuilt by recovery after any crash, so only inactive ones are synced.
                     segment.flush(indexes=segment is not active)
                 if sync_dir:
-                    _fsync_dir(self.dir)
+                    fsync_dir(self.dir)
                 self.producer_state.flush_snapshots()
             except (KafkaStorageError, OSError) as exc:
                 with self._lock:
@@ -419,9 +413,8 @@ class PartitionLog:
                 self._truncate_fully_locked(max(offset, 0))
                 return
             now = self._clock()
-            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                self._schedule_delete_locked(self._segments.pop(), now)
-                self._bases.pop()
+            while len(self._segments) > 1 and self._segments.active.base_offset > offset:
+                self._schedule_delete_locked(self._segments.remove_last(), now)
             active = self._segments[-1]
             active.truncate_to(offset)
             active.make_active(self.config)
@@ -429,17 +422,11 @@ class PartitionLog:
 
     def _truncate_fully_locked(self, new_offset: int) -> None:
         now = self._clock()
-        for segment in self._segments:
+        for segment in self._segments.clear():
             self._schedule_delete_locked(segment, now)
         segment = LogSegment(self.dir, new_offset, self.config, now_ms=now)
-        if segment.size > 0:
-            os.ftruncate(segment._fd, 0)
-            segment._size = 0
-        segment.offset_index.reset()
-        segment.time_index.reset()
-        segment.make_active(self.config)
-        self._segments = [segment]
-        self._bases = [new_offset]
+        segment.start_empty(self.config)
+        self._segments.add(segment)
         self._log_start_offset = new_offset
         self._after_truncation_locked(new_offset)
         self._recovery_point = new_offset
@@ -471,7 +458,9 @@ class PartitionLog:
                 deleted += self._delete_old_segments(retention_size_breached(config, total), now_ms)
         deleted += self._delete_old_segments(log_start_breached(self._log_start_offset), now_ms)
         with self._lock:
-            self.producer_state.maintain(now_ms, self._bases, self._recovery_point)
+            self.producer_state.maintain(
+                now_ms, self._segments.base_offsets(), self._recovery_point
+            )
         return deleted
 
     def _delete_old_segments(
@@ -501,8 +490,7 @@ class PartitionLog:
             for segment in deletable:
                 self._schedule_delete_locked(segment, now_ms)
             count = len(deletable)
-            del self._segments[:count]
-            del self._bases[:count]
+            self._segments.remove_first(count)
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
             self._dir_dirty = True
@@ -514,6 +502,39 @@ class PartitionLog:
             self._log_start_offset,
         )
         return count
+
+    def replace_segments(
+        self,
+        old: list[LogSegment],
+        sizes: list[int],
+        make_new: Callable[[], LogSegment],
+        now_ms: int,
+    ) -> LogSegment | None:
+        """Put the segment ``make_new()`` returns in place of ``old`` (Kafka's replaceSegments).
+
+        Only if the log still holds ``old`` as a run of sealed segments, each with the size in
+        ``sizes`` (retention, truncation or deletion may have changed the log meanwhile), and is
+        open; else None and ``make_new`` is not called. Under the partition lock: the old
+        segments are renamed ``.deleted`` (scheduled deletion) first, then ``make_new`` puts
+        the new files live and returns their segment. Raises what ``make_new`` raises.
+        """
+        with self._lock:
+            first = None if self._closed else self._segments.find_run(old, sizes)
+            if first is None:
+                return None
+            for segment in old:
+                self._schedule_delete_locked(segment, now_ms)
+            segment = make_new()
+            self._segments.replace(first, len(old), segment)
+            self._dir_dirty = True
+        return segment
+
+    def producer_ids_by_last_offset(self) -> dict[int, int]:
+        """Producer id -> last data offset, for every producer the log's state knows."""
+        with self._lock:
+            return {
+                pid: entry.last_data_offset for pid, entry in self.producer_state.producers.items()
+            }
 
     def _schedule_delete_locked(self, segment: LogSegment, now_ms: int) -> None:
         try:
@@ -550,28 +571,20 @@ class PartitionLog:
                 if segment.dirty:
                     segment.flush()
                     segment.dirty = False
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             with self._lock:
                 self._closed = True
                 self._recovery_point = self._log_end_offset
-                for segment in self._segments + self._deleted:
+                for segment in [*self._segments, *self._deleted]:
                     segment.close()
 
     def close_without_flush(self) -> None:
         """Close every file without fsync (the partition is being deleted)."""
         with self._flush_lock, self._lock:
             self._closed = True
-            for segment in self._segments + self._deleted:
+            for segment in [*self._segments, *self._deleted]:
                 segment.close()
 
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

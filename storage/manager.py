@@ -31,7 +31,8 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .checkpoint import (
@@ -44,9 +45,9 @@ from .checkpoint import (
 )
 from .config import LogConfig
 from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
+from .fileio import fsync_dir
 from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
 from .metadata import (
-    fsync_dir,
     kafka_uuid_string,
     read_meta_properties,
     write_meta_properties,
@@ -61,6 +62,11 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+CHECKPOINT_FILES = (
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+)
 
 
 class LogManager:
@@ -75,9 +81,15 @@ class LogManager:
         node_id: int = 1,
         cluster_id: str | None = None,
         producer_id_expiration_ms: int | None = None,
+        recovery_threads_per_data_dir: int = 1,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
+        if recovery_threads_per_data_dir < 1:
+            raise ValueError("recovery_threads_per_data_dir must be at least 1")
+        #: Kafka's num.recovery.threads.per.data.dir: partitions of one log dir are opened (and
+        #: recovered past their recovery point) by this many threads at start-up.
+        self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
         self.log_dirs = [Path(d) for d in log_dirs]
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
@@ -153,7 +165,7 @@ class LogManager:
             fsync_dir(log_dir)
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        loaded = 0
+        found: list[tuple[Path, TopicPartition]] = []
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -171,7 +183,11 @@ class LogManager:
                     f"duplicate log directories for {parsed[0]}-{parsed[1]}: "
                     f"{self._log_dir_of[parsed]} and {log_dir}"
                 )
-            log = PartitionLog(
+            found.append((path, parsed))
+
+        def open_log(item: tuple[Path, TopicPartition]) -> PartitionLog:
+            path, parsed = item
+            return PartitionLog(
                 path,
                 self.default_config,
                 clock=self.clock,
@@ -180,9 +196,17 @@ class LogManager:
                 clean_shutdown=clean,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
+
+        threads = min(self.recovery_threads_per_data_dir, len(found))
+        if threads <= 1:
+            opened = [open_log(item) for item in found]
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+                opened = list(pool.map(open_log, found))
+        for (_, parsed), log in zip(found, opened, strict=True):
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
-            loaded += 1
+        loaded = len(opened)
         if clean:
             how = "after a clean shutdown"
         elif loaded:
@@ -265,8 +289,9 @@ class LogManager:
             shutil.rmtree(path, ignore_errors=True)
 
     # -- periodic work -------------------------------------------------------------------------
-    def checkpoint(self) -> None:
-        """Write the three offset checkpoint files of every log dir (atomically)."""
+    def checkpoint(self, files: Collection[str] = CHECKPOINT_FILES) -> None:
+        """Write offset checkpoint files of every log dir (atomically): all three, or those named
+        in ``files`` (the broker writes the log-start one on its own interval, as Kafka does)."""
         for log_dir in self.log_dirs:
             with self._lock:
                 logs = [
@@ -279,9 +304,12 @@ class LogManager:
             log_start = {key: log.log_start_offset for key, log in logs}
             with self._checkpoint_locks[log_dir]:
                 try:
-                    write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
-                    write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, replication)
-                    write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, log_start)
+                    if RECOVERY_POINT_CHECKPOINT in files:
+                        write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+                    if REPLICATION_OFFSET_CHECKPOINT in files:
+                        write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, replication)
+                    if LOG_START_OFFSET_CHECKPOINT in files:
+                        write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, log_start)
                 except OSError as exc:
                     raise KafkaStorageError(
                         f"cannot write checkpoints in {log_dir}: {exc}"

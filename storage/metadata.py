@@ -30,6 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .fileio import fsync_dir as fsync_dir  # its home is fileio; re-exported for old callers
+
 __all__ = [
     "PARTITION_METADATA_FILE",
     "META_PROPERTIES_FILE",
@@ -56,14 +58,6 @@ def kafka_uuid_from_string(text: str) -> uuid.UUID:
     if len(raw) != 16:
         raise ValueError(f"{text!r} is not a Kafka Uuid")
     return uuid.UUID(bytes=raw)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

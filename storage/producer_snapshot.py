@@ -49,6 +49,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from .errors import StorageError
+from .fileio import fsync_dir
 
 __all__ = [
     "SNAPSHOT_SUFFIX",
@@ -58,7 +59,6 @@ __all__ = [
     "delete_snapshot",
     "decode_snapshot",
     "encode_snapshot",
-    "fsync_directory",
     "fsync_file_and_directory",
     "list_snapshots",
     "read_snapshot",
@@ -73,6 +73,7 @@ TMP_SUFFIX = ".tmp"
 _HEAD = struct.Struct(">hIi")  # version, crc, entry_count
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_START = 6
+_INT32_MAX = 2**31 - 1
 assert _HEAD.size == 10 and _ENTRY.size == 46
 
 
@@ -97,6 +98,14 @@ class SnapshotEntry:
     timestamp: int
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
+
+    @property
+    def first_sequence(self) -> int:
+        """First sequence of the last batch (Kafka's decrementSequence(last_sequence,
+        offset_delta)): sequences wrap at 2^31."""
+        if self.last_sequence < self.offset_delta:
+            return _INT32_MAX - (self.offset_delta - self.last_sequence) + 1
+        return self.last_sequence - self.offset_delta
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
@@ -131,25 +140,33 @@ def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
 
 def decode_snapshot(data: bytes, *, name: str = "snapshot") -> list[SnapshotEntry]:
     """Parse and check a snapshot's bytes; raise ``CorruptSnapshotError`` on any damage."""
+    # The messages are Kafka's (ProducerStateManager.readSnapshot), which dump-log prints.
     if len(data) < _HEAD.size:
-        raise CorruptSnapshotError(f"{name}: {len(data)} bytes, shorter than the header")
+        raise CorruptSnapshotError(
+            f"Snapshot failed schema validation: {name} has {len(data)} bytes, "
+            f"less than the {_HEAD.size}-byte header"
+        )
     version, crc, count = _HEAD.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"{name}: unknown snapshot version {version}")
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}: {name}")
     computed = crc32c(memoryview(data)[_CRC_START:])
     if crc != computed:
         raise CorruptSnapshotError(
-            f"{name}: CRC mismatch (stored {crc:#010x}, computed {computed:#010x})"
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+            f"Computed crc: {computed}: {name}"
         )
     if count < 0 or len(data) != _HEAD.size + _ENTRY.size * count:
         raise CorruptSnapshotError(
-            f"{name}: {len(data)} bytes do not hold {count} entries of {_ENTRY.size} bytes"
+            f"Snapshot failed schema validation: {name}: {count} entries of {_ENTRY.size} "
+            f"bytes do not fit {len(data)} bytes"
         )
     entries = [
         SnapshotEntry(*_ENTRY.unpack_from(data, _HEAD.size + i * _ENTRY.size)) for i in range(count)
     ]
     if len({e.producer_id for e in entries}) != len(entries):
-        raise CorruptSnapshotError(f"{name}: a producer id appears twice")
+        raise CorruptSnapshotError(
+            f"Snapshot failed schema validation: {name}: a producer id appears twice"
+        )
     return entries
 
 
@@ -177,7 +194,7 @@ def write_snapshot(
         os.close(fd)
     os.replace(tmp, path)
     if sync:
-        fsync_directory(directory)
+        fsync_dir(directory)
     return path
 
 
@@ -191,15 +208,7 @@ def fsync_file_and_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def list_snapshots(directory: Path) -> dict[int, Path]:

@@ -4,12 +4,10 @@ Written from the format spec (DefaultRecordBatch / DefaultRecord / LegacyRecord)
 functions, no I/O. Every length is checked against what remains before anything is
 allocated; corrupt input raises `RecordDecodeError` (a `ValueError`), never anything else.
 
-v2 batch header (61 bytes, big-endian):
-  baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 (CRC-32C of
-  attributes..end) | attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64
-  | producerId i64 | producerEpoch i16 | baseSequence i32 | recordCount i32 | records...
-A record: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint | key
-(varint length, -1 = null) | value (likewise) | header count varint | headers (key string, value).
+The v2 batch header (61 bytes) is specified, parsed and packed by ``storage.batch``
+(``RecordBatchHeader``); varints by ``storage.varint``. A record: length varint | attributes
+i8 | timestampDelta varlong | offsetDelta varint | key (varint length, -1 = null) | value
+(likewise) | header count varint | headers (key string, value).
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import crc32c as _crc32c
 
+from tidelog.storage.batch import HEADER_STRUCT, unpack_batch_header
 from tidelog.storage.record_compression import compress, decompress
 from tidelog.storage.record_types import (
     COMPRESSION_CODES,
@@ -28,14 +27,15 @@ from tidelog.storage.record_types import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAX_UNCOMPRESSED,
-    BatchHeader,
     DecodedBatch,
     LegacyBatch,
     NewRecord,
     Record,
+    RecordBatchHeader,
     RecordColumns,
     RecordDecodeError,
 )
+from tidelog.storage.varint import VarintError, read_uvarint, read_varint, write_varint
 
 __all__ = [
     "COMPRESSION_CODES",
@@ -43,11 +43,11 @@ __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAX_UNCOMPRESSED",
-    "BatchHeader",
     "DecodedBatch",
     "LegacyBatch",
     "NewRecord",
     "Record",
+    "RecordBatchHeader",
     "RecordColumns",
     "RecordDecodeError",
     "batch_records_bytes",
@@ -55,6 +55,7 @@ __all__ = [
     "control_marker",
     "decode_batch",
     "decode_batch_into",
+    "decode_headers",
     "decode_legacy_entry",
     "decompress",
     "encode_batch",
@@ -66,7 +67,6 @@ __all__ = [
 
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _LEGACY_V1 = struct.Struct(">qiIbbq")  # ... timestamp
 _I32 = struct.Struct(">i")
@@ -78,11 +78,13 @@ _MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, val
 # ---------------------------------------------------------------- v2 decoding
 
 
-def read_batch_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse the v2 header at `pos`; the batch body is not checked."""
+def read_batch_header(buf: bytes | memoryview, pos: int = 0) -> RecordBatchHeader:
+    """Parse the v2 header at `pos`; the batch body is not checked. (``storage.batch``'s
+    ``parse_batch_header`` is the broker's stricter parser; this one raises RecordDecodeError
+    and lets readers of whole files meet a truncated body later.)"""
     if len(buf) - pos < HEADER_SIZE:
         raise RecordDecodeError(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
-    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    h = unpack_batch_header(buf, pos)
     if h.magic != 2:
         raise RecordDecodeError(f"batch at byte {pos} has magic {h.magic}, expected 2")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -91,11 +93,13 @@ def read_batch_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
 
 
 def _records_region(
-    buf: bytes | memoryview, pos: int, h: BatchHeader, verify: bool, limit: int
+    buf: bytes | memoryview, pos: int, h: RecordBatchHeader, verify: bool, limit: int
 ) -> bytes:
-    end = pos + h.size
+    end = pos + h.size_in_bytes
     if end > len(buf):
-        raise RecordDecodeError(f"batch of {h.size} bytes is truncated at {len(buf) - pos}")
+        raise RecordDecodeError(
+            f"batch of {h.size_in_bytes} bytes is truncated at {len(buf) - pos}"
+        )
     body = memoryview(buf)[pos + 21 : end]
     if verify and (_crc32c.crc32c(body) & 0xFFFFFFFF) != h.crc:
         raise RecordDecodeError(f"batch at offset {h.base_offset}: CRC-32C mismatch (corrupt)")
@@ -111,19 +115,24 @@ def _records_region(
 
 def batch_records_bytes(
     buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True, limit: int = MAX_UNCOMPRESSED
-) -> tuple[BatchHeader, bytes]:
+) -> tuple[RecordBatchHeader, bytes]:
     """The header and the (decompressed, CRC-checked) record bytes of the v2 batch at `pos`,
     for readers that decode records their own way."""
     h = read_batch_header(buf, pos)
     return h, _records_region(buf, pos, h, verify_crc, limit)
 
 
-def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
+def _decode_records(data: bytes, h: RecordBatchHeader, cols: RecordColumns) -> None:
     """Append every record of one batch to `cols`. The hot loop of bulk reads: flat, with inline
-    paths for one- and two-byte varints, bound appends (an IndexError means truncated data)."""
+    paths for one- and two-byte varints, bound appends (an IndexError means truncated data).
+
+    The inline varint paths mirror ``storage.varint.read_uvarint`` (called for longer ones):
+    a batch of small records decodes ~1.9x faster (scripts/bench/record_decode.py, figures in
+    scripts/bench/RESULTS.md "Issue 15"); the Hypothesis
+    test ``tests/storage/test_varint.py`` checks that both agree."""
     off_add, ts_add = cols.offsets.append, cols.timestamps.append
     key_add, val_add, hdr_add = cols.keys.append, cols.values.append, cols.headers.append
-    base_offset, base_ts, n, uv = h.base_offset, h.base_timestamp, len(data), _uvarint
+    base_offset, base_ts, n, uv = h.base_offset, h.base_timestamp, len(data), read_uvarint
     append_ts = h.max_timestamp if h.timestamp_type == 1 else None
     no_headers: tuple[tuple[str, bytes | None], ...] = ()
     pos = 0
@@ -134,7 +143,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
         elif data[pos + 1] < 0x80:
             v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
         else:
-            v, pos = uv(data, pos)
+            v, pos = uv(data, pos, n)
         end = pos + ((v >> 1) ^ -(v & 1))
         if end > n or end < pos + 6:
             raise RecordDecodeError(f"record length {end - pos} overruns the batch")
@@ -144,7 +153,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
         elif data[pos + 2] < 0x80:
             v, pos = (v & 0x7F) | data[pos + 2] << 7, pos + 3
         else:
-            v, pos = uv(data, pos + 1)
+            v, pos = uv(data, pos + 1, n)
         if append_ts is None:
             ts_add(base_ts + ((v >> 1) ^ -(v & 1)))
         else:
@@ -155,7 +164,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
         elif data[pos + 1] < 0x80:
             v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
         else:
-            v, pos = uv(data, pos)
+            v, pos = uv(data, pos, n)
         off_add(base_offset + ((v >> 1) ^ -(v & 1)))
         v = data[pos]  # key length
         if v == 1:
@@ -167,7 +176,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
             elif data[pos + 1] < 0x80:
                 v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
             else:
-                v, pos = uv(data, pos)
+                v, pos = uv(data, pos, n)
             if v & 1:
                 raise RecordDecodeError(f"invalid key length {(v >> 1) ^ -1}")
             v >>= 1
@@ -185,7 +194,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
             elif data[pos + 1] < 0x80:
                 v, pos = (v & 0x7F) | data[pos + 1] << 7, pos + 2
             else:
-                v, pos = uv(data, pos)
+                v, pos = uv(data, pos, n)
             if v & 1:
                 raise RecordDecodeError(f"invalid value length {(v >> 1) ^ -1}")
             v >>= 1
@@ -197,7 +206,7 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
             hdr_add(no_headers)
             pos += 1
         else:
-            pos = _decode_headers(data, pos, end, cols.headers)
+            pos = decode_headers(data, pos, end, cols.headers)
         if pos != end:
             raise RecordDecodeError(
                 f"record at offset {cols.offsets[-1]} has {end - pos} bytes more or less "
@@ -208,39 +217,22 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
     cols.timestamp_types.extend([h.timestamp_type] * h.records_count)
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint (still zigzagged) and the position after it."""
-    r, s = 0, 0
-    while True:
-        b = data[pos]
-        pos += 1
-        r |= (b & 0x7F) << s
-        if b < 0x80:
-            return r, pos
-        s += 7
-        if s > 63:
-            raise RecordDecodeError("varint longer than 10 bytes")
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    r, pos = _uvarint(data, pos)
-    return (r >> 1) ^ -(r & 1), pos
-
-
-def _decode_headers(
+def decode_headers(
     data: bytes, pos: int, end: int, out: list[tuple[tuple[str, bytes | None], ...]]
 ) -> int:
-    count, pos = _varint(data, pos)
+    """Decode the header count and headers of the record ending at `end`, appending them as one
+    tuple to `out`; returns the position after them."""
+    count, pos = read_varint(data, pos, end)
     if count < 0 or count * 2 > end - pos:
         raise RecordDecodeError(f"header count {count} overruns its record")
     headers = []
     for _ in range(count):
-        klen, pos = _varint(data, pos)
+        klen, pos = read_varint(data, pos, end)
         if klen < 0 or pos + klen > end:
             raise RecordDecodeError(f"header key length {klen} overruns its record")
         key = data[pos : pos + klen].decode("utf-8", "replace")
         pos += klen
-        vlen, pos = _varint(data, pos)
+        vlen, pos = read_varint(data, pos, end)
         if vlen < -1 or pos + vlen > end:
             raise RecordDecodeError(f"header value length {vlen} overruns its record")
         value = None if vlen == -1 else data[pos : pos + vlen]
@@ -257,7 +249,7 @@ def decode_batch_into(
     *,
     verify_crc: bool = True,
     limit: int = MAX_UNCOMPRESSED,
-) -> BatchHeader:
+) -> RecordBatchHeader:
     """Decode the v2 batch at `pos`, appending its records to `cols`; returns its header.
     Control batches are appended like data batches; callers check `header.is_control`."""
     h = read_batch_header(buf, pos)
@@ -270,7 +262,7 @@ def decode_batch_into(
         raise RecordDecodeError(
             f"batch at offset {h.base_offset}: record data is truncated"
         ) from None
-    except RecordDecodeError as e:
+    except (RecordDecodeError, VarintError) as e:
         _truncate(cols, mark)
         raise RecordDecodeError(f"batch at offset {h.base_offset}: {e}") from None
     return h
@@ -322,22 +314,7 @@ def decode_batch(
                 ctype,
             )
         )
-    return DecodedBatch(
-        h.base_offset,
-        h.batch_length,
-        h.partition_leader_epoch,
-        h.magic,
-        h.crc,
-        h.attributes,
-        h.last_offset_delta,
-        h.base_timestamp,
-        h.max_timestamp,
-        h.producer_id,
-        h.producer_epoch,
-        h.base_sequence,
-        h.records_count,
-        tuple(records),
-    )
+    return DecodedBatch(h, tuple(records))
 
 
 # ---------------------------------------------------------------- legacy v0/v1
@@ -450,19 +427,11 @@ def iter_records(
 # ---------------------------------------------------------------- encoding
 
 
-def _zz(v: int, out: bytearray) -> None:
-    v = (v << 1) ^ (v >> 63)
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _bytes_field(b: bytes | None, out: bytearray) -> None:
     if b is None:
         out.append(1)  # zigzag(-1)
     else:
-        _zz(len(b), out)
+        write_varint(len(b), out)
         out += b
 
 
@@ -503,15 +472,15 @@ def encode_batch(
             raise ValueError(f"record offsets must increase from base_offset {base_offset}")
         prev = delta
         rec = bytearray(b"\x00")  # attributes
-        _zz(stamps[i] - base_ts, rec)
-        _zz(delta, rec)
+        write_varint(stamps[i] - base_ts, rec)
+        write_varint(delta, rec)
         _bytes_field(r.key, rec)
         _bytes_field(r.value, rec)
-        _zz(len(r.headers), rec)
+        write_varint(len(r.headers), rec)
         for hk, hv in r.headers:
             _bytes_field(hk.encode("utf-8"), rec)
             _bytes_field(hv, rec)
-        _zz(len(rec), body)
+        write_varint(len(rec), body)
         body += rec
     payload = compress(code, bytes(body), level=compression_level) if code else bytes(body)
     lod = prev if last_offset_delta is None else last_offset_delta
@@ -521,7 +490,7 @@ def encode_batch(
     attrs = code | (timestamp_type & 1) << 3 | is_transactional << 4 | is_control << 5
     attrs |= (delete_horizon_ms is not None) << 6
     head = bytearray(
-        _HEADER.pack(
+        HEADER_STRUCT.pack(
             base_offset,
             HEADER_SIZE - LOG_OVERHEAD + len(payload),
             partition_leader_epoch,

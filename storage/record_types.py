@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .batch import BATCH_HEADER_SIZE, COMPRESSION_CODES, COMPRESSION_NAMES, LOG_OVERHEAD
+from .batch import RecordBatchHeader as RecordBatchHeader
+
 
 class RecordDecodeError(ValueError):
     """Record data that is not what Kafka's format allows (truncated, corrupt, unknown codec)."""
 
 
-COMPRESSION_CODES: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-COMPRESSION_NAMES: dict[int, str] = {v: k for k, v in COMPRESSION_CODES.items()}
-HEADER_SIZE = 61  # v2 batch header
-LOG_OVERHEAD = 12  # offset i64 + length i32, common to every magic
+__all__ = [
+    "COMPRESSION_CODES",
+    "COMPRESSION_NAMES",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAX_UNCOMPRESSED",
+    "DecodedBatch",
+    "LegacyBatch",
+    "NewRecord",
+    "Record",
+    "RecordBatchHeader",
+    "RecordColumns",
+    "RecordDecodeError",
+]
+
+HEADER_SIZE = BATCH_HEADER_SIZE  # v2 batch header (LOG_OVERHEAD: offset i64 + length i32)
 MAX_UNCOMPRESSED = 256 * 1024 * 1024  # default cap on one batch's decompressed size
 
 
@@ -49,69 +64,114 @@ class NewRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of a v2 batch."""
+class DecodedBatch:
+    """A v2 batch: its header (the one header type, ``storage.batch.RecordBatchHeader``) and its
+    records. The header's fields and properties are forwarded, so ``batch.producer_id`` reads
+    as before the header had one home."""
 
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
+    header: RecordBatchHeader
+    records: tuple[Record, ...] = ()
 
     @property
-    def size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def batch_length(self) -> int:
+        return self.header.batch_length
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self.header.partition_leader_epoch
+
+    @property
+    def magic(self) -> int:
+        return self.header.magic
+
+    @property
+    def crc(self) -> int:
+        return self.header.crc
+
+    @property
+    def attributes(self) -> int:
+        return self.header.attributes
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.header.last_offset_delta
+
+    @property
+    def base_timestamp(self) -> int:
+        return self.header.base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp
+
+    @property
+    def producer_id(self) -> int:
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.header.base_sequence
+
+    @property
+    def records_count(self) -> int:
+        return self.header.records_count
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.header.size_in_bytes
 
     @property
     def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+        return self.header.last_offset
 
     @property
     def next_offset(self) -> int:
-        return self.last_offset + 1
+        return self.header.next_offset
 
     @property
     def compression(self) -> int:
-        return self.attributes & 0x07
+        return self.header.compression
 
     @property
     def compression_name(self) -> str:
-        return COMPRESSION_NAMES.get(self.compression, f"unknown({self.compression})")
+        return self.header.compression_name
 
     @property
     def timestamp_type(self) -> int:
-        return (self.attributes >> 3) & 1
+        return self.header.timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & 0x10)
+        return self.header.is_transactional
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & 0x20)
+        return self.header.is_control
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & 0x40)
+        return self.header.has_delete_horizon
 
     @property
     def delete_horizon_ms(self) -> int:
-        return self.base_timestamp if self.has_delete_horizon else -1
+        return self.header.delete_horizon_ms
 
+    @property
+    def last_sequence(self) -> int:
+        return self.header.last_sequence
 
-@dataclass(frozen=True, slots=True)
-class DecodedBatch(BatchHeader):
-    """A v2 batch: its header fields and its records."""
-
-    records: tuple[Record, ...] = ()
+    @property
+    def size(self) -> int:
+        """Bytes of the batch, log overhead included (``header.size_in_bytes``)."""
+        return self.header.size_in_bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,30 +19,14 @@ Threading: pure functions.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from .batch import BATCH_HEADER_SIZE, RecordBatchHeader
-from .errors import CorruptRecordError
+from .batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, RecordBatchHeader
+from .errors import CorruptRecordError, InvalidRecordError
 from .record_compression import decompress as _decompress
+from .varint import read_varint as _varint
 
-__all__ = ["decompress", "record_timestamps"]
-
-
-def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("truncated varint in record")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long in record")
-    return (raw >> 1) ^ -(raw & 1), pos
+__all__ = ["decompress", "record_timestamps", "require_record_keys"]
 
 
 #: The most one batch's records may inflate to when the broker itself decodes them (keys of a
@@ -89,3 +73,45 @@ def record_timestamps(header: RecordBatchHeader, batch: bytes) -> Iterator[tuple
         offset_delta, cursor = _varint(body, cursor, record_end)
         yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
         pos = record_end
+
+
+def _keys_present(data: bytes, count: int) -> bool:
+    """True when every record of a records section has a key (nothing else is decoded)."""
+    n = len(data)
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(data, pos, n)
+        end = pos + length
+        if length < 6 or end > n:
+            raise CorruptRecordError("record length overruns the batch")
+        cursor = pos + 1
+        _, cursor = _varint(data, cursor, end)  # timestamp delta
+        _, cursor = _varint(data, cursor, end)  # offset delta
+        key_length, _ = _varint(data, cursor, end)
+        if key_length < 0:
+            return False
+        pos = end
+    return True
+
+
+def require_record_keys(
+    records: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, RecordBatchHeader]],
+) -> None:
+    """Refuse keyless records (``InvalidRecordError``, INVALID_RECORD) for a compacted log.
+
+    ``batches`` are ``(position, header)`` as ``storage.batch.validate_records`` returns them
+    (CRC already checked). Control batches are skipped. A compressed batch is decompressed.
+    """
+    view = memoryview(records)
+    for position, header in batches:
+        if header.attributes & CONTROL_MASK:
+            continue
+        size = header.batch_length + LOG_OVERHEAD
+        body = decompress(header.compression, view[position + BATCH_HEADER_SIZE : position + size])
+        try:
+            ok = _keys_present(body, header.records_count)
+        except (IndexError, CorruptRecordError) as exc:
+            raise CorruptRecordError(f"batch at position {position}: {exc}") from None
+        if not ok:
+            raise InvalidRecordError("Compacted topic cannot accept message without key")

@@ -60,8 +60,6 @@ from .index import (
     IndexCorruptError,
     OffsetIndex,
     TimeIndex,
-    replace_offset_entries,
-    replace_time_entries,
 )
 from .unchecked import UncheckedBytes
 
@@ -262,8 +260,8 @@ class LogSegment:
                 valid_bytes,
                 reason,
             )
-        replace_offset_entries(self.offset_index, offsets, positions)
-        replace_time_entries(self.time_index, timestamps, time_offsets)
+        self.offset_index.replace_entries(offsets, positions)
+        self.time_index.replace_entries(timestamps, time_offsets)
         self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
         self.append_hint = (self.base_offset, 0)
         self.truncations += 1
@@ -522,6 +520,16 @@ class LogSegment:
         """Preallocate the index files for appends."""
         self.offset_index.make_writable(config.segment_index_bytes)
         self.time_index.make_writable(config.segment_index_bytes)
+
+    def start_empty(self, config: LogConfig) -> None:
+        """Make a segment just created by a roll or a full truncation the empty active one: a
+        stray file that already had its name is cut to zero, the indexes emptied."""
+        if self._size > 0:
+            os.ftruncate(self._fd, 0)
+            self._size = 0
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.make_active(config)
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batches holding offsets >= ``offset`` (whole batches); returns bytes cut."""

@@ -1,8 +1,12 @@
 """The group coordinator: loading ``__consumer_offsets``, committed offsets, admin APIs.
 
-Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) lives in ``broker.group.membership``;
-this class adds the start-up replay, OffsetCommit/OffsetFetch/OffsetDelete, ListGroups,
-DescribeGroups, DeleteGroups and the periodic expiry of old offsets.
+Composed of parts, as Kafka's GroupCoordinator is of its GroupMetadataManager and friends:
+``GroupMembership`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup; ``broker.group.membership``),
+``Rebalancer`` (the rebalance phases; ``broker.group.rebalance``), ``OffsetStore`` (committed
+offsets; ``broker.group.offsets``) and ``GroupMetadataLog`` (writes to ``__consumer_offsets``;
+``broker.group.metadata_log``). This class wires them and adds the start-up replay,
+OffsetCommit/OffsetFetch/OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and the
+periodic expiry of old offsets.
 
 Start-up: ``start()`` reads every partition of ``__consumer_offsets`` from its log start to its
 HW and replays the records (the last GroupMetadata value of a group wins, a null value deletes;
@@ -26,13 +30,15 @@ from kio.schema.errors import ErrorCode
 from tidelog.broker.group.config import GroupConfig
 from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
 from tidelog.broker.group.membership import GroupMembership
+from tidelog.broker.group.metadata_log import GroupMetadataLog
 from tidelog.broker.group.offsets import (
     CommittedOffset,
+    OffsetStore,
     group_tombstone,
     offset_commit_record,
     offset_tombstone,
 )
-from tidelog.broker.group.rebalance import append_error
+from tidelog.broker.group.rebalance import Rebalancer, append_error
 from tidelog.broker.group.results import (
     CommitPartition,
     DescribedGroup,
@@ -67,7 +73,13 @@ _EXPIRE_KEY = "expire-offsets"
 _LIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 
 
-class GroupCoordinator(GroupMembership):
+class GroupCoordinator:
+    """Kafka's GroupCoordinator, composed of parts: ``membership`` (JoinGroup, SyncGroup,
+    Heartbeat, LeaveGroup), ``rebalancer`` (the rebalance phases), ``offsets`` (committed
+    offsets) and ``metadata_log`` (writes to ``__consumer_offsets``, load status). The groups
+    dict is shared by the parts. This class adds the start-up replay, OffsetCommit/OffsetFetch/
+    OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and offset expiration."""
+
     def __init__(
         self,
         config: GroupConfig,
@@ -76,20 +88,43 @@ class GroupCoordinator(GroupMembership):
         *,
         partition_exists: Callable[[str, int], bool] | None = None,
     ) -> None:
-        super().__init__(config, log_, timer if timer is not None else LoopTimer())
+        self.config = config
+        self.timer = timer if timer is not None else LoopTimer()
+        self.metadata_log = GroupMetadataLog(config, log_, self.timer)
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self.rebalancer = Rebalancer(self.groups, self.metadata_log)
+        self.membership = GroupMembership(self.groups, self.metadata_log, self.rebalancer)
+        # The membership requests, answered by their part (names the handlers call).
+        self.join_group = self.membership.join_group
+        self.sync_group = self.membership.sync_group
+        self.heartbeat = self.membership.heartbeat
+        self.leave_group = self.membership.leave_group
         #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
         self.partition_exists = partition_exists
+
+    @property
+    def status(self) -> str:
+        """ "loading" until the replay finished, then "active"; "stopped" after shutdown."""
+        return self.metadata_log.status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self.metadata_log.status = value
+
+    def partition_for(self, group_id: str) -> int:
+        return self.metadata_log.partition_for(group_id)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Create/open the partitions, replay them, then start answering."""
         self.status = "loading"
-        await self._log.prepare()
+        await self.metadata_log.log.prepare()
         metadata: dict[str, GroupMetadataValue | None] = {}
         count = 0
-        for partition in range(self._log.num_partitions):
-            for record in await self._log.read_partition(partition):
+        for partition in range(self.metadata_log.log.num_partitions):
+            for record in await self.metadata_log.log.read_partition(partition):
                 count += 1
                 self._replay(record.key, record.value, metadata)
         self._finish_load(metadata)
@@ -114,7 +149,7 @@ class GroupCoordinator(GroupMembership):
         """``begin_shutdown``, then forget background HW waits (the records are already
         appended; storage shutdown flushes them)."""
         self.begin_shutdown()
-        tasks = list(self._tasks)
+        tasks = list(self.metadata_log.tasks)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -139,7 +174,7 @@ class GroupCoordinator(GroupMembership):
             log.warning("skipping a __consumer_offsets record that does not parse: %s", e)
 
     def _finish_load(self, metadata: dict[str, GroupMetadataValue | None]) -> None:
-        now = self._now()
+        now = self.metadata_log.now()
         for group_id, value in metadata.items():
             if value is None:
                 continue
@@ -170,7 +205,7 @@ class GroupCoordinator(GroupMembership):
             group.subscribed_topics = group.compute_subscribed_topics()
             self.groups[group_id] = group
             for m in group.members.values():
-                self._reschedule_heartbeat(group, m)
+                self.rebalancer.reschedule_heartbeat(group, m)
         for group_id in self.offsets.group_ids():
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, now)
@@ -211,7 +246,7 @@ class GroupCoordinator(GroupMembership):
         def all_(error: ErrorCode) -> list[PartitionError]:
             return [PartitionError(p.topic, p.partition, error) for p in partitions]
 
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return all_(error)
         group = self.groups.get(group_id)
@@ -222,16 +257,18 @@ class GroupCoordinator(GroupMembership):
                     if api_version >= 9
                     else ErrorCode.illegal_generation
                 )
-            group = ClassicGroup(group_id, self._now())  # a "simple" group: commits only
+            group = ClassicGroup(
+                group_id, self.metadata_log.now()
+            )  # a "simple" group: commits only
             self.groups[group_id] = group
         error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         if error is not ErrorCode.none:
             return all_(error)
         member = group.members.get(member_id)
         if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self._reschedule_heartbeat(group, member)
+            self.rebalancer.reschedule_heartbeat(group, member)
 
-        now = self._now()
+        now = self.metadata_log.now()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: dict[tuple[str, int], ErrorCode] = {}
         accepted: list[CommitPartition] = []
@@ -260,7 +297,7 @@ class GroupCoordinator(GroupMembership):
             ]
             write_error: ErrorCode | None
             try:
-                waiter = self._write(group_id, records)
+                waiter = self.metadata_log.write(group_id, records)
             except CoordinatorLogError as e:
                 write_error = append_error(e.error)
             else:
@@ -294,7 +331,7 @@ class GroupCoordinator(GroupMembership):
     ) -> OffsetFetchResult:
         """Committed offsets of the partitions asked for (-1 where none), or of every
         partition the group has offsets for when ``topics`` is None."""
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return OffsetFetchResult(error)
         group = self.groups.get(group_id)
@@ -326,7 +363,7 @@ class GroupCoordinator(GroupMembership):
     # ------------------------------------------------------------ admin
 
     def list_groups(self, states_filter: Sequence[str] = ()) -> tuple[ErrorCode, list[ListedGroup]]:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return error, []
         wanted = {s.strip().lower() for s in states_filter}
@@ -337,7 +374,7 @@ class GroupCoordinator(GroupMembership):
         ]
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return [DescribedGroup(gid, error, state="") for gid in group_ids]
         out: list[DescribedGroup] = []
@@ -372,7 +409,7 @@ class GroupCoordinator(GroupMembership):
 
     def _drop_group(self, group: ClassicGroup) -> None:
         """In memory: the group is Dead and forgotten, with its offsets and timers."""
-        group.transition_to(GroupState.DEAD, self._now())
+        group.transition_to(GroupState.DEAD, self.metadata_log.now())
         for mid in list(group.members) + list(group.pending_join):
             self.timer.cancel(f"hb:{group.group_id}:{mid}")
         self.timer.cancel(f"join:{group.group_id}")
@@ -382,7 +419,7 @@ class GroupCoordinator(GroupMembership):
         self.offsets.remove_group(group.group_id)
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return [(gid, error) for gid in group_ids]
         results: list[tuple[str, ErrorCode]] = []
@@ -398,7 +435,7 @@ class GroupCoordinator(GroupMembership):
             records = [offset_tombstone(gid, t, p) for (t, p) in self.offsets.group(gid)]
             records.append(group_tombstone(gid))
             try:
-                waiter = self._write(gid, records)
+                waiter = self.metadata_log.write(gid, records)
             except CoordinatorLogError as e:
                 results.append((gid, append_error(e.error)))
                 continue
@@ -415,7 +452,7 @@ class GroupCoordinator(GroupMembership):
     async def delete_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> OffsetDeleteResult:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return OffsetDeleteResult(error)
         if not group_id:
@@ -441,7 +478,7 @@ class GroupCoordinator(GroupMembership):
         if doomed:
             try:
                 tombstones = [offset_tombstone(group_id, t, p) for t, p in doomed]
-                waiter = self._write(group_id, tombstones)
+                waiter = self.metadata_log.write(group_id, tombstones)
             except CoordinatorLogError as e:
                 return OffsetDeleteResult(append_error(e.error))
             for t, p in doomed:
@@ -463,11 +500,13 @@ class GroupCoordinator(GroupMembership):
             if not tps:
                 continue
             try:
-                waiter = self._write(group_id, [offset_tombstone(group_id, t, p) for t, p in tps])
+                waiter = self.metadata_log.write(
+                    group_id, [offset_tombstone(group_id, t, p) for t, p in tps]
+                )
             except CoordinatorLogError as e:
                 log.warning("group %s: forgetting deleted partitions failed: %s", group_id, e)
                 continue
-            self._track(group_id, waiter, None)
+            self.metadata_log.track(group_id, waiter, None)
             for t, p in tps:
                 self.offsets.remove(group_id, t, p)
             written += len(tps)
@@ -490,7 +529,7 @@ class GroupCoordinator(GroupMembership):
         Returns how many records were written. Runs every offsets.retention.check.interval.ms."""
         written = 0
         if self.status == "active":
-            now = self._now()
+            now = self.metadata_log.now()
             for group in list(self.groups.values()):
                 expired, all_expired = self.offsets.expired(
                     group, now, self.config.offsets_retention_ms
@@ -502,11 +541,11 @@ class GroupCoordinator(GroupMembership):
                 if not records:
                     continue
                 try:
-                    waiter = self._write(group.group_id, records)
+                    waiter = self.metadata_log.write(group.group_id, records)
                 except CoordinatorLogError as e:
                     log.warning("group %s: expiring offsets failed: %s", group.group_id, e)
                     continue
-                self._track(group.group_id, waiter, None)
+                self.metadata_log.track(group.group_id, waiter, None)
                 written += len(records)
                 for t, p in expired:
                     self.offsets.remove(group.group_id, t, p)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.group.metadata_log import GroupMetadataLog
 from tidelog.broker.group.offsets import empty_group_metadata_record, group_metadata_record
-from tidelog.broker.group.rebalance import CoordinatorBase, append_error, hb_key, log
+from tidelog.broker.group.rebalance import Rebalancer, append_error, hb_key, log
 from tidelog.broker.group.results import (
     UNKNOWN_MEMBER_ID,
     JoinGroupResult,
@@ -48,13 +49,26 @@ class JoinRequest:
     supports_skip_assignment: bool = False
 
 
-class GroupMembership(CoordinatorBase):
-    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup."""
+class GroupMembership:
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup (one part of the coordinator: shares its
+    groups, drives its ``Rebalancer``, writes through its ``GroupMetadataLog``)."""
+
+    def __init__(
+        self,
+        groups: dict[str, ClassicGroup],
+        metadata_log: GroupMetadataLog,
+        rebalancer: Rebalancer,
+    ) -> None:
+        self.groups = groups
+        self.metadata_log = metadata_log
+        self.rebalancer = rebalancer
+        self.config = metadata_log.config
+        self.timer = metadata_log.timer
 
     # ------------------------------------------------------------ JoinGroup
 
     async def join_group(self, req: JoinRequest) -> JoinGroupResult:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return JoinGroupResult(error, req.member_id)
         if not req.group_id:
@@ -77,7 +91,7 @@ class GroupMembership(CoordinatorBase):
             if not is_unknown:
                 fut.set_result(JoinGroupResult(ErrorCode.unknown_member_id, req.member_id))
                 return
-            group = ClassicGroup(req.group_id, self._now())
+            group = ClassicGroup(req.group_id, self.metadata_log.now())
             self.groups[req.group_id] = group
 
         if not self._accept_joining_member(group, req.member_id):
@@ -91,7 +105,7 @@ class GroupMembership(CoordinatorBase):
             self._join_existing_member(req, group, fut)
 
         if is_new_group:
-            self._write_background(group.group_id, [empty_group_metadata_record(group)])
+            self.metadata_log.write_background(group.group_id, [empty_group_metadata_record(group)])
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         if group.is_in(GroupState.EMPTY, GroupState.DEAD):
@@ -125,7 +139,7 @@ class GroupMembership(CoordinatorBase):
             self.timer.schedule(
                 hb_key(gid, new_id),
                 req.session_timeout_ms,
-                lambda: self._expire_heartbeat(gid, new_id),
+                lambda: self.rebalancer.expire_heartbeat(gid, new_id),
             )
             fut.set_result(JoinGroupResult(ErrorCode.member_id_required, member_id=new_id))
         else:
@@ -178,7 +192,7 @@ class GroupMembership(CoordinatorBase):
         group.update_member(
             member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut
         )
-        self._maybe_prepare_rebalance_or_complete_join(group)
+        self.rebalancer.maybe_prepare_rebalance_or_complete_join(group)
 
     def _add_member_and_rebalance(
         self,
@@ -202,8 +216,8 @@ class GroupMembership(CoordinatorBase):
             group.new_member_added = True
         group.add(member, fut)
         # A parked JoinGroup cannot heartbeat; time out new members that never come back.
-        self._reschedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance_or_complete_join(group)
+        self.rebalancer.reschedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self.rebalancer.maybe_prepare_rebalance_or_complete_join(group)
 
     def _update_static_member(
         self,
@@ -218,14 +232,14 @@ class GroupMembership(CoordinatorBase):
         current_leader = group.leader_id or ""
         self.timer.cancel(hb_key(group.group_id, old_id))
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._reschedule_heartbeat(group, member)
+        self.rebalancer.reschedule_heartbeat(group, member)
         old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(
             member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut
         )
         if group.is_in(GroupState.STABLE):
             if group.protocol_name != group.select_protocol():
-                self._maybe_prepare_rebalance_or_complete_join(group)
+                self.rebalancer.maybe_prepare_rebalance_or_complete_join(group)
                 return
             # Same protocol: take the old member's place without a rebalance, once persisted.
             assignment = {m.member_id: m.assignment for m in group.members.values()}
@@ -237,7 +251,7 @@ class GroupMembership(CoordinatorBase):
                         group.update_member(member, old[0], old[1], old[2], None)
                         self.timer.cancel(hb_key(group.group_id, new_id))
                         back = group.replace_static_member(instance_id, new_id, old_id)
-                        self._reschedule_heartbeat(group, back)
+                        self.rebalancer.reschedule_heartbeat(group, back)
                     if not fut.done():
                         fut.set_result(JoinGroupResult(append_error(error)))
                     return
@@ -268,12 +282,14 @@ class GroupMembership(CoordinatorBase):
                     )
                 group.complete_join(member, result)
 
-            self._write_background(group.group_id, [group_metadata_record(group, assignment)], done)
+            self.metadata_log.write_background(
+                group.group_id, [group_metadata_record(group, assignment)], done
+            )
         elif group.is_in(GroupState.COMPLETING_REBALANCE):
             # The leader may already hold the old member id: rebalance so the ids line up.
-            self._prepare_rebalance(group)
+            self.rebalancer.prepare_rebalance(group)
         else:
-            self._maybe_complete_join_phase(group)
+            self.rebalancer.maybe_complete_join_phase(group)
 
     # ------------------------------------------------------------ SyncGroup
 
@@ -287,7 +303,7 @@ class GroupMembership(CoordinatorBase):
         protocol_name: str | None = None,
         assignments: dict[str, bytes] | None = None,
     ) -> SyncGroupResult:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return SyncGroupResult(error)
         if not group_id:
@@ -310,7 +326,7 @@ class GroupMembership(CoordinatorBase):
             return SyncGroupResult(ErrorCode.rebalance_in_progress)
         member = group.members[member_id]
         if group.is_in(GroupState.STABLE):
-            self._remove_pending_sync(group, member_id)
+            self.rebalancer.remove_pending_sync(group, member_id)
             return SyncGroupResult(
                 ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment
             )
@@ -319,7 +335,7 @@ class GroupMembership(CoordinatorBase):
         if member.sync_future is not None:
             group.complete_sync(member, SyncGroupResult(ErrorCode.rebalance_in_progress))
         member.sync_future = fut
-        self._remove_pending_sync(group, member_id)
+        self.rebalancer.remove_pending_sync(group, member_id)
         if group.is_leader(member_id):
             given = assignments or {}
             assignment = {m: given.get(m, b"") for m in group.members}
@@ -334,16 +350,18 @@ class GroupMembership(CoordinatorBase):
                 if error is not ErrorCode.none:
                     for m in group.members.values():
                         m.assignment = b""
-                    self._propagate_assignment(group, append_error(error))
-                    self._maybe_prepare_rebalance_or_complete_join(group)
+                    self.rebalancer.propagate_assignment(group, append_error(error))
+                    self.rebalancer.maybe_prepare_rebalance_or_complete_join(group)
                     return
                 for m in group.members.values():
                     m.assignment = assignment.get(m.member_id, b"")
-                self._propagate_assignment(group, ErrorCode.none)
-                group.transition_to(GroupState.STABLE, self._now())
+                self.rebalancer.propagate_assignment(group, ErrorCode.none)
+                group.transition_to(GroupState.STABLE, self.metadata_log.now())
                 log.info("group %s: stable at generation %d", group.group_id, generation)
 
-            self._write_background(group_id, [group_metadata_record(group, assignment)], done)
+            self.metadata_log.write_background(
+                group_id, [group_metadata_record(group, assignment)], done
+            )
         return await asyncio.shield(fut)
 
     # ------------------------------------------------------------ Heartbeat
@@ -355,9 +373,9 @@ class GroupMembership(CoordinatorBase):
         member_id: str,
         group_instance_id: str | None = None,
     ) -> ErrorCode:
-        if self.status == "loading":
+        if self.metadata_log.status == "loading":
             return ErrorCode.none  # as Kafka: answer blindly while loading
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return error
         if not group_id:
@@ -374,7 +392,7 @@ class GroupMembership(CoordinatorBase):
             return ErrorCode.illegal_generation
         if group.is_empty:
             return ErrorCode.unknown_member_id
-        self._reschedule_heartbeat(group, group.members[member_id])
+        self.rebalancer.reschedule_heartbeat(group, group.members[member_id])
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
@@ -382,7 +400,7 @@ class GroupMembership(CoordinatorBase):
     # ------------------------------------------------------------ LeaveGroup
 
     def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResult:
-        error = self._inactive_error()
+        error = self.metadata_log.inactive_error()
         if error is not None:
             return LeaveGroupResult(error)
         if not group_id:
@@ -425,9 +443,9 @@ class GroupMembership(CoordinatorBase):
             results.append(LeaveMemberResult(ident.member_id, ident.group_instance_id, error))
         if left:
             if group.is_in(*_CALLING):
-                self._maybe_prepare_rebalance_or_complete_join(group)
+                self.rebalancer.maybe_prepare_rebalance_or_complete_join(group)
             elif group.is_in(GroupState.PREPARING_REBALANCE):
-                self._maybe_complete_join_phase(group)
+                self.rebalancer.maybe_complete_join_phase(group)
         return LeaveGroupResult(ErrorCode.none, tuple(results))
 
     def _remove_leaving_member(self, group: ClassicGroup, member_id: str) -> None:

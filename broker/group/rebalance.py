@@ -1,34 +1,26 @@
-"""The coordinator's plumbing and Kafka's rebalance phases for classic groups.
+"""Kafka's rebalance phases for classic groups (``Rebalancer``, one part of the coordinator).
 
-``CoordinatorBase`` owns the groups, the offsets, the timers and the writes to
-``__consumer_offsets``; it moves groups through PreparingRebalance and CompletingRebalance
-(initial delay, rebalance timeout, session expiry, members that never sync). The request
-entry points are in ``broker.group.membership`` and ``broker.group.coordinator``.
+``Rebalancer`` moves groups through PreparingRebalance and CompletingRebalance (initial delay,
+rebalance timeout, session expiry, members that never sync); it shares the coordinator's groups
+and writes through its ``GroupMetadataLog``. The request entry points are in
+``broker.group.membership`` and ``broker.group.coordinator``.
 Timer keys: ``hb:<group>:<member>`` (session expiry), ``join:<group>`` (initial delay /
 rebalance timeout), ``sync:<group>`` (members that never send SyncGroup after a join phase).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.group.config import GroupConfig
-from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError, KeyValue
-from tidelog.broker.group.offsets import (
-    OffsetStore,
-    group_metadata_record,
-)
+from tidelog.broker.group.metadata_log import GroupMetadataLog
+from tidelog.broker.group.offsets import group_metadata_record
 from tidelog.broker.group.results import (
     JoinGroupResult,
     SyncGroupResult,
 )
-from tidelog.broker.group.schemas import partition_for
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
-from tidelog.broker.group.timer import Timer
 
 log = logging.getLogger("tidelog.group")
 
@@ -59,108 +51,40 @@ def append_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
-class CoordinatorBase:
-    """State, plumbing and rebalance phases shared by the request entry points."""
+class Rebalancer:
+    """Kafka's rebalance phases for classic groups: moves groups through PreparingRebalance and
+    CompletingRebalance (initial delay, rebalance timeout, session expiry, members that never
+    sync). Shares the coordinator's groups; writes through its ``GroupMetadataLog``."""
 
-    def __init__(self, config: GroupConfig, log_: CoordinatorLog, timer: Timer) -> None:
-        self.config = config
-        self.timer = timer
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets = OffsetStore()
-        self._log = log_
-        self._tasks: set[asyncio.Task[None]] = set()
-        #: "loading" until the replay finished, then "active"; "stopped" after shutdown.
-        self.status = "loading"
+    def __init__(self, groups: dict[str, ClassicGroup], metadata_log: GroupMetadataLog) -> None:
+        self.groups = groups
+        self.metadata_log = metadata_log
+        self.config = metadata_log.config
+        self.timer = metadata_log.timer
 
-    # ------------------------------------------------------------ plumbing
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self._log.num_partitions)
-
-    def _inactive_error(self) -> ErrorCode | None:
-        if self.status == "active":
-            return None
-        if self.status == "loading":
-            return ErrorCode.coordinator_load_in_progress
-        return ErrorCode.coordinator_not_available
-
-    def _write(self, group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
-        """Append now (raises ``CoordinatorLogError``); await the result for the HW."""
-        return self._log.append(self.partition_for(group_id), records, self.timer.now_ms())
-
-    def _write_background(
-        self,
-        group_id: str,
-        records: Sequence[KeyValue],
-        on_done: Callable[[ErrorCode], None] | None = None,
-    ) -> None:
-        try:
-            waiter = self._write(group_id, records)
-        except CoordinatorLogError as e:
-            log.warning("group %s: append failed: %s", group_id, e)
-            if on_done is not None:
-                on_done(e.error)
-            return
-        self._track(group_id, waiter, on_done)
-
-    def _track(
-        self,
-        group_id: str,
-        waiter: Awaitable[None],
-        on_done: Callable[[ErrorCode], None] | None,
-    ) -> None:
-        """Wait for an append's HW in the background, then call ``on_done(error)``."""
-        task = asyncio.ensure_future(self._finish_write(group_id, waiter, on_done))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _finish_write(
-        self,
-        group_id: str,
-        waiter: Awaitable[None],
-        on_done: Callable[[ErrorCode], None] | None,
-    ) -> None:
-        error = ErrorCode.none
-        try:
-            await asyncio.wait_for(waiter, self.config.offsets_commit_timeout_ms / 1000)
-        except CoordinatorLogError as e:
-            error = e.error
-        except TimeoutError:
-            error = ErrorCode.request_timed_out
-        except Exception:
-            log.exception("group %s: append failed", group_id)
-            error = ErrorCode.unknown_server_error
-        if error is not ErrorCode.none:
-            log.warning("group %s: metadata append failed: %s", group_id, error.name)
-        if on_done is not None:
-            on_done(error)
-
-    def _now(self) -> int:
-        return self.timer.now_ms()
-
-    def _reschedule_heartbeat(
+    def reschedule_heartbeat(
         self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
     ) -> None:
         gid, mid = group.group_id, member.member_id
         self.timer.schedule(
             hb_key(gid, mid),
             member.session_timeout_ms if timeout_ms is None else timeout_ms,
-            lambda: self._expire_heartbeat(gid, mid),
+            lambda: self.expire_heartbeat(gid, mid),
         )
 
     # ------------------------------------------------------------ rebalance phases
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup) -> None:
+    def maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group)
+            self.prepare_rebalance(group)
         else:
-            self._maybe_complete_join_phase(group)
+            self.maybe_complete_join_phase(group)
 
-    def _prepare_rebalance(self, group: ClassicGroup) -> None:
+    def prepare_rebalance(self, group: ClassicGroup) -> None:
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             for m in group.members.values():
                 m.assignment = b""
-            self._propagate_assignment(group, ErrorCode.rebalance_in_progress)
+            self.propagate_assignment(group, ErrorCode.rebalance_in_progress)
         group.pending_sync.clear()
         self.timer.cancel(f"sync:{group.group_id}")
         initial = group.is_in(GroupState.EMPTY)
@@ -171,25 +95,25 @@ class CoordinatorBase:
             self.timer.schedule(
                 f"join:{gid}",
                 delay,
-                lambda: self._try_complete_initial_rebalance(gid, delay, remaining),
+                lambda: self.try_complete_initial_rebalance(gid, delay, remaining),
             )
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.metadata_log.now())
         log.info(
             "group %s: preparing to rebalance (generation %d)", group.group_id, group.generation_id
         )
         if not initial:
-            self._maybe_complete_join_else_schedule(group)
+            self.maybe_complete_join_else_schedule(group)
 
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
+    def maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
         if group.has_all_members_joined():
-            self._complete_join(group)
+            self.complete_join(group)
         else:
             gid = group.group_id
             self.timer.schedule(
-                f"join:{gid}", group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid)
+                f"join:{gid}", group.rebalance_timeout_ms(), lambda: self.complete_join_by_id(gid)
             )
 
-    def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
+    def try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
         group = self.groups.get(group_id)
         if group is None:
             return
@@ -200,25 +124,25 @@ class CoordinatorBase:
             self.timer.schedule(
                 f"join:{group_id}",
                 new_delay,
-                lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining),
+                lambda: self.try_complete_initial_rebalance(group_id, new_delay, new_remaining),
             )
         else:
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+    def maybe_complete_join_phase(self, group: ClassicGroup) -> None:
         if not group.is_in(GroupState.PREPARING_REBALANCE):
             return
         if group.previous_state is GroupState.EMPTY:
             return  # the initial rebalance waits for its delay
         if group.has_all_members_joined():
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _complete_join_by_id(self, group_id: str) -> None:
+    def complete_join_by_id(self, group_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None:
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _complete_join(self, group: ClassicGroup) -> None:
+    def complete_join(self, group: ClassicGroup) -> None:
         gid = group.group_id
         self.timer.cancel(f"join:{gid}")
         for m in group.not_yet_rejoined():
@@ -230,13 +154,13 @@ class CoordinatorBase:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: try again later, until session expiry removes the members.
             self.timer.schedule(
-                f"join:{gid}", group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid)
+                f"join:{gid}", group.rebalance_timeout_ms(), lambda: self.complete_join_by_id(gid)
             )
             return
-        group.init_next_generation(self._now())
+        group.init_next_generation(self.metadata_log.now())
         if group.is_in(GroupState.EMPTY):
             log.info("group %s: generation %d is empty", gid, group.generation_id)
-            self._write_background(gid, [group_metadata_record(group, {})])
+            self.metadata_log.write_background(gid, [group_metadata_record(group, {})])
             return
         log.info(
             "group %s: generation %d with %d members (protocol %s)",
@@ -248,17 +172,17 @@ class CoordinatorBase:
         for m in list(group.members.values()):
             result = group.join_result_for(m.member_id, with_members=group.is_leader(m.member_id))
             group.complete_join(m, result)
-            self._reschedule_heartbeat(group, m)
+            self.reschedule_heartbeat(group, m)
             m.is_new = False
             group.pending_sync.add(m.member_id)
         generation = group.generation_id
         self.timer.schedule(
             f"sync:{gid}",
             group.rebalance_timeout_ms(),
-            lambda: self._expire_pending_sync(gid, generation),
+            lambda: self.expire_pending_sync(gid, generation),
         )
 
-    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
+    def expire_pending_sync(self, group_id: str, generation: int) -> None:
         group = self.groups.get(group_id)
         if group is None or group.generation_id != generation:
             return
@@ -270,9 +194,9 @@ class CoordinatorBase:
                 group.remove(mid)
                 self.timer.cancel(hb_key(group_id, mid))
             log.info("group %s: removed members that never sent SyncGroup", group_id)
-            self._prepare_rebalance(group)
+            self.prepare_rebalance(group)
 
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+    def propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
         ok = error is ErrorCode.none
         for m in list(group.members.values()):
             result = SyncGroupResult(
@@ -282,9 +206,9 @@ class CoordinatorBase:
                 assignment=m.assignment,
             )
             if group.complete_sync(m, result):
-                self._reschedule_heartbeat(group, m)
+                self.reschedule_heartbeat(group, m)
 
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
+    def expire_heartbeat(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return
@@ -292,24 +216,24 @@ class CoordinatorBase:
             log.info("group %s: pending member %s expired", group_id, member_id)
             group.remove(member_id)
             if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self._complete_join(group)
+                self.complete_join(group)
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
         log.info("group %s: member %s session expired", group_id, member_id)
-        self._remove_member_and_update_group(group, member)
+        self.remove_member_and_update_group(group, member)
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member: Member) -> None:
+    def remove_member_and_update_group(self, group: ClassicGroup, member: Member) -> None:
         group.complete_join(member, JoinGroupResult(ErrorCode.unknown_member_id))
         group.complete_sync(member, SyncGroupResult(ErrorCode.unknown_member_id))
         group.remove(member.member_id)
         if group.is_in(*_CALLING):
-            self._maybe_prepare_rebalance_or_complete_join(group)
+            self.maybe_prepare_rebalance_or_complete_join(group)
         elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
+    def remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.is_in(*_CALLING) or not group.pending_sync:
             self.timer.cancel(f"sync:{group.group_id}")

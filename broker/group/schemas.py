@@ -31,6 +31,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.lean_common import uvarint as wire_uvarint
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -223,15 +226,12 @@ class _Reader:
         return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise SchemaError("varint is too long")
+        """An unsigned varint (flexible versions): protocol's one wire varint reader."""
+        try:
+            value, self.pos = wire_uvarint("record", self.data, self.pos, len(self.data))
+        except FrameDecodeError as exc:
+            raise SchemaError(str(exc)) from None
+        return value
 
     def nullable_string(self) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.i16()

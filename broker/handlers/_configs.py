@@ -27,7 +27,7 @@ from tidelog.config import BROKER_CONFIGS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.handlers.base import BrokerView
 
 log = logging.getLogger("tidelog.admin")
 T = TypeVar("T")
@@ -115,7 +115,7 @@ def refuse_broker_changes(names: Iterable[str]) -> ApiError:
 
 
 def alter_topic(
-    broker: Broker, name: str, overrides: Mapping[str, str], *, validate_only: bool
+    broker: BrokerView, name: str, overrides: Mapping[str, str], *, validate_only: bool
 ) -> ApiError:
     """Replace ``name``'s overrides through the topic registry (persisted, applied to logs).
 

@@ -1,20 +1,19 @@
-"""Fetch of one partition without a coroutine: the answer at once, or a long poll run by callbacks.
+"""The one path of a Fetch: scan now, answer at once, or wait (Kafka's DelayedFetch) by callbacks.
 
-What consumers send most is one partition of one topic, and a consumer at the tail of its log
-has that fetch wait for the next append (long poll). Through ``handle`` each such fetch costs a
-coroutine chain, a task and a second pass through the handler; here the router calls
-``answer_at_once`` with the lean-parsed request instead:
+``fetch`` is the core both callers use: ``answer_at_once`` (the router's coroutine-free path for
+a lean-parsed one-partition fetch, what consumers send most) and ``fetch.handle`` (everything
+else). It scans the wanted partitions (``_fetch_scan.scan``) and
 
-- data (or an error, or an expired wait) is there: the framed answer, built at once;
-- else a future the connection answers from when it resolves: a ``_LongPoll`` registers a wake
-  future with the partition's HW waiters (``broker.partitions``) and a timer for ``max_wait``;
-  every wake re-scans, as ``handle`` does, until ``min_bytes`` are there, the wait expired, the
-  broker is stopping or the partition failed, then sets the answer.
+- data (or an error, or an expired wait) is there: returns the framed answer, built at once (a
+  read big enough for a worker thread: a future resolved from that thread);
+- else returns a future: a ``_DelayedFetch`` registers one wake future with the HW waiters
+  (``broker.partitions``) of every fetched partition and a timer for ``max_wait``; every wake
+  re-scans until ``min_bytes`` are there, the wait expired, the broker is stopping or a
+  partition failed, then sets the answer.
 
-The answer is the same bytes ``handle`` gives (``protocol.lean.encode_fetch_one``). Anything else
-(a session id, several partitions, an unknown topic id, a read big enough for a worker thread
-when answering at once) returns None: the router then runs ``handle``. When the connection
-goes, the server cancels the answer future and the poll forgets its wake future and timer.
+One partition is answered by ``protocol.lean.encode_fetch_one``, several by
+``encode_fetch_body`` (the same bytes as kio's writer). When the connection goes, the server
+cancels the answer future and the fetch forgets its wake future and timer.
 """
 
 from __future__ import annotations
@@ -25,24 +24,29 @@ import time
 from typing import Any
 
 from tidelog.broker.handlers._fetch_scan import (
+    BLOCKING_READ_BYTES,
     Wanted,
     answer_max_bytes,
     answer_now,
     answer_one,
     scan,
 )
-from tidelog.broker.handlers.base import RequestContext
+from tidelog.broker.handlers.base import Answer, BrokerView, RawBody, RequestContext
+from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
 
-__all__ = ["answer_at_once"]
+__all__ = ["answer_at_once", "fetch"]
 
 API_KEY = 1
 log = logging.getLogger("tidelog.fetch")
 
+#: The framed answer, or a future of it.
+FetchAnswer = bytes | list[bytes | memoryview] | asyncio.Future[Any]
+
 
 def answer_at_once(
-    broker: Any, version: int, correlation_id: int, request: Any
-) -> bytes | list[bytes | memoryview] | asyncio.Future[Any] | None:
-    """The answer of a one-partition fetch, a future of it (long poll), or None (``handle``)."""
+    broker: BrokerView, version: int, correlation_id: int, request: Any
+) -> FetchAnswer | None:
+    """The answer of a one-partition fetch or a future of it; None (``handle``) otherwise."""
     if request.session_id != 0:
         return None
     topics = request.topics
@@ -61,28 +65,94 @@ def answer_at_once(
     else:
         name = topic.topic
     wanted = Wanted(name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+    return fetch(broker, version, correlation_id, request, [wanted], observe=True)
+
+
+def fetch(
+    broker: BrokerView,
+    version: int,
+    correlation_id: int,
+    request: Any,
+    wanted: list[Wanted],
+    *,
+    observe: bool = False,
+) -> FetchAnswer:
+    """Scan ``wanted`` and answer now, or return a future of the answer (long poll, big read).
+
+    ``observe``: count the request in the metrics when the future resolves (the router counts
+    what it awaits itself).
+    """
     max_bytes = answer_max_bytes(broker, request)
     min_bytes = request.min_bytes
-    total, errors = scan(broker.topics, [wanted], max_bytes)
+    total, errors = scan(broker.topics, wanted, max_bytes)
     wait_s = request.max_wait.total_seconds()
-    if answer_now(errors, total, min_bytes, wait_s, broker.stopping):
-        return answer_one(version, correlation_id, wanted, blocking_ok=False)
-    poll = _LongPoll(broker, version, correlation_id, request, wanted, max_bytes, min_bytes)
-    return poll.start(wait_s)
+    # partitions of unknown topics are answered at once with their error: never waited on
+    waits = any(w.topic is not None for w in wanted)
+    if not waits or answer_now(errors, total, min_bytes, wait_s, broker.stopping):
+        out = build_answer(broker, version, correlation_id, wanted, blocking_ok=False)
+        if out is not None:
+            return out
+    delayed = _DelayedFetch(
+        broker, version, correlation_id, request, wanted, max_bytes, min_bytes, observe
+    )
+    if not waits or answer_now(errors, total, min_bytes, wait_s, broker.stopping):
+        broker.spawn(delayed.answer_from_worker())  # a big read: in a worker thread
+        return delayed.answer
+    return delayed.start(wait_s)
 
 
-class _LongPoll:
-    """One waiting fetch: re-scans at every wake of its partition until it can answer."""
+def build_answer(
+    broker: BrokerView,
+    version: int,
+    correlation_id: int,
+    wanted: list[Wanted],
+    *,
+    blocking_ok: bool,
+) -> bytes | list[bytes | memoryview] | None:
+    """The framed answer of ``wanted`` as scanned; None when a read belongs in a worker thread
+    and ``blocking_ok`` is false."""
+    if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
+        return answer_one(version, correlation_id, wanted[0], blocking_ok=blocking_ok)
+    payloads: list[bytes] = []
+    for w in wanted:
+        info = w.read
+        if info is None or info.size_in_bytes == 0:
+            payloads.append(b"")
+        elif info.size_in_bytes >= BLOCKING_READ_BYTES and not blocking_ok:
+            return None
+        else:
+            payloads.append(info.read_bytes())
+    by_id = version >= 13
+    grouped: dict[Any, list[FetchPartitionAnswer]] = {}
+    for w, records in zip(wanted, payloads, strict=True):
+        grouped.setdefault(w.topic_id if by_id else w.topic, []).append(
+            FetchPartitionAnswer(
+                partition=w.partition,
+                error_code=int(w.error),
+                high_watermark=w.high_watermark,
+                last_stable_offset=w.high_watermark,
+                log_start_offset=w.log_start_offset,
+                records=records,
+            )
+        )
+    ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)
+    body = RawBody(tuple(encode_fetch_body(version, list(grouped.items()))))
+    return broker.router.encode(ctx, body)
+
+
+class _DelayedFetch:
+    """One fetch that waits: re-scans at every wake of its partitions until it can answer."""
 
     __slots__ = (
         "answer",
         "broker",
         "correlation_id",
         "deadline",
-        "key",
+        "keys",
         "loop",
         "max_bytes",
         "min_bytes",
+        "observe",
         "request",
         "started",
         "timer",
@@ -93,13 +163,14 @@ class _LongPoll:
 
     def __init__(
         self,
-        broker: Any,
+        broker: BrokerView,
         version: int,
         correlation_id: int,
         request: Any,
-        wanted: Wanted,
+        wanted: list[Wanted],
         max_bytes: int,
         min_bytes: int,
+        observe: bool,
     ) -> None:
         self.broker = broker
         self.version = version
@@ -108,7 +179,9 @@ class _LongPoll:
         self.wanted = wanted
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
-        self.key = (wanted.topic, wanted.partition)
+        self.observe = observe
+        keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
+        self.keys: list[tuple[str, int]] = list(dict.fromkeys(keys)) if len(keys) > 1 else keys
         self.loop = asyncio.get_running_loop()
         self.answer: asyncio.Future[Any] = self.loop.create_future()
         self.started = time.perf_counter()
@@ -123,11 +196,23 @@ class _LongPoll:
         self._arm()
         return self.answer
 
+    def build(self, *, blocking_ok: bool) -> bytes | list[bytes | memoryview] | None:
+        return build_answer(
+            self.broker, self.version, self.correlation_id, self.wanted, blocking_ok=blocking_ok
+        )
+
     def _arm(self) -> None:
         wake: asyncio.Future[bool] = self.loop.create_future()
         self.wake = wake
-        self.broker.partitions.add(self.key, wake)
+        partitions = self.broker.partitions
+        for key in self.keys:
+            partitions.add(key, wake)
         wake.add_done_callback(self._woken)
+
+    def _disarm(self, wake: asyncio.Future[bool]) -> None:
+        partitions = self.broker.partitions
+        for key in self.keys:
+            partitions.discard(key, wake)
 
     def _expire(self) -> None:
         self.timer = None
@@ -143,45 +228,48 @@ class _LongPoll:
         wake = self.wake
         if wake is not None:
             self.wake = None
-            self.broker.partitions.discard(self.key, wake)
+            self._disarm(wake)
             wake.cancel()
 
     def _woken(self, wake: asyncio.Future[bool]) -> None:
         if wake is not self.wake or self.answer.done():
             return
-        self.broker.partitions.discard(self.key, wake)  # after a timeout it is still listed
+        self._disarm(wake)  # after a timeout or another partition's wake it is still listed
         self.wake = None
         broker = self.broker
-        w = self.wanted
+        out: Answer
         try:
-            total, errors = scan(broker.topics, [w], self.max_bytes)
-            remaining = self.deadline - self.loop.time()
+            total, errors = scan(broker.topics, self.wanted, self.max_bytes)
+            # Expired once the timer ran (it may fire a little before ``deadline``: uvloop's
+            # timers have millisecond resolution); re-arming then would wait with no timer.
+            remaining = self.deadline - self.loop.time() if self.timer is not None else 0.0
             if not answer_now(errors, total, self.min_bytes, remaining, broker.stopping):
                 self._arm()
                 return
-            out = answer_one(self.version, self.correlation_id, w, blocking_ok=False)
+            out = self.build(blocking_ok=False)
             if out is None:  # a big read: in a worker thread, then answer
-                broker.spawn(self._answer_from_worker())
+                broker.spawn(self.answer_from_worker())
                 return
         except Exception:
             out = self._failed()
         self._set(out)
 
-    async def _answer_from_worker(self) -> None:
+    async def answer_from_worker(self) -> None:
+        out: Answer
         try:
-            version, correlation_id, wanted = self.version, self.correlation_id, self.wanted
-            out = await self.broker.run_blocking(
-                lambda: answer_one(version, correlation_id, wanted, blocking_ok=True)
-            )
+            out = await self.broker.run_blocking(lambda: self.build(blocking_ok=True))
         except Exception:
             out = self._failed()
         self._set(out)
 
     def _set(self, out: Any) -> None:
         if not self.answer.done():
-            self.broker.router.observe(API_KEY, time.perf_counter() - self.started)
+            if self.observe:
+                self.broker.router.observe(API_KEY, time.perf_counter() - self.started)
             self.answer.set_result(out)
 
-    def _failed(self) -> Any:
-        ctx = RequestContext(API_KEY, self.version, self.correlation_id, None, "", -1, self.broker)
-        return self.broker.router.failed(ctx, self.request)
+    def _context(self) -> RequestContext:
+        return RequestContext(API_KEY, self.version, self.correlation_id, None, "", -1, self.broker)
+
+    def _failed(self) -> Answer:
+        return self.broker.router.failed(self._context(), self.request)

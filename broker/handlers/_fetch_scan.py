@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.static.constants import uuid_zero
 
+from tidelog.broker.handlers.base import BrokerView
 from tidelog.broker.topics import Topics
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import encode_fetch_one, frame_answer, frame_chunks
@@ -133,7 +134,7 @@ def answer_one(
     return frame_chunks(correlation_id, flexible_header, head, records, tail)
 
 
-def answer_max_bytes(broker: Any, request: Any) -> int:
+def answer_max_bytes(broker: BrokerView, request: Any) -> int:
     """The request's ``max_bytes``, never above ``fetch.max.bytes`` (as Kafka: the answer is
     read into memory, so one fetch of a huge max_bytes must not read a whole log)."""
     limit = int(broker.config.get_int("fetch.max.bytes"))

@@ -12,18 +12,97 @@ and so on). It raises only for bugs: the router's single catch-all logs the requ
 UNKNOWN_SERVER_ERROR where the response shape allows it, else closes the connection. Returning
 ``None`` means "send no response" (Produce with acks=0).
 
+A handler may also return ``Close(reason)`` (close the connection after the earlier answers)
+or a ``RawBody`` (a body it encoded itself); ``Answer`` is what the router turns a request into.
+
+Handlers see the broker through ``BrokerView``: the part of ``broker.app.Broker`` they may use.
+
 Handlers run on the event loop thread. Anything that can block for long (fsync, a big read,
 recovery) goes through ``ctx.broker.run_blocking(fn, *args)``, which runs it in a worker thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.app import Endpoint
+    from tidelog.broker.partitions import HighWatermarkWaiters
+    from tidelog.broker.producer_ids import ProducerIdManager
+    from tidelog.broker.router import Router
+    from tidelog.broker.topics import Topics
+    from tidelog.config import BrokerConfig
+    from tidelog.storage import PartitionLog
+
+__all__ = (
+    "Answer",
+    "BrokerView",
+    "Close",
+    "HandleFn",
+    "HandlerSpec",
+    "Outcome",
+    "RawBody",
+    "RequestContext",
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection after the answers before this one are written."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawBody:
+    """A response body encoded by the handler itself (lean encoders for hot APIs).
+
+    ``chunks`` are written after the response header in order; record data may be a
+    memoryview of file bytes, so nothing is copied to build the answer.
+    """
+
+    chunks: tuple[bytes | memoryview, ...]
+
+
+#: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
+Answer = bytes | list[bytes | memoryview] | Close | None
+Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
+
+
+class BrokerView(Protocol):
+    """The broker as handlers see it (``broker.app.Broker`` implements it)."""
+
+    config: BrokerConfig
+    node_id: int
+    topics: Topics
+    partitions: HighWatermarkWaiters
+    producer_ids: ProducerIdManager
+    router: Router
+    stopping: bool
+    #: The group coordinator once ``broker.group.service.install`` ran (see
+    #: ``broker.group.wire.coordinator``, which checks its type).
+    groups: Any
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def endpoint_for(self, listener_name: str) -> Endpoint: ...
+
+    def advertised_port(self, endpoint: Endpoint) -> int: ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
+
+    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +115,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     client_port: int
-    broker: Broker
+    broker: BrokerView
     #: The name of the listener the request came in on (``PLAINTEXT``, ``EXTERNAL``...); the
     #: broker's own address in answers is that listener's advertised one, as in Kafka.
     listener_name: str = ""
@@ -64,4 +143,4 @@ class HandlerSpec:
     #: chunks), a future of them (a long poll), a coroutine giving them, or None to take
     #: ``handle``. The router calls it for lean-parsed requests; what it raises is logged and
     #: answered as from ``handle``.
-    at_once: Callable[[Broker, int, int, Any], Any] | None = None
+    at_once: Callable[[BrokerView, int, int, Any], Any] | None = None

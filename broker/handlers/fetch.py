@@ -16,8 +16,9 @@ id 0, full answers), which every client treats as "no session": a client that se
 keeps sending full requests. A request naming a session id we never handed out gets
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 
-A one-partition fetch (what most consumers send) is answered by ``_fetch_poll.answer_at_once``
-without this coroutine, with the same rules and bytes; ``handle`` serves everything else.
+Both paths share one core, ``_fetch_poll.fetch`` (scan, answer now or wait by callbacks): the
+router calls ``_fetch_poll.answer_at_once`` for a one-partition fetch (what most consumers send)
+without this coroutine; ``handle`` serves everything else.
 """
 
 from __future__ import annotations
@@ -26,33 +27,13 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from tidelog.broker.handlers._fetch_poll import answer_at_once
-from tidelog.broker.handlers._fetch_scan import (
-    BLOCKING_READ_BYTES,
-    Wanted,
-    answer_max_bytes,
-    answer_now,
-    answer_one,
-    requested,
-    scan,
-)
+from tidelog.broker.handlers._fetch_poll import answer_at_once, fetch
+from tidelog.broker.handlers._fetch_scan import Wanted, requested
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.router import RawBody
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
 from tidelog.protocol.schema import build, response_types
-from tidelog.storage import ReadInfo
 
 API_KEY = 1
-
-
-async def _records(ctx: RequestContext, info: ReadInfo | None) -> bytes:
-    if info is None or info.size_in_bytes == 0:
-        return b""
-    if info.size_in_bytes >= BLOCKING_READ_BYTES:
-        data: bytes = await ctx.broker.run_blocking(info.read_bytes)
-        return data
-    return info.read_bytes()
 
 
 def _session_error(request: Any) -> bool:
@@ -71,51 +52,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
         )
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
-    max_bytes = answer_max_bytes(ctx.broker, request)
-    min_bytes = int(request.min_bytes)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(request.max_wait.total_seconds(), 0.0)
-    keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
-    while True:
-        total, errors = scan(ctx.broker.topics, wanted, max_bytes)
-        remaining = deadline - loop.time()
-        if not keys or answer_now(errors, total, min_bytes, remaining, ctx.broker.stopping):
-            break
-        await ctx.broker.partitions.wait_any(keys, remaining)  # type: ignore[arg-type]
-    if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
-        return await _one_answer(ctx, wanted[0])
-    payloads = [await _records(ctx, w.read) for w in wanted]
-    return _lean_response(ctx, wanted, payloads)
-
-
-async def _one_answer(ctx: RequestContext, w: Wanted) -> bytes | list[bytes | memoryview]:
-    """The framed answer for one partition (a big read in a worker thread)."""
-    version, correlation_id = ctx.api_version, ctx.correlation_id
-    answer = answer_one(version, correlation_id, w, blocking_ok=False)
-    if answer is None:
-        answer = await ctx.broker.run_blocking(
-            lambda: answer_one(version, correlation_id, w, blocking_ok=True)
-        )
-    assert answer is not None
+    answer = fetch(ctx.broker, ctx.api_version, ctx.correlation_id, request, wanted)
+    if isinstance(answer, asyncio.Future):
+        return await answer
     return answer
-
-
-def _lean_response(ctx: RequestContext, wanted: list[Wanted], payloads: list[bytes]) -> RawBody:
-    """The answer through protocol.lean: record bytes are passed on, never re-encoded."""
-    by_id = ctx.api_version >= 13
-    grouped: dict[Any, list[FetchPartitionAnswer]] = {}
-    for w, records in zip(wanted, payloads, strict=True):
-        grouped.setdefault(w.topic_id if by_id else w.topic, []).append(
-            FetchPartitionAnswer(
-                partition=w.partition,
-                error_code=int(w.error),
-                high_watermark=w.high_watermark,
-                last_stable_offset=w.high_watermark,
-                log_start_offset=w.log_start_offset,
-                records=records,
-            )
-        )
-    return RawBody(tuple(encode_fetch_body(ctx.api_version, list(grouped.items()))))
 
 
 def _response(ctx: RequestContext, types: Any, wanted: list[Wanted], payloads: list[bytes]) -> Any:
@@ -152,10 +92,6 @@ def _response(ctx: RequestContext, types: Any, wanted: list[Wanted], payloads: l
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     """v4-6 have no top-level error: every partition carries ``code``."""
     types = response_types(API_KEY, ctx.api_version)
-    wanted = requested(ctx.broker.topics, ctx.api_version, request)
-    for w in wanted:
-        w.error = code
-    response = _response(ctx, types, wanted, [b""] * len(wanted))
     if ctx.api_version >= 7:
         return build(
             types.FetchResponse,
@@ -164,7 +100,10 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
             session_id=0,
             responses=(),
         )
-    return response
+    wanted = requested(ctx.broker.topics, ctx.api_version, request)
+    for w in wanted:
+        w.error = code
+    return _response(ctx, types, wanted, [b""] * len(wanted))
 
 
 SPEC = HandlerSpec(

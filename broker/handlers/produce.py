@@ -9,9 +9,10 @@ group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
-Transactions (not supported) would plug in at ``_check_producer_state`` (and would make
-``answer_at_once``, the coroutine-free path for one batch of one partition, step aside for
-transactional batches).
+
+One path: ``append_partition`` (one partition's append and its outcome) and ``_encode_one``
+(one partition's answer) are the core that both ``handle`` and ``answer_at_once`` (the
+router's coroutine-free path for one batch of one partition) call.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from typing import Any
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
-from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.router import Close, RawBody
+from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
@@ -58,46 +58,43 @@ class _Result:
     log_start_offset: int = -1
 
 
-def _check_producer_state(
-    ctx: RequestContext, topic: str, partition: int, records: bytes
-) -> tuple[ErrorCode, str] | None:
-    """Seam for transactional producer checks; None means "append".
-
-    Idempotence (sequence and epoch checks, duplicates) is done by storage.
-    """
-    return None
-
-
-def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | None) -> _Result:
-    result = _Result(topic, partition)
-    broker = ctx.broker
+def append_partition(
+    broker: BrokerView, topic: str, partition: int, records: bytes | None
+) -> _Result:
+    """Append ``records`` to one partition (the core of Produce): the outcome as data."""
     partition_log = broker.topics.get_log(topic, partition)
     if partition_log is None:
-        result.error = ErrorCode.unknown_topic_or_partition
-        return result
+        return _Result(topic, partition, ErrorCode.unknown_topic_or_partition)
     if topic in INTERNAL_TOPICS:
-        result.error = ErrorCode.invalid_topic_exception
-        result.message = f"Cannot append to internal topic {topic}"
-        return result
-    data = records if records is not None else b""
-    refused = _check_producer_state(ctx, topic, partition, data)
-    if refused is not None:
-        result.error, result.message = refused
-        return result
+        return _Result(
+            topic,
+            partition,
+            ErrorCode.invalid_topic_exception,
+            f"Cannot append to internal topic {topic}",
+        )
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(data, now_ms=broker.clock())
+        info = partition_log.append(records if records is not None else b"", now_ms=broker.clock())
     except StorageError as exc:
-        result.error = error_code_for(exc.error_name)
-        result.message = str(exc) or None
         log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
-        return result
+        return _Result(topic, partition, error_code_for(exc.error_name), str(exc) or None)
     broker.after_append(partition_log, hw_before)
-    result.base_offset = info.first_offset
-    result.next_offset = info.last_offset + 1
-    result.log_append_time_ms = info.log_append_time_ms
-    result.log_start_offset = info.log_start_offset
-    return result
+    return _Result(
+        topic,
+        partition,
+        ErrorCode.none,
+        None,
+        info.first_offset,
+        info.last_offset + 1,
+        info.log_append_time_ms,
+        info.log_start_offset,
+    )
+
+
+def _covered(broker: BrokerView, r: _Result) -> bool:
+    """acks=-1: whether the partition's HW covers the appended batch already."""
+    partition_log = broker.topics.get_log(r.topic, r.partition)
+    return partition_log is None or partition_log.high_watermark >= r.next_offset
 
 
 async def _await_high_watermark(
@@ -108,11 +105,9 @@ async def _await_high_watermark(
     waits = []
     pending = []
     for r in results:
-        if r.error != ErrorCode.none:
+        if r.error != ErrorCode.none or _covered(broker, r):
             continue
         partition_log = broker.topics.get_log(r.topic, r.partition)
-        if partition_log is None or partition_log.high_watermark >= r.next_offset:
-            continue
 
         def covered(pl: Any = partition_log, target: int = r.next_offset) -> bool:
             return bool(pl.high_watermark >= target)
@@ -171,7 +166,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # requests on one connection are appended in the order they were sent.
     for topic in request.topic_data:
         for p in topic.partition_data:
-            results.append(_append(ctx, topic.name, int(p.index), p.records))
+            results.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
     if acks == 0:
         failed = [r for r in results if r.error != ErrorCode.none]
         if failed:
@@ -189,30 +184,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
     """The answer through protocol.lean (same bytes as kio's writer, a fraction of the work)."""
     if len(results) == 1:  # what producers send most: one batch for one partition
-        r = results[0]
-        if r.error == ErrorCode.none:
-            body = encode_produce_one(
-                ctx.api_version,
-                r.topic,
-                r.partition,
-                0,
-                r.base_offset,
-                r.log_append_time_ms,
-                r.log_start_offset,
-                r.message if ctx.api_version >= 8 else None,
-            )
-        else:
-            body = encode_produce_one(
-                ctx.api_version,
-                r.topic,
-                r.partition,
-                int(r.error),
-                -1,
-                -1,
-                -1,
-                r.message if ctx.api_version >= 8 else None,
-            )
-        return RawBody((body,))
+        return RawBody((_encode_one(ctx.api_version, results[0]),))
     by_topic: dict[str, list[ProducePartitionAnswer]] = {}
     for r in results:
         ok = r.error == ErrorCode.none
@@ -229,14 +201,32 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
     return RawBody((encode_produce_body(ctx.api_version, list(by_topic.items())),))
 
 
+def _encode_one(version: int, r: _Result) -> bytes:
+    """The answer body of a one-partition request (``protocol.lean``, the bytes kio writes)."""
+    message = r.message if version >= 8 else None
+    if r.error == ErrorCode.none:
+        return encode_produce_one(
+            version,
+            r.topic,
+            r.partition,
+            0,
+            r.base_offset,
+            r.log_append_time_ms,
+            r.log_start_offset,
+            message,
+        )
+    return encode_produce_one(version, r.topic, r.partition, int(r.error), -1, -1, -1, message)
+
+
 def answer_at_once(
-    broker: Any, version: int, correlation_id: int, request: Any
+    broker: BrokerView, version: int, correlation_id: int, request: Any
 ) -> bytes | Coroutine[Any, Any, Any] | None:
     """The framed answer of the request most producers send, without a coroutine or a context.
 
-    One topic, one partition, acks=1, or acks=-1 on a topic whose HW moves with the LEO: the
-    append and the answer are what ``handle`` does for it (same bytes, same errors), in a
-    fraction of the calls. Anything else returns None and goes through ``handle``.
+    One topic, one partition, acks 1 or -1: the same core as ``handle`` (``append_partition``,
+    ``_encode_one``), in a fraction of the calls; an acks=-1 append the HW does not cover at once
+    (a flush policy holds it back) returns a coroutine that waits as ``handle`` does. Anything
+    else returns None and goes through ``handle``.
     """
     acks = request.acks
     if (acks != 1 and acks != -1) or request.transactional_id is not None:
@@ -248,59 +238,23 @@ def answer_at_once(
     partitions = topic.partition_data
     if len(partitions) != 1:
         return None
-    name = topic.name
     index, records = partitions[0]
-    partition_log = broker.topics.get_log(name, index)
-    if partition_log is None or records is None or name in INTERNAL_TOPICS:
+    if records is None:
         return None
-    if acks == -1 and partition_log.config.holds_high_watermark:
-        return None
-    hw_before = partition_log.high_watermark
-    try:
-        info = partition_log.append(records, now_ms=broker.clock())
-    except StorageError as exc:
-        log.info("produce to %s-%d refused: %s %s", name, index, exc.error_name, exc)
-        body = encode_produce_one(
-            version,
-            name,
-            index,
-            int(error_code_for(exc.error_name)),
-            -1,
-            -1,
-            -1,
-            (str(exc) or None) if version >= 8 else None,
-        )
-        return frame_answer(correlation_id, version >= 9, body)
-    broker.after_append(partition_log, hw_before)
-    if acks == -1 and partition_log.high_watermark <= info.last_offset:  # not expected
-        result = _Result(
-            name,
-            index,
-            base_offset=info.first_offset,
-            next_offset=info.last_offset + 1,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=info.log_start_offset,
-        )
+    result = append_partition(broker, topic.name, index, records)
+    if acks == -1 and result.error == ErrorCode.none and not _covered(broker, result):
         return _answer_later(broker, version, correlation_id, request, result)
-    body = encode_produce_one(
-        version,
-        name,
-        index,
-        0,
-        info.first_offset,
-        info.log_append_time_ms,
-        info.log_start_offset,
-    )
-    return frame_answer(correlation_id, version >= 9, body)
+    return frame_answer(correlation_id, version >= 9, _encode_one(version, result))
 
 
 async def _answer_later(
-    broker: Any, version: int, correlation_id: int, request: Any, result: _Result
-) -> RawBody:
-    """acks=-1 whose HW did not cover the batch at once: wait as ``handle`` does."""
+    broker: BrokerView, version: int, correlation_id: int, request: Any, result: _Result
+) -> bytes:
+    """acks=-1 whose HW did not cover the batch at once: wait as ``handle`` does; the framed
+    answer (the router's coroutine-free path writes what this returns as it is)."""
     ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)
     await _await_high_watermark(ctx, [result], max(request.timeout.total_seconds(), 0.0))
-    return _lean_response(ctx, [result])
+    return frame_answer(correlation_id, version >= 9, _encode_one(version, result))
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:

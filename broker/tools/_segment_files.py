@@ -3,14 +3,12 @@
 Formats (Kafka's, big-endian):
 
 * ``.log`` - batches back to back. Each starts with offset i64, size i32 (bytes after these 12)
-  and has its magic byte at position 16: magic 2 is a v2 batch (61-byte header), magic 0/1 a
-  legacy message (crc u32 at 12, magic, attributes, [timestamp i64 if magic 1], key, value).
+  and has its magic byte at position 16: magic 2 is a v2 batch (its 61-byte header is parsed by
+  ``storage.batch``, the one home of that format), magic 0/1 a legacy message (crc u32 at 12,
+  magic, attributes, [timestamp i64 if magic 1], key, value).
 * ``.index`` - 8-byte entries: offset relative to the segment's base offset i32, position i32.
 * ``.timeindex`` - 12-byte entries: timestamp i64, relative offset i32.
-* ``.snapshot`` - producer state: version i16 (1), crc u32 (CRC-32C of everything after it),
-  entry count i32, then 46-byte entries (producer id i64, epoch i16, last sequence i32, last
-  offset i64, offset delta i32, timestamp i64, coordinator epoch i32, current txn first offset
-  i64).
+* ``.snapshot`` - producer state, read by ``storage.producer_snapshot`` (its spec).
 * ``.txnindex`` - 34-byte aborted transactions: version i16, producer id i64, first offset i64,
   last offset i64, last stable offset i64.
 
@@ -28,6 +26,14 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
+from tidelog.storage.batch import (
+    BATCH_HEADER_SIZE,
+    RecordBatchHeader,
+    increment_sequence,
+    unpack_batch_header,
+)
+from tidelog.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry, decode_snapshot
+from tidelog.storage.producer_snapshot import encode_snapshot as _encode_snapshot
 from tidelog.storage.record_codec import decompress
 
 __all__ = [
@@ -36,7 +42,7 @@ __all__ = [
     "ProducerSnapshotEntry",
     "SegmentFileError",
     "base_offset_of",
-    "increment_sequence",
+    "increment_sequence",  # re-exported from storage.batch
     "iter_log_batches",
     "legacy_inner_checks",
     "read_offset_index",
@@ -47,18 +53,15 @@ __all__ = [
 
 LOG_OVERHEAD = 12
 HEADER_UP_TO_MAGIC = 17
-V2_HEADER_SIZE = 61
+V2_HEADER_SIZE = BATCH_HEADER_SIZE
 LEGACY_OVERHEAD_V0 = 14  # smallest legal size field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)
 INT32_MAX = 2**31 - 1
 
-_V2 = struct.Struct(">qiibIhiqqqhii")
 _LEGACY = struct.Struct(">qiIbb")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_SNAPSHOT_HEAD = struct.Struct(">hIi")
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 
 
@@ -68,24 +71,59 @@ class SegmentFileError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LogBatch:
-    """One batch of a ``.log`` file as its header says (v2), or one legacy message (v0/v1)."""
+    """One batch of a ``.log`` file: where it is, its bytes, whether its CRC holds, and its
+    header - for a v2 batch ``storage.batch.RecordBatchHeader``, for a legacy (v0/v1) message
+    its own offset, crc, attributes and timestamp."""
 
     position: int
-    size: int
-    magic: int
-    base_offset: int
-    last_offset: int
-    count: int | None  # v2 only
-    base_sequence: int
-    last_sequence: int
-    producer_id: int
-    producer_epoch: int
-    partition_leader_epoch: int
-    attributes: int
-    max_timestamp: int
-    crc: int
-    is_valid: bool
     data: bytes  # the whole batch, log overhead included
+    is_valid: bool
+    magic: int
+    crc: int
+    attributes: int
+    header: RecordBatchHeader | None  # v2 only
+    legacy_offset: int = -1
+    legacy_timestamp: int = -1
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def base_offset(self) -> int:
+        return self.legacy_offset if self.header is None else self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.legacy_offset if self.header is None else self.header.last_offset
+
+    @property
+    def count(self) -> int | None:
+        return None if self.header is None else self.header.records_count
+
+    @property
+    def base_sequence(self) -> int:
+        return -1 if self.header is None else self.header.base_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        return -1 if self.header is None else self.header.last_sequence
+
+    @property
+    def producer_id(self) -> int:
+        return -1 if self.header is None else self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return -1 if self.header is None else self.header.producer_epoch
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return -1 if self.header is None else self.header.partition_leader_epoch
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.legacy_timestamp if self.header is None else self.header.max_timestamp
 
     @property
     def compression(self) -> int:
@@ -98,36 +136,21 @@ class LogBatch:
 
     @property
     def is_transactional(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & 0x10)
+        return self.header is not None and self.header.is_transactional
 
     @property
     def is_control(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & 0x20)
+        return self.header is not None and self.header.is_control
 
     @property
     def delete_horizon_ms(self) -> int | None:
-        if self.magic >= 2 and self.attributes & 0x40:
-            return int(_I64.unpack_from(self.data, 27)[0])  # base timestamp holds it
+        if self.header is not None and self.header.has_delete_horizon:
+            return self.header.delete_horizon_ms
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerSnapshotEntry:
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-    coordinator_epoch: int
-    current_txn_first_offset: int
-
-    @property
-    def first_sequence(self) -> int:
-        """Kafka's decrementSequence(last_sequence, offset_delta): sequences wrap at 2^31."""
-        if self.last_sequence < self.offset_delta:
-            return INT32_MAX - (self.offset_delta - self.last_sequence) + 1
-        return self.last_sequence - self.offset_delta
+#: A producer as a ``.snapshot`` stores it (storage's type: one codec for the format).
+ProducerSnapshotEntry = SnapshotEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +160,6 @@ class AbortedTxn:
     first_offset: int
     last_offset: int
     last_stable_offset: int
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap to 0 after 2^31 - 1."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
 
 
 def base_offset_of(path: str | Path) -> int:
@@ -170,51 +186,16 @@ def _read(path: str | Path) -> bytes:
 
 
 def _v2_batch(position: int, data: bytes) -> LogBatch:
-    (
-        base_offset,
-        _length,
-        leader_epoch,
-        magic,
-        crc,
-        attributes,
-        last_delta,
-        _base_ts,
-        max_ts,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-    ) = _V2.unpack_from(data, 0)
-    valid = len(data) >= V2_HEADER_SIZE and (_crc32c.crc32c(data[21:]) & 0xFFFFFFFF) == crc
-    last_sequence = -1 if base_sequence == -1 else increment_sequence(base_sequence, last_delta)
-    return LogBatch(
-        position,
-        len(data),
-        magic,
-        base_offset,
-        base_offset + last_delta,
-        count,
-        base_sequence,
-        last_sequence,
-        producer_id,
-        producer_epoch,
-        leader_epoch,
-        attributes,
-        max_ts,
-        crc,
-        valid,
-        data,
-    )
+    header = unpack_batch_header(data)
+    valid = len(data) >= V2_HEADER_SIZE and (_crc32c.crc32c(data[21:]) & 0xFFFFFFFF) == header.crc
+    return LogBatch(position, data, valid, header.magic, header.crc, header.attributes, header)
 
 
 def _legacy_batch(position: int, data: bytes) -> LogBatch:
     offset, _size, crc, magic, attributes = _LEGACY.unpack_from(data, 0)
     timestamp = _I64.unpack_from(data, 18)[0] if magic == 1 and len(data) >= 26 else -1
     valid = len(data) >= LOG_OVERHEAD + LEGACY_OVERHEAD_V0 and zlib.crc32(data[16:]) == crc
-    return LogBatch(
-        position, len(data), magic, offset, offset, None, -1, -1, -1, -1, -1,
-        attributes, timestamp, crc, valid, data,
-    )  # fmt: skip
+    return LogBatch(position, data, valid, magic, crc, attributes, None, offset, timestamp)
 
 
 def iter_log_batches(
@@ -391,50 +372,18 @@ def index_lookup(entries: list[tuple[int, int]], target: int) -> int:
 # ---------------------------------------------------------------- producer state, txn index
 
 
-def read_producer_snapshot(path: str | Path) -> list[ProducerSnapshotEntry]:
-    """Entries of a producer-state ``.snapshot`` file; SegmentFileError if it is corrupt (with
-    Kafka's wording)."""
-    data = _read(path)
-    if len(data) < _SNAPSHOT_HEAD.size:
-        raise SegmentFileError(
-            f"Snapshot failed schema validation: {path} has {len(data)} bytes, "
-            f"less than the {_SNAPSHOT_HEAD.size}-byte header"
-        )
-    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
-    if version != 1:
-        raise SegmentFileError(f"Snapshot contained an unknown file version {version}")
-    computed = _crc32c.crc32c(data[6:]) & 0xFFFFFFFF
-    if crc != computed:
-        raise SegmentFileError(
-            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
-            f"Computed crc: {computed}"
-        )
-    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
-        raise SegmentFileError(
-            f"Snapshot failed schema validation: {count} entries do not fit {len(data)} bytes"
-        )
-    return [
-        ProducerSnapshotEntry(*_SNAPSHOT_ENTRY.unpack_from(data, 10 + i * _SNAPSHOT_ENTRY.size))
-        for i in range(count)
-    ]
+def read_producer_snapshot(path: str | Path) -> list[SnapshotEntry]:
+    """Entries of a producer-state ``.snapshot`` file (``storage.producer_snapshot`` decodes
+    it); SegmentFileError if it is corrupt (with Kafka's wording)."""
+    try:
+        return decode_snapshot(_read(path), name=str(path))
+    except CorruptSnapshotError as exc:
+        raise SegmentFileError(str(exc)) from None
 
 
-def encode_producer_snapshot(entries: list[ProducerSnapshotEntry]) -> bytes:
+def encode_producer_snapshot(entries: list[SnapshotEntry]) -> bytes:
     """The bytes Kafka writes for these entries (for tests and tools that make fixtures)."""
-    body = _I32.pack(len(entries)) + b"".join(
-        _SNAPSHOT_ENTRY.pack(
-            e.producer_id,
-            e.producer_epoch,
-            e.last_sequence,
-            e.last_offset,
-            e.offset_delta,
-            e.timestamp,
-            e.coordinator_epoch,
-            e.current_txn_first_offset,
-        )
-        for e in entries
-    )
-    return struct.pack(">hI", 1, _crc32c.crc32c(body) & 0xFFFFFFFF) + body
+    return _encode_snapshot(entries)
 
 
 def read_txn_index(path: str | Path) -> list[AbortedTxn]:

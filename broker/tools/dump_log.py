@@ -448,7 +448,7 @@ def _dump_snapshot(name: str, out: TextIO) -> None:
             else "OptionalLong.empty"
         )
         line = (
-            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
+            f"producerId: {e.producer_id} producerEpoch: {e.epoch} "
             f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn} "
             f"lastTimestamp: {e.timestamp}"
         )

@@ -59,8 +59,9 @@ from ..batch import (
 )
 from ..errors import CorruptRecordError
 from ..record_compression import compress
+from ..varint import write_varint
 from .offset_map import OffsetMap
-from .records import encode_varint, records_section, scan_records
+from .records import records_section, scan_records
 
 __all__ = [
     "DELETE_HORIZON_MASK",
@@ -191,9 +192,9 @@ def filter_batch(
     else:
         for span in kept:
             inner = bytearray((span[3],))
-            encode_varint(old_base_ts + span[4] - new_base_ts, inner)
+            write_varint(old_base_ts + span[4] - new_base_ts, inner)
             inner += data[span[1] : span[2]]
-            encode_varint(len(inner), body)
+            write_varint(len(inner), body)
             body += inner
     if attributes & TIMESTAMP_TYPE_MASK:
         max_ts = header.max_timestamp

@@ -207,11 +207,7 @@ def _iter_batches(
 
 def _active_producers(log: PartitionLog) -> dict[int, int]:
     """Producer id -> last data offset, for every producer the log's state knows."""
-    state = getattr(log, "producer_state", None)
-    if state is None:
-        return {}
-    with log._lock:
-        return {pid: entry.last_data_offset for pid, entry in state.producers.items()}
+    return log.producer_ids_by_last_offset()
 
 
 class Cleaner:

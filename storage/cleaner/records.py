@@ -30,49 +30,21 @@ Threading: pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, RecordBatchHeader
-from ..errors import CorruptRecordError, InvalidRecordError
+from ..batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader
+from ..errors import CorruptRecordError
 from ..records import decompress
+from ..records import require_record_keys as require_record_keys  # home: storage.records
+from ..varint import read_varint as _varint
 
 __all__ = [
     "RecordSpan",
-    "encode_varint",
     "map_keys",
     "records_section",
-    "require_record_keys",
     "scan_records",
 ]
 
 # (start, rest_start, end, attributes, timestamp_delta, offset_delta, key, has_value)
 RecordSpan = tuple[int, int, int, int, int, int, bytes | None, bool]
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it."""
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("truncated varint in a record")
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes in a record")
-
-
-def encode_varint(value: int, out: bytearray) -> None:
-    """Append ``value`` as a zigzag varlong (64-bit) to ``out``."""
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
 
 
 def records_section(batch: bytes | memoryview, header: RecordBatchHeader) -> bytes:
@@ -209,45 +181,3 @@ def _map_keys(
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
     return put, key_bytes
-
-
-def _keys_present(data: bytes, count: int) -> bool:
-    """True when every record of a records section has a key (nothing else is decoded)."""
-    n = len(data)
-    pos = 0
-    for _ in range(count):
-        length, pos = _varint(data, pos, n)
-        end = pos + length
-        if length < 6 or end > n:
-            raise CorruptRecordError("record length overruns the batch")
-        cursor = pos + 1
-        _, cursor = _varint(data, cursor, end)  # timestamp delta
-        _, cursor = _varint(data, cursor, end)  # offset delta
-        key_length, _ = _varint(data, cursor, end)
-        if key_length < 0:
-            return False
-        pos = end
-    return True
-
-
-def require_record_keys(
-    records: bytes | bytearray | memoryview,
-    batches: Sequence[tuple[int, RecordBatchHeader]],
-) -> None:
-    """Refuse keyless records (``InvalidRecordError``, INVALID_RECORD) for a compacted log.
-
-    ``batches`` are ``(position, header)`` as ``storage.batch.validate_records`` returns them
-    (CRC already checked). Control batches are skipped. A compressed batch is decompressed.
-    """
-    view = memoryview(records)
-    for position, header in batches:
-        if header.attributes & CONTROL_MASK:
-            continue
-        size = header.batch_length + LOG_OVERHEAD
-        body = decompress(header.compression, view[position + BATCH_HEADER_SIZE : position + size])
-        try:
-            ok = _keys_present(body, header.records_count)
-        except (IndexError, CorruptRecordError) as exc:
-            raise CorruptRecordError(f"batch at position {position}: {exc}") from None
-        if not ok:
-            raise InvalidRecordError("Compacted topic cannot accept message without key")

@@ -30,9 +30,8 @@ from pathlib import Path
 
 from ..batch import HEADER_STRUCT
 from ..errors import KafkaStorageError
-from ..fileio import write_all
+from ..fileio import fsync_dir, write_all
 from ..index import OffsetIndex, TimeIndex
-from ..metadata import fsync_dir
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file_name
 
 __all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanedSegmentWriter"]

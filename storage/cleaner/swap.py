@@ -12,8 +12,9 @@ abandoned - its files are removed):
    the old bytes - through the segment object, or by path through ``FileRegion``'s fallback to
    the ``.deleted`` name);
 2. the ``.swap`` files are renamed to their live names (indexes first, the log last);
-3. a ``LogSegment`` for the new files takes the replaced segments' place in the segment list;
-   its indexes are the writer's (already in memory), nothing is re-read.
+3. a ``LogSegment`` for the new files takes the replaced segments' place in the segment list
+   (``PartitionLog.replace_segments``, which checks and changes its ``LogSegments``); its
+   indexes are the writer's (already in memory), nothing is re-read.
 
 The partition lock is held only for these renames and list updates (no I/O beyond ``rename``);
 the directory is fsynced after it is released.
@@ -38,7 +39,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import KafkaStorageError
-from ..metadata import fsync_dir
+from ..fileio import fsync_dir
 from ..segment import LogSegment
 from .segment_writer import CleanedSegmentWriter
 
@@ -48,22 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["replace_segments"]
 
 logger = logging.getLogger("tidelog.storage.cleaner")
-
-
-def _still_live(log: PartitionLog, old: list[LogSegment], sizes: list[int]) -> int | None:
-    """Index of ``old[0]`` in the log's segment list if ``old`` is still there untouched."""
-    segments = log._segments
-    try:
-        first = next(i for i, s in enumerate(segments) if s is old[0])
-    except StopIteration:
-        return None
-    end = first + len(old)
-    if end >= len(segments):  # would include the active segment
-        return None
-    for segment, expected, size in zip(segments[first:end], old, sizes, strict=True):
-        if segment is not expected or segment.size != size:
-            return None
-    return first
 
 
 def replace_segments(
@@ -77,14 +62,10 @@ def replace_segments(
 
     On None the writer's files are removed. Raises ``KafkaStorageError`` if a rename fails.
     """
-    with log._lock:
-        first = None if log._closed else _still_live(log, old, sizes)
-        if first is None:
-            writer.abort()
-            return None
+
+    def go_live() -> LogSegment:
+        """Under the partition lock, the old segments already renamed ``.deleted``."""
         try:
-            for segment in old:
-                log._schedule_delete_locked(segment, now_ms)
             writer.go_live()
         except OSError as exc:
             raise KafkaStorageError(
@@ -104,9 +85,15 @@ def replace_segments(
         first_ts = writer.first_batch_max_timestamp
         segment.rolling_based_ms = first_ts if first_ts is not None and first_ts >= 0 else None
         segment.dirty = False
-        log._segments[first : first + len(old)] = [segment]
-        log._bases[first : first + len(old)] = [segment.base_offset]
-        log._dir_dirty = True
+        return segment
+
+    try:
+        segment = log.replace_segments(old, sizes, go_live, now_ms)
+    except OSError as exc:  # renaming an old segment .deleted failed
+        raise KafkaStorageError(f"swap of cleaned segment {writer.log_path} failed: {exc}") from exc
+    if segment is None:
+        writer.abort()
+        return None
     try:
         fsync_dir(log.dir)
     except OSError as exc:  # the next flush of the log fsyncs the directory again

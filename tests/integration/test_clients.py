@@ -1,7 +1,8 @@
 """Stock Kafka clients against a real tidelog broker: every codec, keys, values, headers,
 timestamps over several partitions; admin, offsets by time, restarts, long poll, bad frames.
 
-Idempotence is off in the clients until the idempotent-producer work lands.
+Producers are idempotent where a test is about idempotence (the broker answers InitProducerId,
+see test_idempotence.py); the other tests turn it off to keep one moving part fewer.
 """
 
 from __future__ import annotations

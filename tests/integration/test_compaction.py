@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,6 @@ COMPACT = {
     "delete.retention.ms": "100",
 }
 KEYS = 12
-# Idempotent producers once the broker answers InitProducerId (issue 5); plain ones until then.
-IDEMPOTENT = importlib.util.find_spec("tidelog.broker.handlers.init_producer_id") is not None
 
 
 def create(bootstrap: str, topic: str, configs: dict[str, str] = COMPACT) -> None:
@@ -116,7 +113,7 @@ def test_compacted_topic_keeps_latest_value_of_every_key(broker_factory: Any) ->
     latest: dict[bytes, tuple[int, bytes]] = {}
     producer = KafkaProducer(
         bootstrap_servers=broker.bootstrap,
-        enable_idempotence=IDEMPOTENT,
+        enable_idempotence=True,
         acks="all",
         compression_type="gzip",
         linger_ms=2,
@@ -134,7 +131,7 @@ def test_compacted_topic_keeps_latest_value_of_every_key(broker_factory: Any) ->
     confluent = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
-            "enable.idempotence": IDEMPOTENT,
+            "enable.idempotence": True,
             "compression.type": "lz4",
             "linger.ms": 2,
             "batch.size": 2048,
@@ -180,7 +177,7 @@ def test_tombstones_delete_keys(broker_factory: Any) -> None:
     broker = broker_factory(CLEANER)
     topic = "with-deletes"
     create(broker.bootstrap, topic)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=IDEMPOTENT)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
     for i in range(100):
         producer.send(topic, key=f"k{i % 5}".encode(), value=b"v" * 50, partition=0)
     for k in (b"k0", b"k1"):

@@ -7,6 +7,9 @@ from pathlib import Path
 
 
 class FakeClock:
+    """An injected clock (epoch ms) that moves only when told: the one fake clock of the
+    storage tests (``clock`` fixture in conftest.py)."""
+
     def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
         self.now_ms = now_ms
 

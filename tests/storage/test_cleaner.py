@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from storage_helpers import FakeClock
 
 from tidelog.storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
 from tidelog.storage.batch import parse_batch_header, validate_records
@@ -26,19 +27,6 @@ from tidelog.storage.cleaner.batch_filter import FilterContext, filter_batch
 from tidelog.storage.cleaner.throttler import Throttler
 from tidelog.storage.record_codec import decode_batch, encode_batch, iter_batches, iter_records
 from tidelog.storage.record_types import DecodedBatch, NewRecord
-
-
-class FakeClock:
-    """An injected clock (epoch ms), advanced by hand."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
 
 
 @pytest.fixture

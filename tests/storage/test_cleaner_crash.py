@@ -17,25 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_helpers import FakeClock
 
 from tidelog.storage import LogConfig, LogManager, PartitionLog
 from tidelog.storage.cleaner import CompactionConfig, LogCleaner
 from tidelog.storage.record_codec import encode_batch, iter_records
 from tidelog.storage.record_types import NewRecord
-
-
-class FakeClock:
-    """An injected clock (epoch ms), advanced by hand."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
-
 
 TOPIC = "crashy"
 CRASH_EXIT = 17

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from storage_helpers import FakeClock
 
 from tidelog.storage import LogConfig, LogManager, PartitionLog
 from tidelog.storage.producer_state import OutOfOrderSequenceError
@@ -15,19 +16,6 @@ from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 
 SMALL = LogConfig(segment_bytes=1000)
-
-
-class FakeClock:
-    """Epoch milliseconds that move only when told (``clock`` fixture of this directory)."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
 
 
 def batch(

@@ -148,3 +148,40 @@ def test_startup_says_how_each_log_dir_was_found(
     manager = _manager([tmp_path])
     assert "1 partition(s), after an unclean shutdown" in caplog.text
     manager.shutdown()
+
+
+def test_recovery_threads_open_every_partition_after_an_unclean_shutdown(tmp_path: Path) -> None:
+    """num.recovery.threads.per.data.dir: partitions of a dir are opened by several threads."""
+    dirs = [tmp_path / "a"]
+    manager = _manager(dirs)
+    topic_id = uuid.uuid4()
+    for p in range(6):
+        log = manager.create_log("orders", p, CONFIG, topic_id)
+        for i in range(p + 1):
+            log.append(simple_batch(3, seed=i))
+        log.flush()
+    for log in manager.logs():
+        log.close()  # no clean-shutdown marker: every partition is recovered
+    assert not (dirs[0] / ".kafka_cleanshutdown").exists()
+    opened = LogManager(
+        dirs, default_config=CONFIG, clock=FakeClock(), node_id=3, recovery_threads_per_data_dir=4
+    )
+    opened.startup()
+    assert sorted(log.log_end_offset for log in opened.logs()) == [3 * (p + 1) for p in range(6)]
+    opened.shutdown()
+    with pytest.raises(ValueError, match="at least 1"):
+        LogManager(dirs, default_config=CONFIG, recovery_threads_per_data_dir=0)
+
+
+def test_checkpoint_writes_only_the_files_asked_for(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = _manager(dirs)
+    log = manager.create_log("orders", 0, CONFIG, uuid.uuid4())
+    log.append(simple_batch(4))
+    log.flush()
+    manager.checkpoint(("log-start-offset-checkpoint",))
+    assert read_checkpoint(dirs[0] / "log-start-offset-checkpoint") == {("orders", 0): 0}
+    assert read_checkpoint(dirs[0] / "recovery-point-offset-checkpoint") == {}
+    manager.checkpoint()
+    assert read_checkpoint(dirs[0] / "recovery-point-offset-checkpoint") == {("orders", 0): 4}
+    manager.shutdown()
