@@ -158,6 +158,9 @@ class Broker:
         self._background: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
         self._stopped = False
+        self._storage_started = False
+        self._cleaner_started = False
+        self._services_started: list[Service] = []
         #: True once shutdown began: long polls answer at once instead of waiting.
         self.stopping = False
 
@@ -241,13 +244,27 @@ class Broker:
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        """Lock and load the log dirs, start the services and the listeners.
+
+        On failure everything started is undone (the ``.lock`` files released, nothing
+        written to a dir this broker could not lock) before the exception propagates, and
+        ``stop()`` becomes a no-op.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self._abort_start()
+            raise
+
+    async def _start(self) -> None:
         await self.run_blocking(self.log_manager.startup)
+        self._storage_started = True
         self.topics.load_and_reconcile()
         for service in self.services:
             await service.start()
+            self._services_started.append(service)
         self.log_cleaner.startup()
+        self._cleaner_started = True
         max_request = self.config.socket_request_max_bytes
         for endpoint in self.endpoints:
             server = ListenerServer(
@@ -277,6 +294,33 @@ class Broker:
             ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
+
+    async def _abort_start(self) -> None:
+        """Undo a start that failed part way (never raises: the first error is the news)."""
+        self._stopped = True
+        self.stopping = True
+        for server in self.listeners:
+            server.stop_accepting()
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        for service in reversed(self._services_started):
+            try:
+                await service.stop()
+            except Exception:
+                log.debug("stopping %r after a failed start failed", service, exc_info=True)
+        try:
+            if self._cleaner_started:
+                await self.run_blocking(self.log_cleaner.shutdown)
+            if self._storage_started:
+                # The dirs were locked and loaded: close them cleanly.
+                await self.run_blocking(self.log_manager.shutdown)
+            else:
+                self.log_manager.release_locks()
+        except Exception:
+            log.debug("closing storage after a failed start failed", exc_info=True)
+            self.log_manager.release_locks()
+        self._executor.shutdown(wait=True)
 
     def listening_line(self) -> str:
         """The one line ``tidelog serve`` logs once it listens (tests wait for it)."""
