@@ -8,6 +8,8 @@
 - ``partitions`` (HighWatermarkWaiters): ``await partitions.wait_any(...)`` for long polls;
 - ``after_append(log, hw_before)``: call after every append; wakes HW waiters now or schedules the
   group-commit fsync that will (flush policy);
+- ``held_answers`` (HeldAnswers): produce answers parked until the fsync covering them returns
+  (released by the flusher, expired by the flush tick);
 - ``run_blocking(fn, *args)``: run blocking work (fsync, big reads) in the worker pool;
 - ``groups`` (the group coordinator, None until broker/group/ is wired in) and ``producer_ids``
   (issue 5) are hooks; ``services`` holds extra components started and stopped with the broker.
@@ -27,13 +29,14 @@ from typing import Any, Protocol, TypeVar
 
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
-from tidelog.broker.partitions import HighWatermarkWaiters
+from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.router import Router
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
+from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import LogManager, PartitionLog
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
@@ -137,6 +140,8 @@ class Broker:
             clock=clock,
         )
         self.partitions = HighWatermarkWaiters()
+        #: Produce answers encoded at append time, sent once the fsync covering them returns.
+        self.held_answers = HeldAnswers()
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
@@ -230,11 +235,16 @@ class Broker:
                 self._flushing[key] = False
                 hw_before = partition_log.high_watermark
                 try:
-                    await self.run_blocking(partition_log.flush, self.clock())
-                except Exception:
+                    hw = await self.run_blocking(partition_log.flush, self.clock())
+                except Exception as exc:
                     log.exception("flush of %s-%d failed", *key)
+                    # Kafka answers KAFKA_STORAGE_ERROR when its log dir fails.
+                    self.held_answers.fail(
+                        key, ErrorCode.kafka_storage_error, f"fsync failed: {exc}"
+                    )
                     return
-                if partition_log.high_watermark != hw_before:
+                self.held_answers.release(key, hw)
+                if hw != hw_before:
                     self.partitions.notify(*key)
                 if not self._flushing.get(key) and not partition_log.needs_flush(self.clock()):
                     return
@@ -376,6 +386,11 @@ class Broker:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _flush_due(self) -> None:
+        self.held_answers.expire(
+            asyncio.get_running_loop().time(),
+            ErrorCode.request_timed_out,
+            "the fsync covering the batch did not return before the request timeout",
+        )
         now = self.clock()
         for partition_log in self.log_manager.logs():
             if partition_log.needs_flush(now):

@@ -2,9 +2,14 @@
 
 The records are never decoded here: storage validates each batch header and CRC, assigns the
 offsets and writes. acks=0 sends no answer (but closes the connection when an append failed, as
-Kafka does, so the client refreshes its metadata); acks=1 answers once appended; acks=-1 answers
-once the HW covers the appended batch (at once, unless a flush policy holds the HW back until the
-group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
+Kafka does, so the client refreshes its metadata). acks=1 and acks=-1 answer once the HW covers
+the appended batch, or with REQUEST_TIMED_OUT after ``timeout_ms``: at once when the HW follows
+the LEO, and after the group-commit fsync covering the batch when ``flush.messages=1`` holds the
+HW back (tidelog's default: an acknowledgement means "on disk").
+
+Kafka divergence: Kafka answers acks=1 right after the leader's append; on a single node with
+the durable default that would acknowledge records a power cut can still take, so acks=1 waits
+for the fsync as acks=-1 does (a topic with ``flush.messages`` > 1 answers acks=1 at once).
 
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
@@ -17,8 +22,8 @@ transactional batches).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -180,9 +185,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"{failed[0].error.name}"
             )
         return None
-    if acks == -1:
-        timeout_s = max(request.timeout.total_seconds(), 0.0)
-        await _await_high_watermark(ctx, results, timeout_s)
+    # acks=1 or -1: the HW moves at once, or after the fsync (flush.messages=1).
+    timeout_s = max(request.timeout.total_seconds(), 0.0)
+    await _await_high_watermark(ctx, results, timeout_s)
     return _lean_response(ctx, results)
 
 
@@ -231,12 +236,14 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
 
 def answer_at_once(
     broker: Any, version: int, correlation_id: int, request: Any
-) -> bytes | Coroutine[Any, Any, Any] | None:
+) -> bytes | asyncio.Future[bytes] | None:
     """The framed answer of the request most producers send, without a coroutine or a context.
 
-    One topic, one partition, acks=1, or acks=-1 on a topic whose HW moves with the LEO: the
-    append and the answer are what ``handle`` does for it (same bytes, same errors), in a
-    fraction of the calls. Anything else returns None and goes through ``handle``.
+    One topic, one partition, acks=1 or -1: the append and the answer are what ``handle`` does
+    for it (same bytes, same errors), in a fraction of the calls. When the HW waits for the
+    fsync (``flush.messages=1``), the answer is encoded now and held (a future) until the
+    group-commit fsync covering the batch returns. Anything else returns None and goes through
+    ``handle``.
     """
     acks = request.acks
     if (acks != 1 and acks != -1) or request.transactional_id is not None:
@@ -252,8 +259,6 @@ def answer_at_once(
     index, records = partitions[0]
     partition_log = broker.topics.get_log(name, index)
     if partition_log is None or records is None or name in INTERNAL_TOPICS:
-        return None
-    if acks == -1 and partition_log.config.holds_high_watermark:
         return None
     hw_before = partition_log.high_watermark
     try:
@@ -272,16 +277,6 @@ def answer_at_once(
         )
         return frame_answer(correlation_id, version >= 9, body)
     broker.after_append(partition_log, hw_before)
-    if acks == -1 and partition_log.high_watermark <= info.last_offset:  # not expected
-        result = _Result(
-            name,
-            index,
-            base_offset=info.first_offset,
-            next_offset=info.last_offset + 1,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=info.log_start_offset,
-        )
-        return _answer_later(broker, version, correlation_id, request, result)
     body = encode_produce_one(
         version,
         name,
@@ -291,16 +286,28 @@ def answer_at_once(
         info.log_append_time_ms,
         info.log_start_offset,
     )
+    answer = frame_answer(correlation_id, version >= 9, body)
+    if partition_log.high_watermark > info.last_offset:
+        return answer
+    # Durable acknowledgement: answer once the group-commit fsync covers the batch.
+    held: asyncio.Future[bytes] = broker.held_answers.hold(
+        (name, index),
+        info.last_offset + 1,
+        asyncio.get_running_loop().time() + max(request.timeout.total_seconds(), 0.0),
+        answer,
+        functools.partial(_error_answer, version, correlation_id, name, index),
+    )
+    return held
+
+
+def _error_answer(
+    version: int, correlation_id: int, topic: str, partition: int, error_code: int, message: str
+) -> bytes:
+    """One partition's framed error answer (a held answer that timed out or failed)."""
+    body = encode_produce_one(
+        version, topic, partition, error_code, -1, -1, -1, message if version >= 8 else None
+    )
     return frame_answer(correlation_id, version >= 9, body)
-
-
-async def _answer_later(
-    broker: Any, version: int, correlation_id: int, request: Any, result: _Result
-) -> RawBody:
-    """acks=-1 whose HW did not cover the batch at once: wait as ``handle`` does."""
-    ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)
-    await _await_high_watermark(ctx, [result], max(request.timeout.total_seconds(), 0.0))
-    return _lean_response(ctx, [result])
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
