@@ -46,6 +46,7 @@ __all__ = ("Broker", "Endpoint", "Service", "now_ms", "resolve_endpoints")
 
 T = TypeVar("T")
 
+PRODUCE_API_KEY = 0
 #: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
 FLUSH_TICK_S = 0.1
 #: How often ``.deleted`` segment files past ``file.delete.delay.ms`` are removed.
@@ -141,7 +142,9 @@ class Broker:
         )
         self.partitions = HighWatermarkWaiters()
         #: Produce answers encoded at append time, sent once the fsync covering them returns.
-        self.held_answers = HeldAnswers()
+        self.held_answers = HeldAnswers(
+            lambda seconds, failed: self.router.observe(PRODUCE_API_KEY, seconds, failed)
+        )
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.

@@ -15,6 +15,7 @@ answers: group commit), and a periodic tick answers the ones past their request 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
@@ -110,6 +111,7 @@ class HeldAnswer(NamedTuple):
 
     target: int
     deadline: float  # loop time
+    started: float  # time.perf_counter() when held (for the request metrics)
     future: asyncio.Future[bytes]
     answer: bytes
     #: The framed answer carrying an error instead: ``error_answer(code, message)``.
@@ -119,8 +121,10 @@ class HeldAnswer(NamedTuple):
 class HeldAnswers:
     """Per-partition queues of answers released when the HW covers them (in append order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, observe: Callable[[float, bool], None] | None = None) -> None:
         self._held: dict[TopicPartition, deque[HeldAnswer]] = {}
+        #: ``observe(seconds, failed)`` for every answer released (request metrics).
+        self._observe = observe or _ignore
 
     def hold(
         self,
@@ -135,7 +139,9 @@ class HeldAnswers:
         queue = self._held.get(key)
         if queue is None:
             queue = self._held[key] = deque()
-        queue.append(HeldAnswer(target, deadline, future, answer, error_answer))
+        queue.append(
+            HeldAnswer(target, deadline, time.perf_counter(), future, answer, error_answer)
+        )
         return future
 
     def release(self, key: TopicPartition, high_watermark: int) -> None:
@@ -147,10 +153,12 @@ class HeldAnswers:
         queue = self._held.get(key)
         if not queue:
             return
+        now = time.perf_counter()
         while queue and queue[0].target <= high_watermark:
             held = queue.popleft()
             if not held.future.done():  # cancelled when its connection closed
                 held.future.set_result(held.answer)
+                self._observe(now - held.started, False)
         if not queue:
             del self._held[key]
 
@@ -160,6 +168,7 @@ class HeldAnswers:
         for held in queue or ():
             if not held.future.done():
                 held.future.set_result(held.error_answer(error_code, message))
+                self._observe(time.perf_counter() - held.started, True)
 
     def expire(self, now: float, error_code: int, message: str) -> int:
         """Answer the ones whose deadline passed with ``error_code``; returns how many."""
@@ -174,6 +183,7 @@ class HeldAnswers:
                     kept.append(held)
                 elif not held.future.done():
                     held.future.set_result(held.error_answer(error_code, message))
+                    self._observe(time.perf_counter() - held.started, True)
                     expired += 1
             if kept:
                 self._held[key] = kept
@@ -184,6 +194,10 @@ class HeldAnswers:
     def held(self) -> int:
         """How many answers are held (for metrics and tests)."""
         return sum(len(q) for q in self._held.values())
+
+
+def _ignore(_seconds: float, _failed: bool) -> None:
+    pass
 
 
 def _resolve(future: asyncio.Future[bool]) -> None:

@@ -339,7 +339,16 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
 
 
 def _short(figures: dict[str, Any]) -> str:
-    keys = ("msgs_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "error")
+    keys = (
+        "msgs_per_s",
+        "mb_per_s",
+        "plain_msgs_per_s",
+        "ratio",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "error",
+    )
     return ", ".join(
         f"{k}={figures[k]:.4g}" if isinstance(figures[k], float) else f"{k}={figures[k]}"
         for k in keys

@@ -43,6 +43,7 @@ class FsyncGate:
         self.release_event = threading.Event()
         self.entered = threading.Event()  # a held fsync is waiting
         self.calls: list[str] = []  # paths of matching fsyncs, in order
+        self.fail_with: OSError | None = None  # raise this instead of holding
         self._lock = threading.Lock()
 
     def arm(self, needle: str) -> None:
@@ -65,6 +66,8 @@ class FsyncGate:
                 if needle in path and path.endswith(".log"):
                     with self._lock:
                         self.calls.append(path)
+                    if self.fail_with is not None:
+                        raise self.fail_with
                     self.entered.set()
                     assert self.release_event.wait(WAIT_S), "fsync held for too long"
             real(fd)
@@ -117,6 +120,8 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
 def broker(tmp_path: Path, gate: FsyncGate) -> Iterator[ThreadBroker]:
     b = ThreadBroker(tmp_path / "data")  # the defaults: nothing about flushing is set
     yield b
+    gate.fail_with = None
+    gate.needle = None
     gate.release()
     b.close()
 
@@ -140,11 +145,13 @@ def _create(c: WireClient, name: str, partitions: int = 1) -> None:
     assert answer.topics[0].error_code == ErrorCode.none
 
 
-def _produce(topic: str, acks: int, partitions: tuple[int, ...] = (0,)) -> Any:
+def _produce(
+    topic: str, acks: int, partitions: tuple[int, ...] = (0,), timeout_ms: int = 20_000
+) -> Any:
     return p9.ProduceRequest(
         transactional_id=None,
         acks=acks,
-        timeout=timedelta(seconds=20),
+        timeout=timedelta(milliseconds=timeout_ms),
         topic_data=(
             p9.TopicProduceData(
                 name=topic,
@@ -327,3 +334,27 @@ def test_plain_topic_answers_without_waiting(broker: ThreadBroker, gate: FsyncGa
             got = c.request(_produce("plain", acks))
             assert got.responses[0].partition_responses[0].error_code == ErrorCode.none
         assert gate.calls == []  # nothing was fsynced for these answers
+
+
+def test_held_answer_times_out(broker: ThreadBroker, gate: FsyncGate) -> None:
+    """An fsync slower than the request timeout: REQUEST_TIMED_OUT, never a success."""
+    with WireClient(broker.bootstrap) as c:
+        _create(c, "slow")
+        gate.arm("slow-0")
+        c.send(_produce("slow", -1, timeout_ms=300))
+        assert gate.entered.wait(WAIT_S)
+        _, answer = c.receive()  # while the fsync is still held
+        assert not gate.release_event.is_set()
+        part = answer.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.request_timed_out
+
+
+def test_failed_fsync_is_a_storage_error(broker: ThreadBroker, gate: FsyncGate) -> None:
+    with WireClient(broker.bootstrap) as c:
+        _create(c, "broken")
+        gate.fail_with = OSError(5, "Input/output error")
+        gate.arm("broken-0")
+        answer = c.request(_produce("broken", 1))
+        part = answer.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.kafka_storage_error
+        assert gate.calls
