@@ -24,6 +24,7 @@ from kafka_wire import WireClient, make_batch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as f11
+from kio.schema.incremental_alter_configs.v0 import request as iac0
 from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 from kio.schema.produce.v9 import request as p9
@@ -358,3 +359,36 @@ def test_failed_fsync_is_a_storage_error(broker: ThreadBroker, gate: FsyncGate) 
         part = answer.responses[0].partition_responses[0]
         assert part.error_code == ErrorCode.kafka_storage_error
         assert gate.calls
+
+
+def test_switching_a_topic_to_page_cache_acks_answers_the_held_ones(
+    broker: ThreadBroker, gate: FsyncGate
+) -> None:
+    with WireClient(broker.bootstrap) as c, WireClient(broker.bootstrap) as admin:
+        _create(c, "switch")
+        gate.arm("switch-0")
+        c.send(_produce("switch", -1))
+        assert gate.entered.wait(WAIT_S)
+        assert not _answered_within(c, NO_ANSWER_S)
+        answer = admin.request(
+            iac0.IncrementalAlterConfigsRequest(
+                resources=(
+                    iac0.AlterConfigsResource(
+                        resource_type=2,
+                        resource_name="switch",
+                        configs=(
+                            iac0.AlterableConfig(
+                                name="flush.messages",
+                                config_operation=0,
+                                value="9223372036854775807",
+                            ),
+                        ),
+                    ),
+                ),
+                validate_only=False,
+            )
+        )
+        assert answer.responses[0].error_code == ErrorCode.none
+        _, produced = c.receive()  # the fsync is still held
+        assert not gate.release_event.is_set()
+        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
