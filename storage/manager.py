@@ -50,6 +50,7 @@ from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
 from .lockfile import LogDirLock
 from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
 from .metadata import (
+    META_PROPERTIES_FILE,
     fsync_dir,
     kafka_uuid_string,
     read_meta_properties,
@@ -165,6 +166,13 @@ class LogManager:
                 )
             if found and props.get("directory.id"):
                 return
+            # An empty or torn file (a crash on a file system that lost the write): the ids
+            # are rewritten, the cluster id from another log dir when one has it.
+            logger.warning(
+                "%s/%s is empty or damaged (no cluster.id or directory.id): writing it again",
+                log_dir,
+                META_PROPERTIES_FILE,
+            )
         if self._cluster_id is None:
             self._cluster_id = kafka_uuid_string(uuid.uuid4())
         directory_id = (props or {}).get("directory.id") or kafka_uuid_string(uuid.uuid4())

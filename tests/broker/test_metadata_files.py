@@ -161,6 +161,7 @@ def _serve_fails(log_dir: Path) -> str:
         ("cleaner-offset-checkpoint", "torn"),
         ("tidelog-topics.json", "empty"),
         ("tidelog-topics.json", "torn"),
+        ("meta.properties", "empty"),
     ],
 )
 def test_damaged_file_is_recovered(tmp_path: Path, name: str, how: str) -> None:
@@ -181,6 +182,9 @@ def test_damaged_file_is_recovered(tmp_path: Path, name: str, how: str) -> None:
         assert "Traceback" not in text
         if name == "tidelog-topics.json":
             assert "using its backup" in text
+        elif name == "meta.properties":
+            assert "meta.properties is empty or damaged" in text
+            assert "cluster.id=" in target.read_text()
         elif name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
             # read at start-up (the other two are rewritten before anything reads them)
             assert "ignoring unreadable checkpoint" in text
