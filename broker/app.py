@@ -8,6 +8,8 @@
 - ``partitions`` (HighWatermarkWaiters): ``await partitions.wait_any(...)`` for long polls;
 - ``after_append(log, hw_before)``: call after every append; wakes HW waiters now or schedules the
   group-commit fsync that will (flush policy);
+- ``held_answers`` (HeldAnswers): produce answers parked until the fsync covering them returns
+  (released by the flusher, expired by the flush tick);
 - ``run_blocking(fn, *args)``: run blocking work (fsync, big reads) in the worker pool;
 - ``groups`` (the group coordinator, None until broker/group/ is wired in) and ``producer_ids``
   (issue 5) are hooks; ``services`` holds extra components started and stopped with the broker.
@@ -27,13 +29,14 @@ from typing import Any, Protocol, TypeVar
 
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
-from tidelog.broker.partitions import HighWatermarkWaiters
+from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.router import Router
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
+from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import LogManager, PartitionLog
 from tidelog.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -48,6 +51,7 @@ __all__ = ("Broker", "Endpoint", "Service", "now_ms", "resolve_endpoints")
 
 T = TypeVar("T")
 
+PRODUCE_API_KEY = 0
 #: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
 FLUSH_TICK_S = 0.1
 #: How often ``.deleted`` segment files past ``file.delete.delay.ms`` are removed.
@@ -143,6 +147,10 @@ class Broker:
             clock=clock,
         )
         self.partitions = HighWatermarkWaiters()
+        #: Produce answers encoded at append time, sent once the fsync covering them returns.
+        self.held_answers = HeldAnswers(
+            lambda seconds, failed: self.router.observe(PRODUCE_API_KEY, seconds, failed)
+        )
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
@@ -164,6 +172,9 @@ class Broker:
         self._background: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
         self._stopped = False
+        self._storage_started = False
+        self._cleaner_started = False
+        self._services_started: list[Service] = []
         #: True once shutdown began: long polls answer at once instead of waiting.
         self.stopping = False
 
@@ -233,11 +244,16 @@ class Broker:
                 self._flushing[key] = False
                 hw_before = partition_log.high_watermark
                 try:
-                    await self.run_blocking(partition_log.flush, self.clock())
-                except Exception:
+                    hw = await self.run_blocking(partition_log.flush, self.clock())
+                except Exception as exc:
                     log.exception("flush of %s-%d failed", *key)
+                    # Kafka answers KAFKA_STORAGE_ERROR when its log dir fails.
+                    self.held_answers.fail(
+                        key, ErrorCode.kafka_storage_error, f"fsync failed: {exc}"
+                    )
                     return
-                if partition_log.high_watermark != hw_before:
+                self.held_answers.release(key, hw)
+                if hw != hw_before:
                     self.partitions.notify(*key)
                 if not self._flushing.get(key) and not partition_log.needs_flush(self.clock()):
                     return
@@ -247,13 +263,27 @@ class Broker:
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        """Lock and load the log dirs, start the services and the listeners.
+
+        On failure everything started is undone (the ``.lock`` files released, nothing
+        written to a dir this broker could not lock) before the exception propagates, and
+        ``stop()`` becomes a no-op.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self._abort_start()
+            raise
+
+    async def _start(self) -> None:
         await self.run_blocking(self.log_manager.startup)
+        self._storage_started = True
         self.topics.load_and_reconcile()
         for service in self.services:
             await service.start()
+            self._services_started.append(service)
         self.log_cleaner.startup()
+        self._cleaner_started = True
         max_request = self.config.socket_request_max_bytes
         for endpoint in self.endpoints:
             server = ListenerServer(
@@ -290,6 +320,33 @@ class Broker:
             ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
+
+    async def _abort_start(self) -> None:
+        """Undo a start that failed part way (never raises: the first error is the news)."""
+        self._stopped = True
+        self.stopping = True
+        for server in self.listeners:
+            server.stop_accepting()
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        for service in reversed(self._services_started):
+            try:
+                await service.stop()
+            except Exception:
+                log.debug("stopping %r after a failed start failed", service, exc_info=True)
+        try:
+            if self._cleaner_started:
+                await self.run_blocking(self.log_cleaner.shutdown)
+            if self._storage_started:
+                # The dirs were locked and loaded: close them cleanly.
+                await self.run_blocking(self.log_manager.shutdown)
+            else:
+                self.log_manager.release_locks()
+        except Exception:
+            log.debug("closing storage after a failed start failed", exc_info=True)
+            self.log_manager.release_locks()
+        self._executor.shutdown(wait=True)
 
     def listening_line(self) -> str:
         """The one line ``tidelog serve`` logs once it listens (tests wait for it)."""
@@ -345,6 +402,11 @@ class Broker:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _flush_due(self) -> None:
+        self.held_answers.expire(
+            asyncio.get_running_loop().time(),
+            ErrorCode.request_timed_out,
+            "the fsync covering the batch did not return before the request timeout",
+        )
         now = self.clock()
         for partition_log in self.log_manager.logs():
             if partition_log.needs_flush(now):

@@ -140,15 +140,31 @@ async def _serve(broker: object) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except OSError as exc:
-        log.error("cannot start: %s", exc)
-        await broker.stop()
+    except Exception as exc:
+        # One line naming the cause; ``start`` has already undone what it began.
+        log.error("cannot start: %s", _start_failure(exc))
+        log.debug("start-up failure", exc_info=True)
         return 1
     log.info("%s", broker.listening_line())
     await stop.wait()
     log.info("stopping (signal received)")
     await broker.stop()
     return 0
+
+
+def _start_failure(exc: BaseException) -> str:
+    """The one-line cause of a failed start: storage, file and socket errors say what they
+    are; anything else is named by its type (the traceback is logged at DEBUG)."""
+    from tidelog.broker.producer_ids import ProducerIdsError
+    from tidelog.broker.topics import TopicRegistryError
+    from tidelog.storage import StorageError
+
+    if isinstance(exc, StorageError | ProducerIdsError | TopicRegistryError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}" if exc.strerror else str(exc)
+    return f"{type(exc).__name__}: {exc} (run with --log-level DEBUG for the traceback)"
 
 
 if __name__ == "__main__":

@@ -5,14 +5,22 @@ any fetched partition has new data). Everything here runs on the event loop thre
 
 Whoever moves a HW calls ``notify(topic, partition)``: the produce path right after an append
 when no flush policy holds the HW back, and the flusher after a group-commit fsync.
+
+``HeldAnswers`` is the lean form for the produce answers that wait for an fsync (the durable
+default, ``flush.messages=1``): the answer is encoded at append time and parked with the offset
+the HW must reach; the flusher releases every answer its fsync covered (one fsync, many
+answers: group commit), and a periodic tick answers the ones past their request timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
-__all__ = ("HighWatermarkWaiters", "TopicPartition")
+__all__ = ("HeldAnswer", "HeldAnswers", "HighWatermarkWaiters", "TopicPartition")
 
 TopicPartition = tuple[str, int]
 
@@ -96,6 +104,100 @@ class HighWatermarkWaiters:
                 return False
             await self.wait_any((partition,), remaining)
         return True
+
+
+class HeldAnswer(NamedTuple):
+    """A framed answer waiting until the partition's HW reaches ``target``."""
+
+    target: int
+    deadline: float  # loop time
+    started: float  # time.perf_counter() when held (for the request metrics)
+    future: asyncio.Future[bytes]
+    answer: bytes
+    #: The framed answer carrying an error instead: ``error_answer(code, message)``.
+    error_answer: Callable[[int, str], bytes]
+
+
+class HeldAnswers:
+    """Per-partition queues of answers released when the HW covers them (in append order)."""
+
+    def __init__(self, observe: Callable[[float, bool], None] | None = None) -> None:
+        self._held: dict[TopicPartition, deque[HeldAnswer]] = {}
+        #: ``observe(seconds, failed)`` for every answer released (request metrics).
+        self._observe = observe or _ignore
+
+    def hold(
+        self,
+        key: TopicPartition,
+        target: int,
+        deadline: float,
+        answer: bytes,
+        error_answer: Callable[[int, str], bytes],
+    ) -> asyncio.Future[bytes]:
+        """A future resolved with ``answer`` once ``release(key, hw)`` sees ``hw >= target``."""
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        queue = self._held.get(key)
+        if queue is None:
+            queue = self._held[key] = deque()
+        queue.append(
+            HeldAnswer(target, deadline, time.perf_counter(), future, answer, error_answer)
+        )
+        return future
+
+    def release(self, key: TopicPartition, high_watermark: int) -> None:
+        """The HW of ``key`` is now ``high_watermark``: answer everything it covers.
+
+        Targets only grow along a queue (appends are ordered), except a retried idempotent
+        batch's, which is lower and therefore released no later than the entry before it.
+        """
+        queue = self._held.get(key)
+        if not queue:
+            return
+        now = time.perf_counter()
+        while queue and queue[0].target <= high_watermark:
+            held = queue.popleft()
+            if not held.future.done():  # cancelled when its connection closed
+                held.future.set_result(held.answer)
+                self._observe(now - held.started, False)
+        if not queue:
+            del self._held[key]
+
+    def fail(self, key: TopicPartition, error_code: int, message: str) -> None:
+        """Answer every held answer of ``key`` with an error (the fsync failed)."""
+        queue = self._held.pop(key, None)
+        for held in queue or ():
+            if not held.future.done():
+                held.future.set_result(held.error_answer(error_code, message))
+                self._observe(time.perf_counter() - held.started, True)
+
+    def expire(self, now: float, error_code: int, message: str) -> int:
+        """Answer the ones whose deadline passed with ``error_code``; returns how many."""
+        expired = 0
+        for key in list(self._held):
+            queue = self._held[key]
+            if all(h.deadline > now for h in queue):
+                continue
+            kept: deque[HeldAnswer] = deque()
+            for held in queue:
+                if held.deadline > now:
+                    kept.append(held)
+                elif not held.future.done():
+                    held.future.set_result(held.error_answer(error_code, message))
+                    self._observe(time.perf_counter() - held.started, True)
+                    expired += 1
+            if kept:
+                self._held[key] = kept
+            else:
+                del self._held[key]
+        return expired
+
+    def held(self) -> int:
+        """How many answers are held (for metrics and tests)."""
+        return sum(len(q) for q in self._held.values())
+
+
+def _ignore(_seconds: float, _failed: bool) -> None:
+    pass
 
 
 def _resolve(future: asyncio.Future[bool]) -> None:

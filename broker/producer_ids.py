@@ -67,7 +67,8 @@ def read_next_block_start(path: Path) -> int:
         raise ProducerIdsError(
             f"{path} is not a tidelog producer id file (expected '{FORMAT_VERSION}' and a "
             f"number on two lines, got {text[:80]!r}); refusing to start, as reusing producer "
-            "ids would break idempotent producers"
+            "ids would break idempotent producers. If it was damaged by a crash, delete it: ids "
+            "then continue above the largest one any partition remembers"
         )
     return int(lines[1])
 

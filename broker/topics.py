@@ -2,9 +2,12 @@
 
 # Kafka divergence: Kafka keeps topics in the KRaft metadata log (``__cluster_metadata``); tidelog
 # keeps them in ``tidelog-topics.json`` in the first log dir, written atomically (tmp + fsync +
-# rename + fsync of the directory). At start-up the registry is reconciled with the partition
-# directories LogManager found: a topic present only on disk is adopted (its id from
-# ``partition.metadata``), a registered partition without a directory gets an empty log.
+# rename + fsync of the directory), then again as ``tidelog-topics.json.backup``; an empty or torn
+# registry (a file system that lost a write in a crash) is read from the backup, and when both are
+# unreadable the start-up stops with one error naming the files and the fix. At start-up the
+# registry is reconciled with the partition directories LogManager found: a topic present only on
+# disk is adopted (its id from ``partition.metadata``), a registered partition without a directory
+# gets an empty log.
 
 Everything here runs on the event loop thread; the operations are rare and small (a mkdir and a
 few fsyncs), so they run inline. Admin handlers call these methods and map ``TopicError`` to the
@@ -27,7 +30,6 @@ from typing import TYPE_CHECKING
 from tidelog.config import BrokerConfig, ConfigError
 from tidelog.config.topic import effective_topic_config, validate_topic_configs
 from tidelog.storage import LogConfig
-from tidelog.storage.fileio import fsync_dir
 
 if TYPE_CHECKING:
     from tidelog.storage import LogManager, PartitionLog
@@ -39,12 +41,15 @@ __all__ = (
     "REGISTRY_FILE",
     "TopicError",
     "TopicInfo",
+    "TopicRegistryError",
     "Topics",
     "log_config_from",
     "topic_name_error",
 )
 
 REGISTRY_FILE = "tidelog-topics.json"
+#: The registry's second copy, written right after it (read when the first is empty or torn).
+BACKUP_SUFFIX = ".backup"
 #: Most partitions one request may create (Kafka's controller limit, KAFKA-17870): a larger
 #: CreateTopics / CreatePartitions is refused with POLICY_VIOLATION before anything is made.
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -54,6 +59,10 @@ MAX_TOPIC_NAME_LENGTH = 249
 #: Kafka's Long.MAX_VALUE: a flush setting at or above it means "never forced".
 _LONG_MAX = 2**63 - 1
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class TopicRegistryError(Exception):
+    """``tidelog-topics.json`` and its backup cannot be read (start-up stops with this)."""
 
 
 class TopicError(Exception):
@@ -139,6 +148,7 @@ class Topics:
         self._config = config
         self._logs = log_manager
         self.path = path
+        self._repair = False  # the registry was read from its backup: write it again
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
 
@@ -324,7 +334,8 @@ class Topics:
     # ------------------------------------------------------------------ persistence
 
     def save(self) -> None:
-        """Write the registry atomically: tmp + fsync + rename + fsync(dir)."""
+        """Write the registry and then its backup copy, each crash-safely (tmp + fsync +
+        rename + fsync of the directory): a crash leaves at least one complete copy."""
         data = {
             "version": 1,
             "topics": {
@@ -336,31 +347,45 @@ class Topics:
                 for info in self
             },
         }
+        text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        for target in (self.path, self.backup_path):
+            _atomic_write(target, text)
+
+    @property
+    def backup_path(self) -> Path:
+        return self.path.with_name(self.path.name + BACKUP_SUFFIX)
+
+    def _read_registered(self) -> dict[str, TopicInfo]:
+        """The registry file, or its backup when the file is empty or torn (a crash on a
+        file system that lost the write). Neither readable: ``TopicRegistryError``."""
+        if not self.path.exists() and not self.backup_path.exists():
+            return {}
+        try:
+            return _read_registry(self.path)
+        except TopicRegistryError as exc:
+            problem = str(exc)
+        try:
+            registered = _read_registry(self.backup_path)
+        except TopicRegistryError as exc:
+            raise TopicRegistryError(
+                f"{problem}, and so is its backup ({exc}). Topics, ids and partition counts "
+                f"can be rebuilt from the partition dirs: move {self.path} and "
+                f"{self.backup_path} away and start again (topic config overrides, such as "
+                "retention.ms, must then be set again)"
+            ) from None
+        log.warning("%s; using its backup %s", problem, self.backup_path.name)
+        self._repair = True
+        return registered
 
     def load_and_reconcile(self) -> None:
         """Read the registry file, then make it agree with the logs LogManager found."""
-        registered: dict[str, TopicInfo] = {}
-        if self.path.exists():
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            for name, entry in data.get("topics", {}).items():
-                registered[name] = TopicInfo(
-                    name=name,
-                    topic_id=uuid.UUID(entry["topic_id"]),
-                    partitions=int(entry["partitions"]),
-                    configs=MappingProxyType(dict(entry.get("configs", {}))),
-                )
+        self._repair = False
+        registered = self._read_registered()
         on_disk: dict[str, dict[int, PartitionLog]] = {}
         for partition_log in self._logs.logs():
             on_disk.setdefault(partition_log.topic, {})[partition_log.partition] = partition_log
-        changed = False
+        changed = self._repair
         for name, parts in on_disk.items():
             info = registered.get(name)
             disk_ids = {p.topic_id for p in parts.values() if p.topic_id is not None}
@@ -402,8 +427,49 @@ class Topics:
                     self._logs.create_log(info.name, partition, log_config, info.topic_id)
                 elif existing.config != log_config:
                     existing.update_config(log_config)
-        if changed or not self.path.exists():
+        if changed or not self.path.exists() or not self.backup_path.exists():
             self.save()
+
+
+def _read_registry(path: Path) -> dict[str, TopicInfo]:
+    """Parse one copy of the registry; ``TopicRegistryError`` names what is wrong with it."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TopicRegistryError(f"{path} is missing") from None
+    except OSError as exc:
+        raise TopicRegistryError(f"cannot read {path}: {exc.strerror}") from None
+    if not raw.strip():
+        raise TopicRegistryError(f"{path} is empty")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        topics = data["topics"]
+        registered: dict[str, TopicInfo] = {}
+        for name, entry in topics.items():
+            registered[name] = TopicInfo(
+                name=name,
+                topic_id=uuid.UUID(entry["topic_id"]),
+                partitions=int(entry["partitions"]),
+                configs=MappingProxyType({str(k): str(v) for k, v in entry["configs"].items()}),
+            )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # JSONDecodeError and UnicodeDecodeError are ValueErrors.
+        raise TopicRegistryError(f"{path} is not a readable topic registry ({exc})") from None
+    return registered
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _collision_key(name: str) -> str:

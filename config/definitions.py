@@ -231,11 +231,17 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "How long a deleted segment stays as a .deleted file before it is removed.",
         min_value=0,
     ),
+    # Kafka divergence: Kafka's default is Long.MAX_VALUE (never forced: replicas make an ack
+    # safe). A single node has no replica, so tidelog's default is 1: acks=all and acks=1 are
+    # answered (and the HW moves) only once a group-commit fsync covers the batch. Set it back
+    # to 9223372036854775807 (or any value > 1) to acknowledge from the page cache.
     _b(
         "log.flush.interval.messages",
         "long",
-        LONG_MAX,
-        "fsync after this many messages; 1 means an ack waits for the fsync.",
+        1,
+        "fsync after this many messages. 1 (tidelog's default): acks=all and acks=1 are answered "
+        "only after the fsync (group commit) and consumers see only fsynced records; larger "
+        "values (Kafka's default is 9223372036854775807) acknowledge from the page cache.",
         min_value=1,
         importance="high",
     ),
@@ -420,7 +426,9 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "offsets.commit.timeout.ms",
         "int",
         5000,
-        "How long an offset commit waits to be durable.",
+        "The longest an OffsetCommit answer waits for its __consumer_offsets append to be "
+        "covered by the high watermark (with flush.messages=1, the default, that is its fsync); "
+        "REQUEST_TIMED_OUT after that.",
         min_value=1,
     ),
     _b(
@@ -557,7 +565,7 @@ TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "flush.messages",
         "long",
         ["log.flush.interval.messages"],
-        "fsync after this many messages.",
+        "fsync after this many messages; 1 means an ack (acks=all or 1) waits for the fsync.",
         min_value=1,
     ),
     _t(

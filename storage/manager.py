@@ -2,6 +2,7 @@
 
 A log dir holds::
 
+    .lock                                flock'ed while a broker uses the dir (storage.lockfile)
     meta.properties                      node.id, cluster.id, directory.id (KRaft, version 1)
     recovery-point-offset-checkpoint     per partition: offset below which all is fsynced
     replication-offset-checkpoint        per partition: high watermark
@@ -10,11 +11,13 @@ A log dir holds::
     <topic>-<partition>/                 one directory per partition (see storage.log)
     <topic>-<partition>.<uuid hex>-delete/   a deleted partition awaiting removal
 
-Start-up: ``meta.properties`` is read (or created); the clean-shutdown marker is noted and
-deleted (fsynced) before any partition is loaded, so a crash during this run is seen as unclean
-next time; every partition dir is loaded (recovering from its recovery point when the shutdown
-was not clean); ``-delete`` dirs are removed. Shutdown: every log is flushed and closed
-(indexes trimmed), the checkpoints are written, then the marker.
+Start-up: every log dir is created when missing and its ``.lock`` taken (another process using a
+dir stops the start-up before any file is touched); then ``meta.properties`` is read (or created);
+the clean-shutdown marker is noted and deleted (fsynced) before any partition is loaded, so a crash
+during this run is seen as unclean next time; every partition dir is loaded (recovering from its
+recovery point when the shutdown was not clean); ``-delete`` dirs are removed. Shutdown: every log
+is flushed and closed (indexes trimmed), the checkpoints are written, then the marker; the locks
+are released last.
 
 A new partition goes to the log dir holding the fewest partitions. Deleting a partition renames
 its directory to ``<topic>-<partition>.<uuid hex>-delete`` (atomic; a crash leaves the renamed
@@ -46,8 +49,10 @@ from .checkpoint import (
 from .config import LogConfig
 from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
 from .fileio import fsync_dir
+from .lockfile import LogDirLock
 from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
 from .metadata import (
+    META_PROPERTIES_FILE,
     kafka_uuid_string,
     read_meta_properties,
     write_meta_properties,
@@ -101,6 +106,7 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[Path, int]] = []
         self._lock = threading.Lock()
         self._checkpoint_locks = {d: threading.Lock() for d in self.log_dirs}
+        self._dir_locks: list[LogDirLock] = []
         self._started = False
 
     @property
@@ -111,16 +117,47 @@ class LogManager:
 
     # -- start-up ------------------------------------------------------------------------------
     def startup(self) -> None:
-        for log_dir in self.log_dirs:
-            try:
-                log_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise LogDirNotFoundError(f"cannot create log dir {log_dir}: {exc}") from exc
-            self._load_meta_properties(log_dir)
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
-        self._started = True
-        self.checkpoint()
+        """Lock every log dir, then load them. On failure the locks taken are released."""
+        self.lock_log_dirs()
+        try:
+            for log_dir in self.log_dirs:
+                self._load_meta_properties(log_dir)
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+            self._started = True
+            self.checkpoint()
+        except BaseException:
+            self.release_locks()
+            raise
+
+    def lock_log_dirs(self) -> None:
+        """Create missing log dirs and take each one's ``.lock`` (Kafka's lockLogDirs).
+
+        Raises ``LogDirLockedError`` when a dir is in use (nothing in any dir is touched
+        then, and the locks already taken are released), ``LogDirNotFoundError`` or
+        ``KafkaStorageError`` when a dir cannot be created, is not a directory or is not
+        writable.
+        """
+        if self._dir_locks:
+            return
+        try:
+            for log_dir in self.log_dirs:
+                _create_log_dir(log_dir)
+                self._dir_locks.append(LogDirLock.acquire(log_dir))
+                if not os.access(log_dir, os.R_OK | os.W_OK | os.X_OK):
+                    raise KafkaStorageError(
+                        f"log dir {log_dir} is not writable (the broker needs read-write "
+                        "access to every log dir)"
+                    )
+        except BaseException:
+            self.release_locks()
+            raise
+
+    def release_locks(self) -> None:
+        """Release every ``.lock`` this manager holds (after shutdown, or a failed start)."""
+        locks, self._dir_locks = self._dir_locks, []
+        for lock in locks:
+            lock.release()
 
     def _load_meta_properties(self, log_dir: Path) -> None:
         props = read_meta_properties(log_dir)
@@ -141,6 +178,13 @@ class LogManager:
                 )
             if found and props.get("directory.id"):
                 return
+            # An empty or torn file (a crash on a file system that lost the write): the ids
+            # are rewritten, the cluster id from another log dir when one has it.
+            logger.warning(
+                "%s/%s is empty or damaged (no cluster.id or directory.id): writing it again",
+                log_dir,
+                META_PROPERTIES_FILE,
+            )
         if self._cluster_id is None:
             self._cluster_id = kafka_uuid_string(uuid.uuid4())
         directory_id = (props or {}).get("directory.id") or kafka_uuid_string(uuid.uuid4())
@@ -347,3 +391,18 @@ class LogManager:
         with self._lock:
             self._logs.clear()
             self._log_dir_of.clear()
+        self.release_locks()
+
+
+def _create_log_dir(log_dir: Path) -> None:
+    """Create ``log_dir`` and its parents when missing (as Kafka does)."""
+    if log_dir.is_dir():
+        return
+    if log_dir.exists() or log_dir.is_symlink():
+        raise LogDirNotFoundError(f"log dir {log_dir} is not a directory")
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LogDirNotFoundError(
+            f"cannot create log dir {log_dir}: {exc.strerror or exc}"
+        ) from exc

@@ -101,10 +101,13 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
 
 
 def read_meta_properties(log_dir: Path) -> dict[str, str] | None:
+    """The file's properties; None when it is absent, ``{}`` when it is not text."""
     try:
         text = (log_dir / META_PROPERTIES_FILE).read_text()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:
+        return {}
     props: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()

@@ -119,7 +119,8 @@ def alter_topic(
 ) -> ApiError:
     """Replace ``name``'s overrides through the topic registry (persisted, applied to logs).
 
-    HW waiters of the topic's partitions are woken: a new flush policy can move the HW.
+    HW waiters and held produce answers of the topic's partitions are woken: a new flush
+    policy can move the HW.
     """
     try:
         info = broker.topics.set_config_overrides(name, overrides, validate_only=validate_only)
@@ -128,6 +129,9 @@ def alter_topic(
     if not validate_only:
         for partition in range(info.partitions):
             broker.partitions.notify(name, partition)
+            partition_log = broker.topics.get_log(name, partition)
+            if partition_log is not None:  # held produce answers the new HW now covers
+                broker.held_answers.release((name, partition), partition_log.high_watermark)
         log.info("topic %s configs set to %s", name, dict(overrides))
     return NONE
 

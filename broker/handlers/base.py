@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
-    from tidelog.broker.partitions import HighWatermarkWaiters
+    from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.router import Router
     from tidelog.broker.topics import Topics
@@ -81,6 +81,7 @@ class BrokerView(Protocol):
     node_id: int
     topics: Topics
     partitions: HighWatermarkWaiters
+    held_answers: HeldAnswers
     producer_ids: ProducerIdManager
     router: Router
     stopping: bool

@@ -2,9 +2,14 @@
 
 The records are never decoded here: storage validates each batch header and CRC, assigns the
 offsets and writes. acks=0 sends no answer (but closes the connection when an append failed, as
-Kafka does, so the client refreshes its metadata); acks=1 answers once appended; acks=-1 answers
-once the HW covers the appended batch (at once, unless a flush policy holds the HW back until the
-group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
+Kafka does, so the client refreshes its metadata). acks=1 and acks=-1 answer once the HW covers
+the appended batch, or with REQUEST_TIMED_OUT after ``timeout_ms``: at once when the HW follows
+the LEO, and after the group-commit fsync covering the batch when ``flush.messages=1`` holds the
+HW back (tidelog's default: an acknowledgement means "on disk").
+
+Kafka divergence: Kafka answers acks=1 right after the leader's append; on a single node with
+the durable default that would acknowledge records a power cut can still take, so acks=1 waits
+for the fsync as acks=-1 does (a topic with ``flush.messages`` > 1 answers acks=1 at once).
 
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
@@ -18,8 +23,8 @@ router's coroutine-free path for one batch of one partition) call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -175,9 +180,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"{failed[0].error.name}"
             )
         return None
-    if acks == -1:
-        timeout_s = max(request.timeout.total_seconds(), 0.0)
-        await _await_high_watermark(ctx, results, timeout_s)
+    # acks=1 or -1: the HW moves at once, or after the fsync (flush.messages=1).
+    timeout_s = max(request.timeout.total_seconds(), 0.0)
+    await _await_high_watermark(ctx, results, timeout_s)
     return _lean_response(ctx, results)
 
 
@@ -220,13 +225,14 @@ def _encode_one(version: int, r: _Result) -> bytes:
 
 def answer_at_once(
     broker: BrokerView, version: int, correlation_id: int, request: Any
-) -> bytes | Coroutine[Any, Any, Any] | None:
+) -> bytes | asyncio.Future[bytes] | None:
     """The framed answer of the request most producers send, without a coroutine or a context.
 
     One topic, one partition, acks 1 or -1: the same core as ``handle`` (``append_partition``,
-    ``_encode_one``), in a fraction of the calls; an acks=-1 append the HW does not cover at once
-    (a flush policy holds it back) returns a coroutine that waits as ``handle`` does. Anything
-    else returns None and goes through ``handle``.
+    ``_encode_one``), in a fraction of the calls. When the HW waits for the fsync
+    (``flush.messages=1``), the answer is encoded now and held (a future) until the
+    group-commit fsync covering the batch returns. Anything else returns None and goes through
+    ``handle``.
     """
     acks = request.acks
     if (acks != 1 and acks != -1) or request.transactional_id is not None:
@@ -242,19 +248,26 @@ def answer_at_once(
     if records is None:
         return None
     result = append_partition(broker, topic.name, index, records)
-    if acks == -1 and result.error == ErrorCode.none and not _covered(broker, result):
-        return _answer_later(broker, version, correlation_id, request, result)
-    return frame_answer(correlation_id, version >= 9, _encode_one(version, result))
+    answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
+    if result.error != ErrorCode.none or _covered(broker, result):
+        return answer
+    # Durable acknowledgement: answer once the group-commit fsync covers the batch.
+    held: asyncio.Future[bytes] = broker.held_answers.hold(
+        (result.topic, result.partition),
+        result.next_offset,
+        asyncio.get_running_loop().time() + max(request.timeout.total_seconds(), 0.0),
+        answer,
+        functools.partial(_error_answer, version, correlation_id, result.topic, result.partition),
+    )
+    return held
 
 
-async def _answer_later(
-    broker: BrokerView, version: int, correlation_id: int, request: Any, result: _Result
+def _error_answer(
+    version: int, correlation_id: int, topic: str, partition: int, error_code: int, message: str
 ) -> bytes:
-    """acks=-1 whose HW did not cover the batch at once: wait as ``handle`` does; the framed
-    answer (the router's coroutine-free path writes what this returns as it is)."""
-    ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)
-    await _await_high_watermark(ctx, [result], max(request.timeout.total_seconds(), 0.0))
-    return frame_answer(correlation_id, version >= 9, _encode_one(version, result))
+    """One partition's framed error answer (a held answer that timed out or failed)."""
+    failed = _Result(topic, partition, ErrorCode(error_code), message)
+    return frame_answer(correlation_id, version >= 9, _encode_one(version, failed))
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:

@@ -18,6 +18,11 @@ every run, the machine, the date and the settings. Workloads:
   e2e-latency     produce -> consume at a steady 10,000 msg/s (linger.ms=0): p50/p99/p99.9
   produce-fsync   produce-kcat with acks=all on a topic with flush.messages=1 (fsync before
                   the ack); ratio to produce-kcat
+  durable-100     durable vs plain produce, kcat -P -l, acks=all, 100 B: the default
+                  (flush.messages=1, the ack waits for the group-commit fsync) against a topic
+                  with flush.messages=9223372036854775807 (page-cache acks), back to back on
+                  fresh topics; msgs/s of each and durable/plain
+  durable-1k      the same with 1 KiB records (produce-ck's count)
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
 is reported at the end.
 
@@ -57,6 +62,8 @@ WORKLOADS = (
     "sync-latency",
     "e2e-latency",
     "produce-fsync",
+    "durable-100",
+    "durable-1k",
 )
 
 
@@ -84,6 +91,8 @@ TARGETS = {
     "sync-latency": "p99 <= 0.3 ms",
     "e2e-latency": "p99 <= 3 ms",
     "produce-fsync": ">= 50% of produce-kcat",
+    "durable-100": ">= 80% of the plain rate",
+    "durable-1k": ">= 80% of the plain rate",
     "rss": "<= 150 MB",
 }
 
@@ -141,11 +150,16 @@ class Context:
         self.workdir = workdir
         self.counts = counts
         self.file_100 = workdir / "messages-100.txt"
+        self.file_1k = workdir / "messages-1024.txt"
         self._prepared: dict[tuple[str, str], tuple[str, int]] = {}
 
     def message_file(self, count: int) -> Path:
         wl.make_message_file(self.file_100, count, 100)
         return self.file_100
+
+    def message_file_1k(self, count: int) -> Path:
+        wl.make_message_file(self.file_1k, count, 1024)
+        return self.file_1k
 
     def topic(
         self, server: servers.Server, workload: str, configs: dict[str, str] | None = None
@@ -186,6 +200,30 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
         return wl.kcat_produce(
             b, topic, ctx.message_file(c.produce_kcat), c.produce_kcat, 100, acks="all"
         )
+    if name in ("durable-100", "durable-1k"):
+        if not server.kcat_ok:
+            raise Unsupported("kcat cannot talk to this broker")
+        if not server.fsync_config:
+            raise Unsupported("no per-topic fsync setting")
+        size = 100 if name == "durable-100" else 1024
+        count = c.produce_kcat if size == 100 else c.produce_ck
+        path = ctx.message_file(count) if size == 100 else ctx.message_file_1k(count)
+        plain = wl.kcat_produce(
+            b,
+            ctx.topic(server, name, {"flush.messages": str(PLAIN_FLUSH_MESSAGES)}),
+            path,
+            count,
+            size,
+            acks="all",
+        )
+        durable = wl.kcat_produce(b, ctx.topic(server, name), path, count, size, acks="all")
+        return {
+            "msgs_per_s": durable["msgs_per_s"],
+            "mb_per_s": durable["mb_per_s"],
+            "plain_msgs_per_s": plain["msgs_per_s"],
+            "ratio": durable["msgs_per_s"] / plain["msgs_per_s"],
+            "command": durable["command"],
+        }
     if name == "produce-ck":
         topic = ctx.topic(server, name)
         return wl.ck_produce(b, topic, c.produce_ck, 1024, acks="all", linger_ms=5)
@@ -207,6 +245,10 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
         topic = ctx.topic(server, name)
         return wl.e2e_latency(b, topic, c.e2e_rate, c.e2e_seconds, warmup_s=c.e2e_warmup_s)
     raise ValueError(name)
+
+
+#: Kafka's default flush.messages (never forced): page-cache acknowledgements.
+PLAIN_FLUSH_MESSAGES = 2**63 - 1
 
 
 class Unsupported(Exception):
@@ -297,7 +339,16 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
 
 
 def _short(figures: dict[str, Any]) -> str:
-    keys = ("msgs_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "error")
+    keys = (
+        "msgs_per_s",
+        "mb_per_s",
+        "plain_msgs_per_s",
+        "ratio",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "error",
+    )
     return ", ".join(
         f"{k}={figures[k]:.4g}" if isinstance(figures[k], float) else f"{k}={figures[k]}"
         for k in keys
@@ -352,6 +403,12 @@ ROWS: list[Row] = [
     ("e2e 10k msg/s p99", "e2e-latency", "p99_ms", "ms"),
     ("e2e 10k msg/s p99.9", "e2e-latency", "p999_ms", "ms"),
     ("produce fsync (acks=all), msgs/s", "produce-fsync", "msgs_per_s", ""),
+    ("plain 100 B kcat acks=all, msgs/s", "durable-100", "plain_msgs_per_s", ""),
+    ("durable 100 B kcat acks=all, msgs/s", "durable-100", "msgs_per_s", ""),
+    ("durable / plain, 100 B", "durable-100", "ratio", "%"),
+    ("plain 1 KiB kcat acks=all, msgs/s", "durable-1k", "plain_msgs_per_s", ""),
+    ("durable 1 KiB kcat acks=all, msgs/s", "durable-1k", "msgs_per_s", ""),
+    ("durable / plain, 1 KiB", "durable-1k", "ratio", "%"),
     ("broker CPU s, produce-kcat run", "produce-kcat", "broker_cpu_s", "s"),
     ("broker CPU s, sync-latency run", "sync-latency", "broker_cpu_s", "s"),
     ("broker CPU s, e2e-latency run", "e2e-latency", "broker_cpu_s", "s"),
@@ -409,6 +466,10 @@ def evaluate_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     fsync = med("produce-fsync", "msgs_per_s")
     if fsync is not None and produce:
         out["produce-fsync"] = {"value": fsync / produce, "met": fsync / produce >= 0.5}
+    for workload in ("durable-100", "durable-1k"):
+        ratio = med(workload, "ratio")
+        if ratio is not None:
+            out[workload] = {"value": ratio, "met": ratio >= 0.8}
     rss = tl.get("peak_rss_mb")
     if rss:
         out["rss"] = {"value": rss, "met": rss <= 150}
@@ -465,7 +526,7 @@ def render(results: dict[str, Any]) -> str:
             value = t["value"]
             shown = (
                 f"{value:.0%}"
-                if key == "produce-fsync"
+                if key in ("produce-fsync", "durable-100", "durable-1k")
                 else f"{value:.3f} ms"
                 if key.endswith("latency")
                 else f"{value:,.0f} MB"
@@ -580,6 +641,12 @@ def main(argv: list[str] | None = None) -> int:
             "produce_ck_100": {"size": 100, "acks": "1", "linger.ms": 5},
             "produce_fsync": {
                 "topic": {"flush.messages": "1"},
+                "acks": "all",
+                **wl.KCAT_PRODUCE_SETTINGS,
+            },
+            "durable": {
+                "plain_topic": {"flush.messages": str(PLAIN_FLUSH_MESSAGES)},
+                "durable_topic": "broker defaults (flush.messages=1)",
                 "acks": "all",
                 **wl.KCAT_PRODUCE_SETTINGS,
             },

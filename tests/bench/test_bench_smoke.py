@@ -29,7 +29,7 @@ def test_quick_suite_runs_and_writes_results(tmp_path: Path) -> None:
             "--brokers",
             "tidelog",
             "--only",
-            "produce-kcat,sync-latency",
+            "produce-kcat,sync-latency,durable-100",
             "--out",
             str(out),
             "--dir",
@@ -50,6 +50,9 @@ def test_quick_suite_runs_and_writes_results(tmp_path: Path) -> None:
     assert produce["msgs_per_s"] > 0
     latency = tidelog["workloads"]["sync-latency"]["median"]
     assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    durable = tidelog["workloads"]["durable-100"]["median"]
+    assert durable["msgs_per_s"] > 0 and durable["plain_msgs_per_s"] > 0
+    assert durable["ratio"] == pytest.approx(durable["msgs_per_s"] / durable["plain_msgs_per_s"])
     assert results["machine"]["cores"] >= 1
     assert "produce 100 B kcat, msgs/s" in proc.stdout
 

@@ -90,3 +90,4 @@ class AdminHarness:
         assert log is not None
         records = [NewRecord(key=None, value=b"v%d" % i) for i in range(count)]
         log.append(encode_batch(records))
+        log.flush()  # the durable default (flush.messages=1) moves the HW after the fsync

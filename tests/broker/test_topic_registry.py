@@ -157,4 +157,6 @@ def test_log_config_mapping_from_broker_settings(tmp_path: Path) -> None:
     assert mapped.message_timestamp_type == "LogAppendTime"
     assert mapped.cleanup_policy == "compact,delete"
     defaults = log_config_from(effective_topic_config(load_broker_config(None, [], environ={}), {}))
-    assert defaults == LogConfig(), "Kafka's defaults on both sides"
+    # Kafka's defaults on both sides, but for the durable acknowledgement (flush.messages=1)
+    assert defaults == LogConfig(flush_messages=1)
+    assert defaults.holds_high_watermark

@@ -27,7 +27,8 @@ def test_defaults_are_kafkas() -> None:
     assert cfg.socket_request_max_bytes == 104857600
     assert cfg.get("log.segment.bytes") == 1073741824
     assert cfg.retention_ms == 168 * 3600 * 1000
-    assert cfg.flush_interval_messages is None
+    # Kafka divergence: acknowledgements wait for the fsync by default (one node, no replica)
+    assert cfg.flush_interval_messages == 1
     assert cfg.flush_interval_ms is None
     assert cfg.get("offsets.topic.num.partitions") == 50
     assert cfg.get("group.initial.rebalance.delay.ms") == 3000
@@ -105,8 +106,10 @@ def test_topic_config_falls_back_to_broker_synonyms() -> None:
     eff = effective_topic_config(cfg, {"segment.bytes": "500"})
     assert eff["segment.bytes"] == 500
     assert eff["retention.ms"] == 2 * 3_600_000
-    assert eff["flush.messages"] == LONG_MAX
+    assert eff["flush.messages"] == 1
     assert eff["flush.ms"] == LONG_MAX
+    plain = load_broker_config(None, [f"log.flush.interval.messages={LONG_MAX}"], {})
+    assert effective_topic_config(plain, {})["flush.messages"] == LONG_MAX
     assert eff["cleanup.policy"] == ["delete"]
     assert eff["message.timestamp.type"] == "CreateTime"
 

@@ -144,7 +144,8 @@ def test_startup_says_how_each_log_dir_was_found(
     manager = _manager([tmp_path])
     assert f"loaded log dir {tmp_path}: 1 partition(s), after a clean shutdown" in caplog.text
     caplog.clear()
-    # no shutdown: as after a crash
+    # no shutdown: as after a crash (the kernel drops the .lock of a dead process)
+    manager.release_locks()
     manager = _manager([tmp_path])
     assert "1 partition(s), after an unclean shutdown" in caplog.text
     manager.shutdown()
@@ -162,6 +163,7 @@ def test_recovery_threads_open_every_partition_after_an_unclean_shutdown(tmp_pat
         log.flush()
     for log in manager.logs():
         log.close()  # no clean-shutdown marker: every partition is recovered
+    manager.release_locks()  # as after a crash: the kernel drops a dead process's .lock
     assert not (dirs[0] / ".kafka_cleanshutdown").exists()
     opened = LogManager(
         dirs, default_config=CONFIG, clock=FakeClock(), node_id=3, recovery_threads_per_data_dir=4

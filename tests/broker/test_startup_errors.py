@@ -1,0 +1,135 @@
+"""``tidelog serve`` start-up failures: one ERROR line naming the cause, exit 1, no traceback.
+
+Run through the CLI in a subprocess, as a user would. Permission cases drop root's
+DAC-override capabilities with ``setpriv`` (root ignores file modes otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Without these capabilities root obeys file modes like any user.
+_DROP_ROOT_POWERS = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search,-fowner",
+    "--inh-caps=-dac_override,-dac_read_search,-fowner",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(log_dirs: str, *, as_user: bool = False, port: int | None = None) -> str:
+    """Run ``tidelog serve``; assert exit 1 with one ERROR line; return that line."""
+    argv = [
+        sys.executable,
+        "-m",
+        "tidelog.broker.cli",
+        "serve",
+        "--override",
+        f"log.dirs={log_dirs}",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port or _free_port()}",
+    ]
+    if as_user and os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: file modes cannot be tested")
+        argv = [*_DROP_ROOT_POWERS, *argv]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, result.stderr
+    assert "cannot start: " in errors[0]
+    return errors[0]
+
+
+def test_log_dir_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "data"
+    target.write_text("not a dir")
+    line = _serve(str(target))
+    assert f"log dir {target} is not a directory" in line
+    assert target.read_text() == "not a dir"
+
+
+def test_log_dir_whose_parent_is_a_file(tmp_path: Path) -> None:
+    parent = tmp_path / "file"
+    parent.write_text("x")
+    line = _serve(str(parent / "data"))
+    assert f"cannot create log dir {parent / 'data'}" in line and "Not a directory" in line
+
+
+def test_missing_log_dir_that_cannot_be_created(tmp_path: Path) -> None:
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        line = _serve(str(parent / "deep" / "data"), as_user=True)
+    finally:
+        parent.chmod(0o755)
+    assert f"cannot create log dir {parent / 'deep' / 'data'}" in line
+    assert "Permission denied" in line
+
+
+def test_read_only_log_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o555)
+    try:
+        line = _serve(str(data), as_user=True)
+    finally:
+        data.chmod(0o755)
+    assert f"cannot create {data / '.lock'}: Permission denied" in line
+    assert "read-write access" in line
+    assert list(data.iterdir()) == []
+
+
+def test_unwritable_log_dir_with_an_old_lock_file(tmp_path: Path) -> None:
+    """The ``.lock`` file of an earlier run is writable, the dir itself is not."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".lock").write_text("")
+    (data / ".lock").chmod(0o666)
+    data.chmod(0o555)
+    try:
+        line = _serve(str(data), as_user=True)
+    finally:
+        data.chmod(0o755)
+    assert f"log dir {data} is not writable" in line
+    assert sorted(p.name for p in data.iterdir()) == [".lock"]
+
+
+def test_second_of_two_log_dirs_bad_releases_the_first(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    bad = tmp_path / "bad"
+    bad.write_text("")
+    line = _serve(f"{good},{bad}")
+    assert f"log dir {bad} is not a directory" in line
+    # nothing but the lock file was made in the good dir, and it is free again
+    assert sorted(p.name for p in good.iterdir()) == [".lock"]
+    from tidelog.storage.lockfile import LogDirLock
+
+    LogDirLock.acquire(good).release()
+
+
+def test_listener_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        line = _serve(str(tmp_path / "data"), port=port)
+    assert "address already in use" in line
+    # the dir was loaded and closed cleanly: a new broker starts without recovery
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
