@@ -1,4 +1,5 @@
-"""The Spark data source `tidelog`: batch (`spark.read`) and streaming (`spark.readStream`).
+"""The Spark data source `tidelog`: batch (`spark.read`) and streaming (`spark.readStream`);
+writing (`df.write`, `df.writeStream`) is `analytics.sink`.
 
 Rows have the schema of Spark's Kafka source. Each Spark partition reads one offset range of one
 topic-partition, from segment files (option `path`) or over the wire (`kafka.bootstrap.servers`),
@@ -15,6 +16,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -90,6 +93,16 @@ class TidelogDataSource(DataSource):  # type: ignore[misc]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return TidelogStreamReader(parse_options(dict(self.options), streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        from tidelog.analytics.sink import TidelogBatchWriter, plan_write
+
+        return TidelogBatchWriter(*plan_write(dict(self.options), schema, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        from tidelog.analytics.sink import TidelogStreamWriter, plan_write
+
+        return TidelogStreamWriter(*plan_write(dict(self.options), schema, overwrite))
 
 
 class TidelogBatchReader(DataSourceReader):  # type: ignore[misc]
