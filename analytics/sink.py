@@ -138,18 +138,20 @@ def records(batch: pa.RecordBatch, plan: WritePlan) -> Iterator[Record]:
     def col(name: str) -> pa.Array:
         return batch.column(batch.schema.get_field_index(name))
 
-    none: Iterable[Any] = itertools.repeat(None, n)
+    def none() -> Iterable[Any]:  # one iterator per column: zip draws from each
+        return itertools.repeat(None, n)
+
     values = _bytes_list(col("value"))
-    keys = _bytes_list(col("key")) if plan.has("key") else none
+    keys = _bytes_list(col("key")) if plan.has("key") else none()
     if plan.topic_option is not None:
         topics: Iterable[str | None] = itertools.repeat(plan.topic_option, n)
     else:
         topics = col("topic").to_pylist()
-    partitions = col("partition").to_pylist() if plan.has("partition") else none
-    stamps = _timestamps_ms(col("timestamp")) if plan.has("timestamp") else none
-    headers: Iterable[Any] = col("headers").to_pylist() if plan.has("headers") else none
+    partitions = col("partition").to_pylist() if plan.has("partition") else none()
+    stamps = _timestamps_ms(col("timestamp")) if plan.has("timestamp") else none()
+    headers: Iterable[Any] = col("headers").to_pylist() if plan.has("headers") else none()
     for topic, key, value, hs, part, ts in zip(
-        topics, keys, values, headers, partitions, stamps, strict=False
+        topics, keys, values, headers, partitions, stamps, strict=True
     ):
         pairs = [] if not hs else [(h["key"], h["value"]) for h in hs]
         yield topic, key, value, pairs, part, ts
