@@ -194,13 +194,22 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _ship_code(spark: Any) -> None:
-    """On a cluster, send the analytics and storage packages to the executors."""
-    root = Path(__file__).resolve().parent.parent
-    path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_replay.zip"
+    """On a cluster, send the tidelog package's analytics and storage to the executors (as
+    `tidelog/...` in a zip), for workers whose Python does not have tidelog installed."""
+    ship_code(spark)
+
+
+def ship_code(spark: Any) -> None:
+    import tidelog
+
+    pkg = Path(tidelog.__file__).resolve().parent
+    path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_analytics.zip"
     with zipfile.ZipFile(path, "w") as z:
-        for pkg in ("analytics", "storage"):
-            for f in (root / pkg).rglob("*.py"):
-                z.write(f, f.relative_to(root))
+        z.write(pkg / "__init__.py", "tidelog/__init__.py")
+        for sub in ("analytics", "storage"):
+            base = (pkg / sub).resolve()  # a link to the top-level folder in a checkout
+            for f in sorted(base.rglob("*.py")):
+                z.write(f, f"tidelog/{sub}/{f.relative_to(base)}")
     spark.sparkContext.addPyFile(str(path))
 
 

@@ -314,8 +314,9 @@ def plan_write(
     return opts, plan
 
 
-def probe(opts: SinkOptions, timeout_ms: int = 10_000) -> None:
-    """On the driver, before any task: the broker answers and the option topic exists."""
+def probe(opts: SinkOptions, timeout_ms: int = 10_000, topic_wait_ms: int = 5_000) -> None:
+    """On the driver, before any task: the broker answers and the option topic exists (or
+    the broker creates it within `topic_wait_ms`)."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
@@ -324,7 +325,7 @@ def probe(opts: SinkOptions, timeout_ms: int = 10_000) -> None:
     cfg.update(
         enable_idempotence=False,
         client_id="tidelog-sink-probe",
-        max_block_ms=min(int(cfg.get("max_block_ms", timeout_ms)), timeout_ms),
+        max_block_ms=min(int(cfg.get("max_block_ms", topic_wait_ms)), topic_wait_ms),
         bootstrap_timeout_ms=min(int(cfg.get("bootstrap_timeout_ms", timeout_ms)), timeout_ms),
     )
     try:

@@ -8,6 +8,8 @@ and hands Spark Arrow record batches. Register with `analytics.register(spark)`.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from tidelog.analytics.arrow import to_arrow
-from tidelog.analytics.logdir import LogDir
+from tidelog.analytics.logdir import LogDir, LogDirError
 from tidelog.analytics.options import OptionError, SourceOptions, parse_options
 from tidelog.analytics.plan import (
     TP,
@@ -63,7 +65,21 @@ class RangePartition(InputPartition):  # type: ignore[misc]
         return f"RangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
 
 
+def worker_sees_log_dir(path: str) -> None:
+    """Files mode reads segments on the Spark workers: say so when this one cannot see them."""
+    if not os.path.isdir(path):
+        raise LogDirError(
+            f"log dir {path!r} is not visible on Spark worker {socket.gethostname()}: files mode "
+            "(option path, tidelog replay --log-dir) reads the segment files on every worker, so "
+            "the log dir must be at that path on each of them (same host or a shared file "
+            "system); or read over the wire instead (option kafka.bootstrap.servers, "
+            "tidelog replay --bootstrap-server)"
+        )
+
+
 def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    if opts.path:
+        worker_sees_log_dir(opts.path)
     backend = open_backend(opts)
     try:
         if isinstance(backend, LogDir):  # files: the vectorised decoder
