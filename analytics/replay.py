@@ -213,14 +213,16 @@ def ship_code(spark: Any) -> None:
     spark.sparkContext.addPyFile(str(path))
 
 
-def spark_session(master: str | None, app: str = "tidelog-replay") -> Any:
+def spark_session(
+    master: str | None, app: str = "tidelog-replay", local_default: str = "local[*]"
+) -> Any:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master or not SparkConf().contains("spark.master"):
-        builder = builder.master(master or "local[*]")
+        builder = builder.master(master or local_default)
     builder = builder.config("spark.sql.shuffle.partitions", "8")
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     spark = builder.getOrCreate()

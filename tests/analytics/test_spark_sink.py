@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orders import transactions_or_skip
 
 from tidelog.analytics.partitioner import partition_for_key
-from tidelog.analytics.transactions import TransactionsUnsupported, check_transactions
 
 pytestmark = pytest.mark.spark
 
@@ -244,19 +244,12 @@ def test_missing_topic_from_a_column_fails_the_task_clearly(spark: Any, sink_bro
     assert "topic 'absent-topic' does not exist" in str(e.value)
 
 
-def _transactions_or_skip(bootstrap: str) -> None:
-    try:
-        check_transactions({"bootstrap_servers": [bootstrap]}, timeout_ms=5000)
-    except TransactionsUnsupported as e:
-        pytest.skip(f"broker lacks transactions (the txn branch adds them): {e}")
-
-
 def test_exactly_once_batch_and_replayed_micro_batches(
     spark: Any, sink_broker: Any, source_topic: tuple[str, list[Rec]], tmp_path: Path
 ) -> None:
     """exactlyOnce=true: read_committed sees each record once, also when a micro-batch is
     replayed (the commit log of the last batch removed, as after a driver crash)."""
-    _transactions_or_skip(sink_broker.bootstrap)
+    transactions_or_skip(sink_broker.bootstrap)
     topic, recs = source_topic
     _create(sink_broker.bootstrap, **{"eos-batch": 3, "eos-stream": 3})
     df = _transform(_read(spark, sink_broker.bootstrap, topic))
