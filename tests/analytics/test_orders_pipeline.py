@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from orders import expected_windows, make_orders, produce_orders, read_windows, transactions_or_skip
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,18 +41,32 @@ def test_killed_driver_restarts_from_checkpoint_and_writes_each_window_once(
     orders = make_orders(3000)
     produce_orders(module_broker.bootstrap, "orders", orders)
     cp = tmp_path / "cp"
-    first = _pipeline(module_broker.bootstrap, cp, "--max-offsets-per-trigger", "300",
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        _kill_and_restart(module_broker.bootstrap, cp, started, orders)
+    finally:
+        for proc in started:  # never leave a driver behind
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _kill_and_restart(bootstrap: str, cp: Path, started: list[subprocess.Popen[bytes]],
+                      orders: list[Any]) -> None:  # fmt: skip
+    first = _pipeline(bootstrap, cp, "--max-offsets-per-trigger", "300",
                       "--trigger-seconds", "1")  # fmt: skip
-    deadline = time.monotonic() + 240
+    started.append(first)
+    deadline = time.monotonic() + 600  # Spark starts slowly on a loaded machine
     while len(list((cp / "commits").glob("[0-9]*"))) < 2 and time.monotonic() < deadline:
         assert first.poll() is None, "the pipeline stopped on its own"
         time.sleep(0.5)
     os.killpg(first.pid, signal.SIGKILL)  # the driver dies mid-way
     first.wait()
     assert len(list((cp / "commits").glob("[0-9]*"))) >= 2
-    second = _pipeline(module_broker.bootstrap, cp, "--available-now")
-    assert second.wait(300) == 0
+    second = _pipeline(bootstrap, cp, "--available-now")
+    started.append(second)
+    assert second.wait(900) == 0
     want = expected_windows(orders)
-    got = read_windows(module_broker.bootstrap, "orders-by-minute", expect=len(want))
+    got = read_windows(bootstrap, "orders-by-minute", expect=len(want))
     assert Counter((c, w) for c, w, _, _ in got) == Counter(want.keys())  # each window once
     assert {(c, w): (n, a) for c, w, n, a in got} == want

@@ -21,7 +21,7 @@ from orders import expected_windows, make_orders, produce_orders, read_windows
 
 from tidelog.analytics.partitioner import partition_for_key
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from spark_cluster import StandaloneCluster, spark_home  # noqa: E402
