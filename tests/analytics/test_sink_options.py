@@ -141,3 +141,14 @@ def test_partition_for_key_is_kafkas_rule() -> None:
             assert partition_for_key(key, n) == (java & 0x7FFFFFFF) % n
     with pytest.raises(ValueError, match="at least one partition"):
         partition_for_key(b"k", 0)
+
+
+def test_reader_types_kafka_settings_like_the_sink() -> None:
+    """One conversion for both ways: booleans are booleans, numbers numbers."""
+    from tidelog.analytics.wire import _client_config
+
+    cfg = _client_config("a:1,b:2", {"request.timeout.ms": "5000", "ssl.check.hostname": "false",
+                                     "isolation.level": "read_committed"})  # fmt: skip
+    assert cfg["bootstrap_servers"] == ["a:1", "b:2"]
+    assert cfg["request_timeout_ms"] == 5000 and cfg["ssl_check_hostname"] is False
+    assert cfg["isolation_level"] == "read_committed"
