@@ -134,7 +134,7 @@ def test_streaming_round_trip(spark: Any, sink_broker: Any, source_topic: tuple[
     src = (spark.readStream.format("tidelog")
            .option("kafka.bootstrap.servers", sink_broker.bootstrap).option("subscribe", topic)
            .option("startingOffsets", "earliest").option("includeHeaders", "true")
-           .option("maxOffsetsPerTrigger", str(N // 3)).load())  # fmt: skip
+           .option("maxOffsetsPerTrigger", str(N // 2)).load())  # fmt: skip
     q = (_transform(src).writeStream.format("tidelog")
          .option("kafka.bootstrap.servers", sink_broker.bootstrap)
          .option("topic", "orders-stream-out")
@@ -142,7 +142,7 @@ def test_streaming_round_trip(spark: Any, sink_broker: Any, source_topic: tuple[
          .trigger(availableNow=True).start())  # fmt: skip
     q.awaitTermination(180)
     assert q.exception() is None
-    assert len(q.recentProgress) >= 3  # several micro-batches
+    assert len(q.recentProgress) >= 2  # several micro-batches
     _check_output(sink_broker.bootstrap, "orders-stream-out", recs, 5)
 
 
