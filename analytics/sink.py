@@ -339,7 +339,7 @@ def probe(opts: SinkOptions, timeout_ms: int = 10_000, topic_wait_ms: int = 5_00
         producer.close(timeout=2)
     if opts.exactly_once:
         try:
-            check_transactions(opts.producer_kwargs(), timeout_ms)
+            check_transactions(opts.producer_kwargs(), timeout_ms, opts.transactional_id_prefix)
         except Exception as e:
             raise SinkError(f"exactlyOnce=true: {e}") from e
 

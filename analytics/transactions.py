@@ -123,13 +123,16 @@ def end_transactions(producer_cfg: dict[str, Any], handles: list[TxnHandle], com
         admin.close()
 
 
-def check_transactions(producer_cfg: dict[str, Any], timeout_ms: int = 10_000) -> None:
-    """Raise `TransactionsUnsupported` unless InitProducerId with a transactional id succeeds."""
+def check_transactions(
+    producer_cfg: dict[str, Any], timeout_ms: int = 10_000, prefix: str | None = None
+) -> None:
+    """Raise `TransactionsUnsupported` unless InitProducerId with a transactional id succeeds
+    (the id `<prefix>-probe`, so prefix ACLs that allow the writers allow the probe)."""
     from kafka import KafkaProducer
 
     cfg = dict(producer_cfg)
     cfg.update(
-        transactional_id="tidelog-sink-probe",
+        transactional_id=f"{prefix or 'tidelog-sink'}-probe",
         enable_idempotence=True,
         max_block_ms=timeout_ms,
         bootstrap_timeout_ms=min(int(cfg.get("bootstrap_timeout_ms", timeout_ms)), timeout_ms),
