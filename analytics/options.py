@@ -452,6 +452,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             raise OptionError(
                 "exactlyOnce=true needs kafka.enable.idempotence=true and kafka.acks=all"
             )
+        # Kafka divergence: transaction.timeout.ms defaults to 5 minutes, not 1: a task's
+        # transaction stays open until the driver's commit step, after the stage's last task.
         cfg.setdefault("transaction_timeout_ms", 300_000)
     topic = opts.get("topic")
     return SinkOptions(

@@ -12,6 +12,9 @@ visible exactly when the transaction commits, so a task of a replayed micro-batc
 and writes nothing when its batch id is already committed. `init_transactions` fences an older
 attempt of the same task (same transactional id) and aborts what it left open.
 
+A replayed micro-batch is planned from the offsets Spark logged for it, so task i of the replay
+gets the rows task i had (the source's ranges and Spark's shuffle partitions are deterministic).
+
 Ids: `<prefix>-<spark partition id>`; the prefix is `kafka.transactional.id` when set, else
 `tidelog-<query id>` for a streaming query (stable across restarts from its checkpoint) or
 `tidelog-<random>` for one batch write.
