@@ -1,4 +1,6 @@
-"""The `tidelog` data source's options, named and checked as Spark's Kafka source names them.
+"""The `tidelog` data source's options, checked as Spark's Kafka source and sink check them.
+
+Reading (`parse_options`):
 
     source        path (a log dir, or a copy of one)  |  kafka.bootstrap.servers (+ kafka.*)
     topics        subscribe | subscribePattern | assign       (exactly one)
@@ -6,15 +8,27 @@
                   (-2 earliest, -1 latest); startingTimestamp / endingTimestamp (epoch ms)
     shape         includeHeaders, maxRecordsPerPartition, maxOffsetsPerTrigger (streaming)
 
-Every bad value raises `OptionError` naming the option and what it accepts.
+Writing (`parse_sink_options`):
+
+    target        kafka.bootstrap.servers (required), topic (wins over a `topic` column)
+    producer      every kafka.* producer setting, Kafka's names (kafka.acks, kafka.linger.ms,
+                  kafka.compression.type, ...), handed to kafka-python's KafkaProducer
+    delivery      exactlyOnce=true: one transaction per task and micro-batch (see sink.py)
+
+Every bad value raises `OptionError` naming the option and what it accepts. `kafka_config`
+turns Kafka property names and string values into kafka-python's arguments for both ways.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 
@@ -291,4 +305,161 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sou
         max_offsets_per_trigger=None
         if max_trig is None
         else _positive("maxOffsetsPerTrigger", max_trig),
+    )
+
+
+# ---- kafka.* settings -> kafka-python arguments (shared by the wire reader and the sink) ----
+
+# Java client settings kafka-python has no counterpart for: accepted and ignored (Kafka itself
+# only warns about settings it does not use), so a job written for Spark's Kafka sink ports as is.
+_JAVA_ONLY = frozenset(
+    {
+        "buffer.memory",
+        "partitioner.class",
+        "partitioner.ignore.keys",
+        "partitioner.adaptive.partitioning.enable",
+        "partitioner.availability.timeout.ms",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "metadata.max.idle.ms",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+        "enable.metrics.push",
+        "interceptor.classes",
+    }
+)
+_NOT_SUPPORTED = {
+    "key.serializer": "Kafka option 'key.serializer' is not supported as keys are serialized "
+    "with ByteArraySerializer.",
+    "value.serializer": "Kafka option 'value.serializer' is not supported as value are serialized "
+    "with ByteArraySerializer.",
+}
+
+
+def kafka_value(name: str, raw: str, default: Any) -> Any:
+    """One setting's string value as kafka-python wants it, typed after its default."""
+    v = raw.strip()
+    if name == "acks":
+        if v.lower() == "all" or v == "-1":
+            return -1
+        if v in ("0", "1"):
+            return int(v)
+        raise OptionError(f"option kafka.acks={raw!r}: use all, -1, 0 or 1")
+    if name == "compression_type":
+        c = v.lower()
+        if c not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise OptionError(
+                f"option kafka.compression.type={raw!r}: use none, gzip, snappy, lz4 or zstd"
+            )
+        return None if c == "none" else c
+    if isinstance(default, bool):
+        return _bool("kafka." + name.replace("_", "."), v)
+    if isinstance(default, int) or (default is None and re.fullmatch(r"-?\d+", v)):
+        try:
+            return int(v)
+        except ValueError:
+            raise OptionError(
+                f"option kafka.{name.replace('_', '.')}={raw!r}: use a whole number"
+            ) from None
+    if isinstance(default, float):
+        try:
+            return float(v)
+        except ValueError:
+            raise OptionError(
+                f"option kafka.{name.replace('_', '.')}={raw!r}: use a number"
+            ) from None
+    return v
+
+
+def producer_config(bootstrap: str, settings: Mapping[str, str]) -> dict[str, Any]:
+    """kafka-python KafkaProducer arguments from Kafka producer property names (no `kafka.`)."""
+    from kafka import KafkaProducer
+
+    defaults = KafkaProducer.DEFAULT_CONFIG
+    cfg: dict[str, Any] = {
+        "bootstrap_servers": [s.strip() for s in bootstrap.split(",") if s.strip()],
+        "client_id": "tidelog-sink",
+    }
+    for key, raw in settings.items():
+        if key in _NOT_SUPPORTED:
+            raise OptionError(_NOT_SUPPORTED[key])
+        name = key.replace(".", "_")
+        if name in ("bootstrap_servers", "key_serializer", "value_serializer", "partitioner"):
+            continue
+        if name not in defaults:
+            if key in _JAVA_ONLY:
+                log.warning("kafka.%s has no kafka-python counterpart: ignored", key)
+                continue
+            raise OptionError(
+                f"option kafka.{key}: not a Kafka producer setting kafka-python knows "
+                "(see https://kafka-python.readthedocs.io KafkaProducer; Kafka's names with dots)"
+            )
+        cfg[name] = kafka_value(name, raw, defaults[name])
+    return cfg
+
+
+_SINK_KNOWN = {"kafka.bootstrap.servers", "topic", "includeheaders", "exactlyonce"}
+# Options Spark itself hands every sink, and source-only options of Spark's Kafka source (a
+# shared option map is common): accepted and unused.
+_SINK_IGNORED = {"checkpointlocation", "path", "queryname", "failondataloss"}
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """Checked sink options. `producer` holds kafka-python KafkaProducer arguments."""
+
+    bootstrap: str
+    topic: str | None
+    producer: tuple[tuple[str, Any], ...]
+    exactly_once: bool
+    transactional_id_prefix: str | None
+
+    def producer_kwargs(self) -> dict[str, Any]:
+        return dict(self.producer)
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Check the sink's options (any case, as Spark passes them)."""
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    settings: dict[str, str] = {}
+    for key in sorted(opts):
+        if key in _SINK_KNOWN or key in _SINK_IGNORED:
+            continue
+        if key.startswith("kafka."):
+            settings[key[6:]] = opts[key]
+            continue
+        raise OptionError(
+            f"unknown option {key!r} for writing: tidelog's sink takes kafka.bootstrap.servers, "
+            "topic, includeHeaders, exactlyOnce and kafka.* producer settings"
+        )
+    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise OptionError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
+        )
+    exactly_once = _bool("exactlyOnce", opts.get("exactlyonce", "false"))
+    _bool("includeHeaders", opts.get("includeheaders", "false"))  # headers go out when present
+    prefix = settings.pop("transactional.id", None)
+    if prefix is not None and not exactly_once:
+        raise OptionError(
+            "option kafka.transactional.id is used with exactlyOnce=true only (as the prefix of "
+            "each task's transactional id)"
+        )
+    cfg = producer_config(bootstrap, settings)
+    if exactly_once:
+        if cfg.get("enable_idempotence") is False or cfg.get("acks", -1) != -1:
+            raise OptionError(
+                "exactlyOnce=true needs kafka.enable.idempotence=true and kafka.acks=all"
+            )
+        # Kafka divergence: transaction.timeout.ms defaults to 5 minutes, not 1: a task's
+        # transaction stays open until the driver's commit step, after the stage's last task.
+        cfg.setdefault("transaction_timeout_ms", 300_000)
+    topic = opts.get("topic")
+    return SinkOptions(
+        bootstrap=bootstrap,
+        topic=None if topic is None else topic.strip(),
+        producer=tuple(sorted(cfg.items(), key=lambda kv: kv[0])),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix.strip() if prefix else None,
     )

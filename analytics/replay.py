@@ -194,24 +194,35 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _ship_code(spark: Any) -> None:
-    """On a cluster, send the analytics and storage packages to the executors."""
-    root = Path(__file__).resolve().parent.parent
-    path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_replay.zip"
+    """On a cluster, send the tidelog package's analytics and storage to the executors (as
+    `tidelog/...` in a zip), for workers whose Python does not have tidelog installed."""
+    ship_code(spark)
+
+
+def ship_code(spark: Any) -> None:
+    import tidelog
+
+    pkg = Path(tidelog.__file__).resolve().parent
+    path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_analytics.zip"
     with zipfile.ZipFile(path, "w") as z:
-        for pkg in ("analytics", "storage"):
-            for f in (root / pkg).rglob("*.py"):
-                z.write(f, f.relative_to(root))
+        z.write(pkg / "__init__.py", "tidelog/__init__.py")
+        for sub in ("analytics", "storage"):
+            base = (pkg / sub).resolve()  # a link to the top-level folder in a checkout
+            for f in sorted(base.rglob("*.py")):
+                z.write(f, f"tidelog/{sub}/{f.relative_to(base)}")
     spark.sparkContext.addPyFile(str(path))
 
 
-def spark_session(master: str | None, app: str = "tidelog-replay") -> Any:
+def spark_session(
+    master: str | None, app: str = "tidelog-replay", local_default: str = "local[*]"
+) -> Any:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master or not SparkConf().contains("spark.master"):
-        builder = builder.master(master or "local[*]")
+        builder = builder.master(master or local_default)
     builder = builder.config("spark.sql.shuffle.partitions", "8")
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     spark = builder.getOrCreate()

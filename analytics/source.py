@@ -1,4 +1,5 @@
-"""The Spark data source `tidelog`: batch (`spark.read`) and streaming (`spark.readStream`).
+"""The Spark data source `tidelog`: batch (`spark.read`) and streaming (`spark.readStream`);
+writing (`df.write`, `df.writeStream`) is `analytics.sink`.
 
 Rows have the schema of Spark's Kafka source. Each Spark partition reads one offset range of one
 topic-partition, from segment files (option `path`) or over the wire (`kafka.bootstrap.servers`),
@@ -7,6 +8,8 @@ and hands Spark Arrow record batches. Register with `analytics.register(spark)`.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -15,6 +18,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -25,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from tidelog.analytics.arrow import to_arrow
-from tidelog.analytics.logdir import LogDir
+from tidelog.analytics.logdir import LogDir, LogDirError
 from tidelog.analytics.options import OptionError, SourceOptions, parse_options
 from tidelog.analytics.plan import (
     TP,
@@ -60,7 +65,21 @@ class RangePartition(InputPartition):  # type: ignore[misc]
         return f"RangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
 
 
+def worker_sees_log_dir(path: str) -> None:
+    """Files mode reads segments on the Spark workers: say so when this one cannot see them."""
+    if not os.path.isdir(path):
+        raise LogDirError(
+            f"log dir {path!r} is not visible on Spark worker {socket.gethostname()}: files mode "
+            "(option path, tidelog replay --log-dir) reads the segment files on every worker, so "
+            "the log dir must be at that path on each of them (same host or a shared file "
+            "system); or read over the wire instead (option kafka.bootstrap.servers, "
+            "tidelog replay --bootstrap-server)"
+        )
+
+
 def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    if opts.path:
+        worker_sees_log_dir(opts.path)
     backend = open_backend(opts)
     try:
         if isinstance(backend, LogDir):  # files: the vectorised decoder
@@ -90,6 +109,16 @@ class TidelogDataSource(DataSource):  # type: ignore[misc]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return TidelogStreamReader(parse_options(dict(self.options), streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        from tidelog.analytics.sink import TidelogBatchWriter, plan_write
+
+        return TidelogBatchWriter(*plan_write(dict(self.options), schema, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        from tidelog.analytics.sink import TidelogStreamWriter, plan_write
+
+        return TidelogStreamWriter(*plan_write(dict(self.options), schema, overwrite))
 
 
 class TidelogBatchReader(DataSourceReader):  # type: ignore[misc]

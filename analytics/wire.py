@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tidelog.analytics.options import kafka_value
 from tidelog.analytics.plan import TP, OffsetRange
 from tidelog.storage.record_codec import RecordColumns
 
@@ -33,9 +34,11 @@ def _client_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
         "max_poll_records": 10_000,  # kafka-python decodes every record a poll returns
         "request_timeout_ms": 30_000,
     }
-    for key, value in extra.items():
+    from kafka import KafkaConsumer
+
+    for key, value in extra.items():  # typed as the sink types its kafka.* settings
         name = key.replace(".", "_")
-        cfg[name] = int(value) if value.lstrip("-").isdigit() else value
+        cfg[name] = kafka_value(name, value, KafkaConsumer.DEFAULT_CONFIG.get(name))
     return cfg
 
 

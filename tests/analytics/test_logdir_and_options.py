@@ -221,3 +221,18 @@ def test_arrow_reader_equals_column_reader(logdir: tuple[Path, dict]) -> None:  
             fast = [r for b in ld.read_arrow(piece, True) for r in b.to_pylist()]
             slow = [r for c in ld.read(piece) for r in to_arrow(c, *tp, True).to_pylist()]
             assert fast == slow
+
+
+def test_a_worker_that_cannot_see_the_log_dir_says_so(tmp_path: Path) -> None:
+    """Files mode on a cluster: the task's worker checks the log dir before reading."""
+    from tidelog.analytics.source import read_range
+
+    opts = parse_options({"path": str(tmp_path), "subscribe": "t"})
+    gone = tmp_path / "gone"
+    moved = parse_options({"path": str(gone), "subscribe": "t"})
+    assert opts.path == str(tmp_path)
+    with pytest.raises(LogDirError) as e:
+        list(read_range(moved, OffsetRange("t", 0, 0, 5)))
+    msg = str(e.value)
+    assert f"log dir {str(gone)!r} is not visible on Spark worker" in msg
+    assert "same host or a shared file system" in msg and "kafka.bootstrap.servers" in msg
