@@ -141,6 +141,8 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
         self._admitted = False
+        #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
+        self._session: Any = None
         self.peer_host = "?"
         self.peer_port = 0
         self.last_active = 0.0  # loop time of the last byte in or answer out
@@ -161,6 +163,8 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._admitted = True
+        if self._server.security is not None and not self._start_session(transport):
+            return
         self.last_active = self._server.now()
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -171,6 +175,40 @@ class KafkaConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._server.connections.add(self)
         self._metrics.connection_opened()
+
+    def _start_session(self, transport: asyncio.Transport) -> bool:
+        """The connection's authentication state; False when it was closed (a client
+        certificate no mapping rule accepts)."""
+        session = self._server.security.session_for(
+            self._server.name, self.peer_host, self.peer_port
+        )
+        self._session = session
+        if session is None:
+            return True
+        refused = session.peer_certificate(transport.get_extra_info("peercert"))
+        if refused is None and not session.authenticated:
+            # Before authentication a frame may be at most sasl.server.max.receive.size.
+            self._max_request = min(self._max_request, session.listener.max_receive_size)
+        if refused is not None:
+            self._admitted = False
+            self._server.quotas.release(self.peer_host)
+            self.close(refused)
+            return False
+        return True
+
+    def _before_authentication(self, frame: memoryview) -> None:
+        """A frame of a SASL connection not yet authenticated (see broker.security.sasl)."""
+        session = self._session
+        outcome = session.intercept(frame)
+        if outcome is None:
+            outcome = self._router.dispatch(
+                frame, self.peer_host, self.peer_port, self._server.name, session
+            )
+        self._submit(outcome)
+        if session.failed is not None:
+            self._submit(Close(f"authentication failed: {session.failed}"))
+        elif session.authenticated:
+            self._max_request = self._server.max_request_bytes
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
@@ -225,18 +263,26 @@ class KafkaConnection(asyncio.Protocol):
                 break
             (size,) = _SIZE.unpack_from(data, pos)
             if size < 0 or size > self._max_request:
-                self.close(
-                    f"request size {size} is outside 0..{self._max_request} "
-                    "(socket.request.max.bytes)"
+                limit = (
+                    "socket.request.max.bytes"
+                    if self._max_request == self._server.max_request_bytes
+                    else "sasl.server.max.receive.size, before authentication"
                 )
+                self.close(f"request size {size} is outside 0..{self._max_request} ({limit})")
                 return
             if end - pos - 4 < size:
                 break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
-            self._submit(
-                self._router.dispatch(frame, self.peer_host, self.peer_port, self._server.name)
-            )
+            session = self._session
+            if session is not None and not session.authenticated:
+                self._before_authentication(frame)
+            else:
+                self._submit(
+                    self._router.dispatch(
+                        frame, self.peer_host, self.peer_port, self._server.name, session
+                    )
+                )
             if self._closing:
                 return
         if pos < end:
@@ -396,8 +442,13 @@ class ListenerServer:
         *,
         quotas: ConnectionQuotas | None = None,
         idle_ms: int = -1,
+        security: Any = None,
+        ssl_context: Any = None,
     ) -> None:
         self.name = name
+        #: broker.security.service.BrokerSecurity (None: PLAINTEXT without security set up).
+        self.security = security
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.router = router
@@ -421,6 +472,7 @@ class ListenerServer:
             port=self.port,
             reuse_address=True,
             backlog=1024,
+            ssl=self.ssl_context,
         )
         sockets = self._server.sockets
         if sockets:

@@ -40,6 +40,11 @@ class RequestContext:
     #: The name of the listener the request came in on (``PLAINTEXT``, ``EXTERNAL``...); the
     #: broker's own address in answers is that listener's advertised one, as in Kafka.
     listener_name: str = ""
+    #: Who sent it: ``User:<name>`` after SASL or mutual TLS, else ``User:ANONYMOUS``.
+    principal: str = "User:ANONYMOUS"
+    #: The connection's authentication state (broker.security.sasl.ConnectionSecurity) on
+    #: SSL and SASL listeners, else None.
+    session: Any = None
 
 
 HandleFn = Callable[[RequestContext, Any], Awaitable[Any]]
