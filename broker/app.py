@@ -145,6 +145,10 @@ class Broker:
             (e.name, config.listener_protocols.get(e.name, e.name)) for e in self.endpoints
         )
         self.authorizer = self.security.authorizer
+        self.metrics.security_counts = lambda: (
+            self.security.authentication_failures,
+            self.security.denials,
+        )
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.

@@ -25,6 +25,7 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Generator
@@ -32,6 +33,7 @@ from typing import Any, cast
 
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.router import Answer, Close, Router
+from tidelog.broker.security.tls import TlsLayer
 
 log = logging.getLogger("tidelog.server")
 
@@ -143,6 +145,7 @@ class KafkaConnection(asyncio.Protocol):
         self._admitted = False
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
         self._session: Any = None
+        self._tls: TlsLayer | None = None
         self.peer_host = "?"
         self.peer_port = 0
         self.last_active = 0.0  # loop time of the last byte in or answer out
@@ -163,7 +166,11 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._admitted = True
-        if self._server.security is not None and not self._start_session(transport):
+        if self._server.ssl_context is not None:
+            # TLS runs in the connection (broker.security.tls.TlsLayer); the authentication
+            # state starts once the handshake is done.
+            self._tls = TlsLayer(self._server.ssl_context)
+        elif self._server.security is not None and not self._start_session(None):
             return
         self.last_active = self._server.now()
         sock = transport.get_extra_info("socket")
@@ -176,7 +183,7 @@ class KafkaConnection(asyncio.Protocol):
         self._server.connections.add(self)
         self._metrics.connection_opened()
 
-    def _start_session(self, transport: asyncio.Transport) -> bool:
+    def _start_session(self, peercert: dict[str, Any] | None) -> bool:
         """The connection's authentication state; False when it was closed (a client
         certificate no mapping rule accepts)."""
         session = self._server.security.session_for(
@@ -185,16 +192,32 @@ class KafkaConnection(asyncio.Protocol):
         self._session = session
         if session is None:
             return True
-        refused = session.peer_certificate(transport.get_extra_info("peercert"))
-        if refused is None and not session.authenticated:
-            # Before authentication a frame may be at most sasl.server.max.receive.size.
-            self._max_request = min(self._max_request, session.listener.max_receive_size)
+        refused = session.peer_certificate(peercert)
         if refused is not None:
-            self._admitted = False
-            self._server.quotas.release(self.peer_host)
             self.close(refused)
             return False
+        if not session.authenticated:
+            # Before authentication a frame may be at most sasl.server.max.receive.size.
+            self._max_request = min(self._max_request, session.listener.max_receive_size)
         return True
+
+    def _tls_received(self, tls: TlsLayer, data: bytes) -> bytes | None:
+        """Decrypt; None when nothing is left to process (or the connection was closed)."""
+        try:
+            plain, out, established = tls.receive(data)
+        except (ssl.SSLError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            self.close(f"TLS handshake failed on listener {self._server.name}: {reason}")
+            return None
+        if out and self._transport is not None:
+            self._transport.write(out)
+        if established:
+            log.debug(
+                "TLS (%s) established with %s:%d", tls.version(), self.peer_host, self.peer_port
+            )
+            if self._server.security is not None and not self._start_session(tls.peercert()):
+                return None
+        return plain or None
 
     def _before_authentication(self, frame: memoryview) -> None:
         """A frame of a SASL connection not yet authenticated (see broker.security.sasl)."""
@@ -239,6 +262,11 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics.bytes_in(len(data))
         if self._closing:
             return
+        if self._tls is not None:
+            decrypted = self._tls_received(self._tls, data)
+            if decrypted is None:
+                return
+            data = decrypted
         self.last_active = self._server.now()
         if self._buffer:
             self._buffer += data
@@ -357,6 +385,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = self._server.now()
         if isinstance(answer, Close):
             self.close(answer.reason)
+        elif self._tls is not None:
+            chunks = [answer] if isinstance(answer, bytes) else answer
+            self._metrics.bytes_out(sum(map(len, chunks)))
+            transport.writelines([self._tls.send(c) for c in chunks])
         elif isinstance(answer, bytes):
             self._metrics.bytes_out(len(answer))
             transport.write(answer)
@@ -472,7 +504,6 @@ class ListenerServer:
             port=self.port,
             reuse_address=True,
             backlog=1024,
-            ssl=self.ssl_context,
         )
         sockets = self._server.sockets
         if sockets:

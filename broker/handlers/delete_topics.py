@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import TopicError, TopicInfo
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
@@ -118,6 +119,12 @@ def _delete_all(
         else:
             assert tid is not None
             info = topics.by_id(tid)
+        checked = info.name if info is not None else name
+        if checked is not None and not allowed(ctx, Operation.DELETE, TOPIC, checked):
+            # Kafka: DESCRIBE denied too hides whether the topic exists (same answer).
+            code = ErrorCode.topic_authorization_failed
+            results.append(_Result(name, tid or ZERO_UUID, code, "Authorization failed."))
+            continue
         if info is None:
             code = (
                 ErrorCode.unknown_topic_or_partition

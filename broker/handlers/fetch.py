@@ -38,6 +38,7 @@ from tidelog.broker.handlers._fetch_scan import (
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.router import RawBody
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
 from tidelog.protocol.schema import build, response_types
@@ -71,6 +72,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
         )
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
+    denied: list[Wanted] = []
+    if ctx.broker.authorizer is not None:
+        wanted, denied = _authorize(ctx, wanted)
+        if not wanted:
+            return _lean_response(ctx, denied, [b""] * len(denied))
     max_bytes = answer_max_bytes(ctx.broker, request)
     min_bytes = int(request.min_bytes)
     loop = asyncio.get_running_loop()
@@ -82,10 +88,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not keys or answer_now(errors, total, min_bytes, remaining, ctx.broker.stopping):
             break
         await ctx.broker.partitions.wait_any(keys, remaining)  # type: ignore[arg-type]
-    if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
+    if len(wanted) == 1 and not denied:  # consumers of one partition: no grouping, one encode
         return await _one_answer(ctx, wanted[0])
     payloads = [await _records(ctx, w.read) for w in wanted]
-    return _lean_response(ctx, wanted, payloads)
+    return _lean_response(ctx, wanted + denied, payloads + [b""] * len(denied))
+
+
+def _authorize(ctx: RequestContext, wanted: list[Wanted]) -> tuple[list[Wanted], list[Wanted]]:
+    """(partitions the principal may READ, the others answered TOPIC_AUTHORIZATION_FAILED)."""
+    ok: list[Wanted] = []
+    denied: list[Wanted] = []
+    verdicts: dict[str, bool] = {}
+    for w in wanted:
+        if w.topic is None:
+            ok.append(w)  # answered UNKNOWN_TOPIC_ID by the scan
+            continue
+        verdict = verdicts.get(w.topic)
+        if verdict is None:
+            verdict = verdicts[w.topic] = allowed(ctx, Operation.READ, TOPIC, w.topic)
+        if verdict:
+            ok.append(w)
+        else:
+            w.error = ErrorCode.topic_authorization_failed
+            denied.append(w)
+    return ok, denied
 
 
 async def _one_answer(ctx: RequestContext, w: Wanted) -> bytes | list[bytes | memoryview]:

@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.broker.group.results import OffsetDeleteResult
 from tidelog.broker.group.wire import coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -23,7 +24,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in request.topics]
-    if groups is None:
+    if not allowed(ctx, Operation.DELETE, GROUP, request.group_id):
+        result = OffsetDeleteResult(ErrorCode.group_authorization_failed)
+    elif groups is None:
         result = OffsetDeleteResult(ErrorCode.coordinator_not_available)
     else:
         result = await groups.delete_offsets(request.group_id, wanted)

@@ -28,6 +28,7 @@ from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.router import Close, RawBody
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
@@ -71,6 +72,9 @@ def _check_producer_state(
 def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | None) -> _Result:
     result = _Result(topic, partition)
     broker = ctx.broker
+    if broker.authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic):
+        result.error = ErrorCode.topic_authorization_failed
+        return result
     partition_log = broker.topics.get_log(topic, partition)
     if partition_log is None:
         result.error = ErrorCode.unknown_topic_or_partition

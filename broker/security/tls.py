@@ -187,3 +187,66 @@ def _set_ciphers(ctx: ssl.SSLContext, get: Lookup, where: str) -> None:
             "ssl.cipher.suites",
             f"{where}: none of ssl.cipher.suites ({', '.join(names)}) is known to OpenSSL.",
         ) from None
+
+
+class TlsLayer:
+    """Server-side TLS of one connection over memory buffers (``ssl.MemoryBIO``).
+
+    The connection feeds it the bytes it reads and writes what it returns, so a failed
+    handshake (wrong CA, a client without a required certificate, a plaintext client on a TLS
+    port) is seen, logged and closed by the connection itself, and only that connection.
+    """
+
+    __slots__ = ("_incoming", "_object", "_outgoing", "established", "first_byte_checked")
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.established = False
+        self.first_byte_checked = False
+
+    def receive(self, data: bytes) -> tuple[bytes, bytes, bool]:
+        """Bytes read from the socket -> (plaintext, bytes to send back, handshake just done).
+        Raises ssl.SSLError (or ValueError for a client that does not speak TLS)."""
+        if not self.first_byte_checked and data:
+            self.first_byte_checked = True
+            if data[0] != 0x16:  # a TLS handshake record
+                raise ValueError(
+                    "the client did not start TLS (a plaintext client on a TLS listener?)"
+                )
+        self._incoming.write(data)
+        just_done = False
+        if not self.established:
+            try:
+                self._object.do_handshake()
+            except ssl.SSLWantReadError:
+                return b"", self._outgoing.read(), False
+            self.established = just_done = True
+        chunks = []
+        while True:
+            try:
+                chunk = self._object.read(262144)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), self._outgoing.read(), just_done
+
+    def send(self, data: bytes | memoryview) -> bytes:
+        """Plaintext -> TLS records to write."""
+        view = memoryview(data)
+        while view:
+            written = self._object.write(view)
+            view = view[written:]
+        return self._outgoing.read()
+
+    def peercert(self) -> dict[str, object] | None:
+        cert = self._object.getpeercert()
+        return dict(cert) if cert else None
+
+    def version(self) -> str | None:
+        return self._object.version()
