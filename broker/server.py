@@ -211,6 +211,9 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if out and self._transport is not None:
             self._transport.write(out)
+        if tls.peer_closed:  # close_notify: like a TCP EOF
+            self.eof_received()
+            return None
         if established:
             log.debug(
                 "TLS (%s) established with %s:%d", tls.version(), self.peer_host, self.peer_port

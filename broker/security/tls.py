@@ -197,7 +197,14 @@ class TlsLayer:
     port) is seen, logged and closed by the connection itself, and only that connection.
     """
 
-    __slots__ = ("_incoming", "_object", "_outgoing", "established", "first_byte_checked")
+    __slots__ = (
+        "_incoming",
+        "_object",
+        "_outgoing",
+        "established",
+        "first_byte_checked",
+        "peer_closed",
+    )
 
     def __init__(self, context: ssl.SSLContext) -> None:
         self._incoming = ssl.MemoryBIO()
@@ -205,6 +212,8 @@ class TlsLayer:
         self._object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.established = False
         self.first_byte_checked = False
+        #: The client sent close_notify (our own close_notify is then in the bytes to send).
+        self.peer_closed = False
 
     def receive(self, data: bytes) -> tuple[bytes, bytes, bool]:
         """Bytes read from the socket -> (plaintext, bytes to send back, handshake just done).
@@ -230,8 +239,15 @@ class TlsLayer:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                break
+                chunk = b""
             if not chunk:
+                # close_notify (read() gives b"" for it): answer with ours at once; clients
+                # such as aiokafka wait for it before they finish closing.
+                self.peer_closed = True
+                try:
+                    self._object.unwrap()
+                except ssl.SSLError:
+                    pass
                 break
             chunks.append(chunk)
         return b"".join(chunks), self._outgoing.read(), just_done
