@@ -228,8 +228,8 @@ def _remove(admin: Any, args: argparse.Namespace, k: Any) -> int:
     removed = 0
     for _, acls, error in admin.delete_acls(filters):
         if _failed(error):
-            raise ToolError(f"removing ACLs failed: {error}")
-        for acl, _error in acls:
+            raise ToolError(f"removing ACLs failed: {getattr(error, '__name__', error)}")
+        for acl in acls:
             removed += 1
             print(f"Removed ACL: {_format(acl)}")
     print(f"Removed {removed} ACL(s).")
