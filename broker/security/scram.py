@@ -236,7 +236,9 @@ class ScramServer:
         assert self._credential is not None
         attrs = _attributes(text)
         head, sep, proof_b64 = text.rpartition(",p=")
-        if not sep or attrs.get("r") != self._nonce:
+        # As Kafka's ScramSaslServer: the nonce must END with ours (librdkafka <= 2.0, as in
+        # Debian's kcat, sends its own nonce in front of the combined one).
+        if not sep or not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("invalid SCRAM client-final message (nonce mismatch)")
         try:
             channel = base64.b64decode(attrs.get("c", ""), validate=True)
