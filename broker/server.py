@@ -206,8 +206,13 @@ class KafkaConnection(asyncio.Protocol):
         try:
             plain, out, established = tls.receive(data)
         except (ssl.SSLError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or str(exc)
-            self.close(f"TLS handshake failed on listener {self._server.name}: {reason}")
+            reason = f"TLS handshake failed on listener {self._server.name}: " + (
+                getattr(exc, "reason", None) or str(exc)
+            )
+            security = self._server.security
+            # Logged once a minute per client address and reason (counted every time).
+            logged = security is None or security.tls_failed(self.peer_host, reason)
+            self.close(reason if logged else None)
             return None
         if out and self._transport is not None:
             self._transport.write(out)
@@ -232,7 +237,8 @@ class KafkaConnection(asyncio.Protocol):
             )
         self._submit(outcome)
         if session.failed is not None:
-            self._submit(Close(f"authentication failed: {session.failed}"))
+            # Close without a line of its own: BrokerSecurity logged it (rate-limited).
+            self._submit(Close(""))
         elif session.authenticated:
             self._max_request = self._server.max_request_bytes
 

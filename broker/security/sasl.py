@@ -127,7 +127,7 @@ class ConnectionSecurity:
         """A frame on a connection not yet authenticated: None routes it (ApiVersions, the
         SASL requests); else the answer (a raw token or Close)."""
         if self.failed is not None:
-            return Close(f"authentication failed: {self.failed}")
+            return Close("")  # logged (rate-limited) when it failed
         if self.raw_tokens:
             return self._raw_token(bytes(frame))
         try:
@@ -186,7 +186,7 @@ class ConnectionSecurity:
     def _raw_token(self, token: bytes) -> Any:
         """Legacy framing (after SaslHandshake v0): a token in, a size-prefixed token out;
         a failure closes without an answer, as Kafka's v0 does."""
-        error, message, answer = self.authenticate(token)
+        error, _message, answer = self.authenticate(token)
         if error != ErrorCode.none:
-            return Close(f"authentication failed: {message}")
+            return Close("")  # logged (rate-limited) by authenticate
         return len(answer).to_bytes(4, "big") + answer

@@ -109,6 +109,11 @@ class BrokerSecurity:
                 reason,
             )
 
+    def tls_failed(self, host: str, reason: str) -> bool:
+        """Count a failed TLS handshake; True when it should be logged now."""
+        self.authentication_failures += 1
+        return self._should_log(("tls", host, reason))
+
     def authenticated(self, session: ConnectionSecurity) -> None:
         self.authentications += 1
         log.debug(
