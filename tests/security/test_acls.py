@@ -43,6 +43,7 @@ def acl_broker(broker_factory: Any) -> tuple[Any, int, int]:
         "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:admin;User:ANONYMOUS",
         "auto.create.topics.enable": "false",
+        "metrics.port": str(free_port()),
     }
     broker = start(broker_factory, {"SASL_PLAINTEXT": sasl_port, "PLAINTEXT": plain_port}, settings)
     return broker, sasl_port, plain_port
@@ -230,6 +231,15 @@ def test_acls_allow_and_refuse_as_kafka(acl_broker: tuple[Any, int, int]) -> Non
     assert _produce(port, "alice", "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
     log = wait_for_log(broker, "Principal = User:bob is Denied operation = READ")
     assert "on resource = TOPIC:orders" in log
+    # Denials are counted on the metrics endpoint.
+    import re
+    import urllib.request
+
+    metrics_port = broker.overrides["metrics.port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = re.search(r"^tidelog_authorization_denials_total (\S+)$", text, re.M)
+    assert found is not None and float(found.group(1)) > 0
 
 
 def test_acls_tool_like_kafka_acls(acl_broker: tuple[Any, int, int]) -> None:

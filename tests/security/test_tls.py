@@ -155,6 +155,24 @@ def test_mutual_tls_principal_is_the_subject_dn(broker_factory: Any, certs: Cert
     def report(err: Any, msg: Any) -> None:
         (errors if err is not None else delivered).append(err or msg)
 
+    async def aio() -> None:
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.helpers import create_ssl_context
+
+        context = create_ssl_context(
+            cafile=str(certs.ca), certfile=str(certs.client_cert), keyfile=str(certs.client_key)
+        )
+        ap = AIOKafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{ssl_port}", security_protocol="SSL", ssl_context=context
+        )
+        await ap.start()
+        try:
+            await ap.send_and_wait("mtls-ok", b"aiokafka signed")
+        finally:
+            await ap.stop()
+
+    asyncio.run(aio())
+
     p = Producer({**conf, "message.timeout.ms": 10000})
     p.produce("mtls-ok", b"signed", on_delivery=report)
     p.produce("mtls-denied", b"refused", on_delivery=report)
