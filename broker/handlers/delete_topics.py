@@ -120,11 +120,21 @@ def _delete_all(
             assert tid is not None
             info = topics.by_id(tid)
         checked = info.name if info is not None else name
-        if checked is not None and not allowed(ctx, Operation.DELETE, TOPIC, checked):
-            # Kafka: DESCRIBE denied too hides whether the topic exists (same answer).
-            code = ErrorCode.topic_authorization_failed
-            results.append(_Result(name, tid or ZERO_UUID, code, "Authorization failed."))
-            continue
+        if checked is not None and ctx.broker.authorizer is not None:
+            # Kafka: without DESCRIBE a topic named by id is "unknown" (its existence is not
+            # revealed); by name, and without DELETE, TOPIC_AUTHORIZATION_FAILED.
+            code = None
+            if not allowed(ctx, Operation.DESCRIBE, TOPIC, checked):
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if name is None
+                    else ErrorCode.topic_authorization_failed
+                )
+            elif not allowed(ctx, Operation.DELETE, TOPIC, checked):
+                code = ErrorCode.topic_authorization_failed
+            if code is not None:
+                results.append(_Result(name, tid or ZERO_UUID, code, None))
+                continue
         if info is None:
             code = (
                 ErrorCode.unknown_topic_or_partition

@@ -170,6 +170,9 @@ def test_acls_allow_and_refuse_as_kafka(acl_broker: tuple[Any, int, int]) -> Non
     with pytest.raises(KafkaException) as info:
         alice_admin.create_topics([NewTopic("new-one", 1, 1)])["new-one"].result(20)
     assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as info:
+        alice_admin.delete_topics(["orders"])["orders"].result(20)
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     from kafka.admin import ACLFilter, ResourcePatternFilter
     from kafka.errors import ClusterAuthorizationFailedError
 
