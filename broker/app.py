@@ -32,6 +32,7 @@ from tidelog.broker.metrics import Metrics
 from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.router import Router
+from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
@@ -150,6 +151,17 @@ class Broker:
         #: Produce answers encoded at append time, sent once the fsync covering them returns.
         self.held_answers = HeldAnswers(
             lambda seconds, failed: self.router.observe(PRODUCE_API_KEY, seconds, failed)
+        )
+        # Listeners' TLS/SASL settings, SCRAM credentials and the authorizer (None unless
+        # authorizer.class.name is set: then every handler's check is one attribute test).
+        self.security = BrokerSecurity(config, self.log_dirs[0])
+        self.security.configure_listeners(
+            (e.name, config.listener_protocols.get(e.name, e.name)) for e in self.endpoints
+        )
+        self.authorizer = self.security.authorizer
+        self.metrics.security_counts = lambda: (
+            self.security.authentication_failures,
+            self.security.denials,
         )
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
@@ -294,6 +306,8 @@ class Broker:
                 max_request,
                 quotas=self.connection_quotas,
                 idle_ms=self.config.get_int("connections.max.idle.ms"),
+                security=self.security if endpoint.name in self.security.listeners else None,
+                ssl_context=self._ssl_context(endpoint.name),
             )
             await server.start()
             self.listeners.append(server)
@@ -347,6 +361,10 @@ class Broker:
             log.debug("closing storage after a failed start failed", exc_info=True)
             self.log_manager.release_locks()
         self._executor.shutdown(wait=True)
+
+    def _ssl_context(self, listener: str) -> Any:
+        security = self.security.listeners.get(listener)
+        return None if security is None else security.ssl_context
 
     def listening_line(self) -> str:
         """The one line ``tidelog serve`` logs once it listens (tests wait for it)."""

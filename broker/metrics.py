@@ -96,6 +96,8 @@ class Metrics:
         self._connections_total = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        #: () -> (failed authentications, authorization denials), set by broker.security.
+        self.security_counts: Callable[[], tuple[int, int]] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -221,6 +223,18 @@ class Metrics:
             "Client connections accepted since start.",
             value=self._connections_total,
         )
+        if self.security_counts is not None:
+            failures, denials = self.security_counts()
+            yield CounterMetricFamily(
+                "tidelog_authentication_failures",
+                "Failed authentications (SASL or TLS principal mapping) since start.",
+                value=failures,
+            )
+            yield CounterMetricFamily(
+                "tidelog_authorization_denials",
+                "Requests or resources refused by the authorizer since start.",
+                value=denials,
+            )
         groups = self._groups()
         if groups is not None:
             yield GaugeMetricFamily(

@@ -35,6 +35,7 @@ from tidelog.broker.handlers.base import (
     RequestContext,
 )
 from tidelog.broker.metrics import metrics_of
+from tidelog.broker.security.principal import ANONYMOUS
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
 from tidelog.protocol.lean_fetch import parse_fetch_frame
@@ -102,6 +103,9 @@ class Router:
         self._metrics = metrics_of(broker)
         self.specs: dict[int, HandlerSpec] = dict(specs)
         self._modules: dict[int, ModuleType] = dict(modules or {})
+        # With an authorizer, Produce and Fetch take ``handle`` (which checks ACLs) instead of
+        # the context-free ``at_once`` path.
+        self._at_once_ok = getattr(broker, "authorizer", None) is None
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every API served, by api_key."""
@@ -117,6 +121,7 @@ class Router:
         client_host: str,
         client_port: int,
         listener_name: str = "",
+        session: Any = None,
     ) -> Outcome:
         """Decode one request frame; returns an immediate outcome or a coroutine to run.
 
@@ -151,7 +156,7 @@ class Router:
             except FrameDecodeError:
                 lean = None
             if lean is not None:
-                if spec.at_once is not None:
+                if spec.at_once is not None and self._at_once_ok:
                     answer = self._at_once(spec, api_version, correlation_id, lean, client_host)
                     if answer is not None:
                         return answer
@@ -164,6 +169,8 @@ class Router:
                     client_port,
                     self.broker,
                     listener_name,
+                    ANONYMOUS if session is None else session.principal,
+                    session,
                 )
                 return self._run(spec, ctx, lean[2])
         try:
@@ -180,6 +187,8 @@ class Router:
             client_port=client_port,
             broker=self.broker,
             listener_name=listener_name,
+            principal=ANONYMOUS if session is None else session.principal,
+            session=session,
         )
         return self._run(spec, ctx, request)
 

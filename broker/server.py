@@ -25,6 +25,7 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Generator
@@ -33,6 +34,7 @@ from typing import Any, cast
 from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.router import Router
+from tidelog.broker.security.tls import TlsLayer
 
 log = logging.getLogger("tidelog.server")
 
@@ -142,6 +144,9 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
         self._admitted = False
+        #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
+        self._session: Any = None
+        self._tls: TlsLayer | None = None
         self.peer_host = "?"
         self.peer_port = 0
         self.last_active = 0.0  # loop time of the last byte in or answer out
@@ -162,6 +167,12 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._admitted = True
+        if self._server.ssl_context is not None:
+            # TLS runs in the connection (broker.security.tls.TlsLayer); the authentication
+            # state starts once the handshake is done.
+            self._tls = TlsLayer(self._server.ssl_context)
+        elif self._server.security is not None and not self._start_session(None):
+            return
         self.last_active = self._server.now()
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -172,6 +183,65 @@ class KafkaConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._server.connections.add(self)
         self._metrics.connection_opened()
+
+    def _start_session(self, peercert: dict[str, Any] | None) -> bool:
+        """The connection's authentication state; False when it was closed (a client
+        certificate no mapping rule accepts)."""
+        session = self._server.security.session_for(
+            self._server.name, self.peer_host, self.peer_port
+        )
+        self._session = session
+        if session is None:
+            return True
+        refused = session.peer_certificate(peercert)
+        if refused is not None:
+            self.close(refused)
+            return False
+        if not session.authenticated:
+            # Before authentication a frame may be at most sasl.server.max.receive.size.
+            self._max_request = min(self._max_request, session.listener.max_receive_size)
+        return True
+
+    def _tls_received(self, tls: TlsLayer, data: bytes) -> bytes | None:
+        """Decrypt; None when nothing is left to process (or the connection was closed)."""
+        try:
+            plain, out, established = tls.receive(data)
+        except (ssl.SSLError, ValueError) as exc:
+            reason = f"TLS handshake failed on listener {self._server.name}: " + (
+                getattr(exc, "reason", None) or str(exc)
+            )
+            security = self._server.security
+            # Logged once a minute per client address and reason (counted every time).
+            logged = security is None or security.tls_failed(self.peer_host, reason)
+            self.close(reason if logged else None)
+            return None
+        if out and self._transport is not None:
+            self._transport.write(out)
+        if tls.peer_closed:  # close_notify: like a TCP EOF
+            self.eof_received()
+            return None
+        if established:
+            log.debug(
+                "TLS (%s) established with %s:%d", tls.version(), self.peer_host, self.peer_port
+            )
+            if self._server.security is not None and not self._start_session(tls.peercert()):
+                return None
+        return plain or None
+
+    def _before_authentication(self, frame: memoryview) -> None:
+        """A frame of a SASL connection not yet authenticated (see broker.security.sasl)."""
+        session = self._session
+        outcome = session.intercept(frame)
+        if outcome is None:
+            outcome = self._router.dispatch(
+                frame, self.peer_host, self.peer_port, self._server.name, session
+            )
+        self._submit(outcome)
+        if session.failed is not None:
+            # Close without a line of its own: BrokerSecurity logged it (rate-limited).
+            self._submit(Close(""))
+        elif session.authenticated:
+            self._max_request = self._server.max_request_bytes
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
@@ -202,6 +272,11 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics.bytes_in(len(data))
         if self._closing:
             return
+        if self._tls is not None:
+            decrypted = self._tls_received(self._tls, data)
+            if decrypted is None:
+                return
+            data = decrypted
         self.last_active = self._server.now()
         if self._buffer:
             self._buffer += data
@@ -226,18 +301,26 @@ class KafkaConnection(asyncio.Protocol):
                 break
             (size,) = _SIZE.unpack_from(data, pos)
             if size < 0 or size > self._max_request:
-                self.close(
-                    f"request size {size} is outside 0..{self._max_request} "
-                    "(socket.request.max.bytes)"
+                limit = (
+                    "socket.request.max.bytes"
+                    if self._max_request == self._server.max_request_bytes
+                    else "sasl.server.max.receive.size, before authentication"
                 )
+                self.close(f"request size {size} is outside 0..{self._max_request} ({limit})")
                 return
             if end - pos - 4 < size:
                 break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
-            self._submit(
-                self._router.dispatch(frame, self.peer_host, self.peer_port, self._server.name)
-            )
+            session = self._session
+            if session is not None and not session.authenticated:
+                self._before_authentication(frame)
+            else:
+                self._submit(
+                    self._router.dispatch(
+                        frame, self.peer_host, self.peer_port, self._server.name, session
+                    )
+                )
             if self._closing:
                 return
         if pos < end:
@@ -312,6 +395,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = self._server.now()
         if isinstance(answer, Close):
             self.close(answer.reason)
+        elif self._tls is not None:
+            chunks = [answer] if isinstance(answer, bytes) else answer
+            self._metrics.bytes_out(sum(map(len, chunks)))
+            transport.writelines([self._tls.send(c) for c in chunks])
         elif isinstance(answer, bytes):
             self._metrics.bytes_out(len(answer))
             transport.write(answer)
@@ -397,8 +484,13 @@ class ListenerServer:
         *,
         quotas: ConnectionQuotas | None = None,
         idle_ms: int = -1,
+        security: Any = None,
+        ssl_context: Any = None,
     ) -> None:
         self.name = name
+        #: broker.security.service.BrokerSecurity (None: PLAINTEXT without security set up).
+        self.security = security
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.router = router

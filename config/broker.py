@@ -13,6 +13,7 @@ bad value raises ``ConfigError`` naming the property and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +24,12 @@ import yaml
 from tidelog.config.definitions import (
     BROKER_ALIASES,
     BROKER_CONFIGS,
+    LISTENER_PREFIX,
     LONG_MAX,
     NOT_IMPLEMENTED,
     UNIT_MS,
+    ConfigDef,
+    listener_setting_base,
 )
 from tidelog.config.values import ConfigError, parse_value, unknown_name_error
 
@@ -74,10 +78,29 @@ class BrokerConfig:
         explicit = set(self.explicit)
         for raw_name, raw in overrides.items():
             name = _canonical(raw_name)
-            values[name] = parse_value(BROKER_CONFIGS[name], raw)
+            values[name] = parse_value(definition_of(name), raw)
             explicit.add(name)
         _check_cross(values)
         return BrokerConfig(values=values, explicit=frozenset(explicit))
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> object:
+        """``name`` as listener ``listener`` sees it: ``listener.name.<listener>.[<mechanism>.]
+        <name>`` when set (listener and mechanism in lower case, as Kafka writes them), else
+        the broker-wide value."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None:
+            value = self.values.get(f"{prefix}{mechanism.lower()}.{name}")
+            if value is not None:
+                return value
+        value = self.values.get(prefix + name)
+        if value is not None:
+            return value
+        return self.get(name)
+
+    def listener_is_default(self, listener: str, name: str) -> bool:
+        return self.is_default(name) and (
+            f"{LISTENER_PREFIX}{listener.lower()}.{name}" not in self.explicit
+        )
 
     # The settings the broker reads most, typed.
     @property
@@ -164,9 +187,28 @@ def _as_list(value: object) -> list[str]:
 def _canonical(name: str) -> str:
     name = name.strip()
     name = BROKER_ALIASES.get(name, name)
+    if name.startswith(LISTENER_PREFIX):
+        listener, _, rest = name[len(LISTENER_PREFIX) :].partition(".")
+        name = f"{LISTENER_PREFIX}{listener.lower()}.{rest}"
+        if listener_setting_base(name) is None:
+            raise ConfigError(
+                name,
+                f"Unknown setting '{name}': a listener prefix takes an ssl.* or sasl.* setting "
+                "(listener.name.<listener>.ssl.keystore.location, "
+                "listener.name.<listener>.<mechanism>.sasl.jaas.config).",
+            )
+        return name
     if name not in BROKER_CONFIGS:
         raise unknown_name_error(name, list(BROKER_CONFIGS) + list(BROKER_ALIASES))
     return name
+
+
+def definition_of(name: str) -> ConfigDef:
+    """The definition of a (canonical) broker setting, listener-prefixed ones included."""
+    base = listener_setting_base(name)
+    if base is None:
+        return BROKER_CONFIGS[name]
+    return dataclasses.replace(BROKER_CONFIGS[base], name=name)
 
 
 def _check_cross(values: Mapping[str, object]) -> None:
@@ -214,6 +256,7 @@ def parse_protocol_map(raw: object) -> dict[str, str]:
     return out
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _DEFAULT_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
 _DEFAULT_PROTOCOLS.update(SASL_PLAINTEXT="SASL_PLAINTEXT", SASL_SSL="SASL_SSL")
 
@@ -224,7 +267,7 @@ def parse_listener(
     """``NAME://host:port`` -> (host, port); an empty host means every interface.
 
     ``NAME`` is a listener name whose security protocol (``listener.security.protocol.map``)
-    must be PLAINTEXT, the only one tidelog serves.
+    is one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.
     """
     protocols = _DEFAULT_PROTOCOLS if protocol_map is None else protocol_map
     scheme, sep, rest = listener.partition("://")
@@ -239,11 +282,11 @@ def parse_listener(
             f"Listener name {scheme!r} in '{name}' has no security protocol: add "
             f"{scheme.upper()}:PLAINTEXT to listener.security.protocol.map.",
         )
-    if protocol != "PLAINTEXT":
+    if protocol not in SECURITY_PROTOCOLS:
         raise ConfigError(
             name,
             f"Unsupported listener security protocol {protocol!r} for {scheme!r} in '{name}': "
-            "tidelog serves PLAINTEXT only.",
+            f"use one of {', '.join(SECURITY_PROTOCOLS)}.",
         )
     host, colon, port_s = rest.rpartition(":")
     if not colon or not port_s.isdigit() or not 0 <= int(port_s) <= 65535:

@@ -79,9 +79,10 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "listeners",
         "list",
         ["PLAINTEXT://127.0.0.1:9092"],
-        "Addresses the broker listens on, as PLAINTEXT://host:port. An empty host "
-        "(PLAINTEXT://:9092) binds 127.0.0.1 only, unlike Kafka, where it binds every "
-        "interface: write 0.0.0.0 (or ::) to listen on every interface.",
+        "Addresses the broker listens on, as NAME://host:port (NAME mapped to a security "
+        "protocol by listener.security.protocol.map). An empty host (PLAINTEXT://:9092) binds "
+        "127.0.0.1 only, unlike Kafka, where it binds every interface: write 0.0.0.0 (or ::) "
+        "to listen on every interface.",
         importance="high",
     ),
     _b(
@@ -98,7 +99,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
         "Listener name to security protocol, NAME:PROTOCOL pairs. Names other than PLAINTEXT "
         "(INTERNAL, EXTERNAL, ...) let one broker listen twice and tell each client the "
-        "address of the listener it came in on. tidelog serves PLAINTEXT only.",
+        "address of the listener it came in on. Protocols: PLAINTEXT, SSL, SASL_PLAINTEXT, "
+        "SASL_SSL.",
     ),
     _b("broker.rack", "string", None, "Rack of this broker, shown in Metadata.", importance="low"),
     _b(
@@ -146,6 +148,133 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=0,
         max_value=65535,
         importance="low",
+    ),
+    # Security (broker/security/). Each ssl.* and sasl.* setting may also be given per listener
+    # as listener.name.<listener>.<setting> (the listener name in lower case), as in Kafka.
+    _b(
+        "ssl.keystore.type",
+        "string",
+        "JKS",
+        "Format of the key store: PEM (JKS and PKCS12 are refused at start-up; convert them).",
+    ),
+    _b(
+        "ssl.keystore.location",
+        "string",
+        None,
+        "PEM file holding the private key (plain or encrypted PKCS#8) and the certificate chain.",
+        importance="high",
+    ),
+    _b("ssl.keystore.password", "password", None, "Password of the key store file (PEM: unused)."),
+    _b("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    _b("ssl.keystore.key", "password", None, "The private key inline (PEM)."),
+    _b(
+        "ssl.keystore.certificate.chain",
+        "password",
+        None,
+        "The certificate chain inline (PEM), with ssl.keystore.key.",
+    ),
+    _b("ssl.truststore.type", "string", "JKS", "Format of the trust store: PEM."),
+    _b(
+        "ssl.truststore.location",
+        "string",
+        None,
+        "PEM file of the CA certificates trusted for client certificates.",
+    ),
+    _b("ssl.truststore.password", "password", None, "Password of the trust store (PEM: unused)."),
+    _b(
+        "ssl.truststore.certificates",
+        "password",
+        None,
+        "The trusted CA certificates inline (PEM).",
+    ),
+    _b(
+        "ssl.client.auth",
+        "string",
+        "none",
+        "Mutual TLS: required, requested (checked when sent) or none.",
+        choices=("required", "requested", "none"),
+    ),
+    _b(
+        "ssl.principal.mapping.rules",
+        "string",
+        "DEFAULT",
+        "Rules mapping a client certificate's subject DN to a principal name "
+        "(RULE:pattern/replacement/[LU], ..., DEFAULT).",
+    ),
+    _b(
+        "ssl.enabled.protocols",
+        "list",
+        ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted.",
+        choices=("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1"),
+    ),
+    _b("ssl.protocol", "string", "TLSv1.3", "The TLS protocol family (accepted; see enabled)."),
+    _b(
+        "ssl.cipher.suites",
+        "list",
+        [],
+        "Cipher suites allowed (OpenSSL or IANA names); empty: the library's defaults.",
+    ),
+    _b(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "Host name check of certificates (a client setting; accepted on the broker).",
+    ),
+    _b(
+        "sasl.enabled.mechanisms",
+        "list",
+        ["GSSAPI"],
+        "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        importance="high",
+    ),
+    _b(
+        "sasl.jaas.config",
+        "password",
+        None,
+        "JAAS login configuration; per listener and mechanism as "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    _b(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "Largest SASL token accepted before authentication; larger closes the connection.",
+        min_value=1,
+    ),
+    _b(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        "Delay before closing a connection whose authentication failed.",
+        min_value=0,
+    ),
+    _b(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "Accepted for compatibility (re-authentication, KIP-368, is not done).",
+        min_value=0,
+    ),
+    _b(
+        "authorizer.class.name",
+        "string",
+        "",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACL authorization on.",
+        importance="high",
+    ),
+    _b(
+        "super.users",
+        "string",
+        None,
+        "Principals allowed everything, separated by ';' (User:admin;User:CN=broker).",
+        importance="high",
+    ),
+    _b(
+        "allow.everyone.if.no.acl.found",
+        "boolean",
+        False,
+        "Allow an action on a resource no ACL matches (false: deny).",
     ),
     # Topics.
     _b("num.partitions", "int", 1, "Partitions of auto-created topics.", min_value=1),
@@ -676,6 +805,33 @@ TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
 )
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in BROKER_CONFIG_LIST}
+
+#: Settings a listener may override as ``listener.name.<listener>.<setting>`` (Kafka's rule:
+#: the security settings of a listener).
+LISTENER_PREFIX = "listener.name."
+LISTENER_SETTINGS: frozenset[str] = frozenset(
+    n for n in BROKER_CONFIGS if n.startswith(("ssl.", "sasl.")) and n != "ssl.protocol"
+) | {"connection.failed.authentication.delay.ms", "connections.max.reauth.ms"}
+#: ``listener.name.<listener>.<mechanism>.<setting>``: per mechanism (JAAS).
+MECHANISM_SETTINGS: frozenset[str] = frozenset({"sasl.jaas.config"})
+
+
+def listener_setting_base(name: str) -> str | None:
+    """For ``listener.name.<l>.[<mechanism>.]<setting>`` the base setting's name, else None."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    rest = name[len(LISTENER_PREFIX) :]
+    listener, dot, setting = rest.partition(".")
+    if not dot or not listener:
+        return None
+    if setting in LISTENER_SETTINGS:
+        return setting
+    mechanism, dot, inner = setting.partition(".")
+    if dot and mechanism and inner in MECHANISM_SETTINGS:
+        return inner
+    return None
+
+
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in TOPIC_CONFIG_LIST}
 
 #: Some broker settings are given in coarser units; Kafka multiplies them into the ms synonym.

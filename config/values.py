@@ -51,8 +51,9 @@ def parse_value(d: ConfigDef, raw: object) -> object:
     try:
         value = _parse(d, raw)
     except (ValueError, TypeError):
+        shown = "[hidden]" if d.type == "password" else repr(raw)  # never echo a secret
         raise ConfigError(
-            d.name, f"Invalid value {raw!r} for '{d.name}': expected {_describe_allowed(d)}."
+            d.name, f"Invalid value {shown} for '{d.name}': expected {_describe_allowed(d)}."
         ) from None
     _check(d, value, raw)
     return value

@@ -22,12 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.topics import TopicError, topic_name_error
 from tidelog.config import BROKER_CONFIGS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 
 if TYPE_CHECKING:
-    from tidelog.broker.handlers.base import BrokerView
+    from tidelog.broker.handlers.base import BrokerView, RequestContext
 
 log = logging.getLogger("tidelog.admin")
 T = TypeVar("T")
@@ -60,6 +61,18 @@ class ApiError:
 
 
 NONE = ApiError(ErrorCode.none)
+
+
+def check_access(
+    ctx: RequestContext, resource_type: int, name: str, alter: bool
+) -> ApiError | None:
+    """Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker."""
+    operation = Operation.ALTER_CONFIGS if alter else Operation.DESCRIBE_CONFIGS
+    if resource_type == TYPE_TOPIC and not allowed(ctx, operation, TOPIC, name):
+        return ApiError(ErrorCode.topic_authorization_failed, None)
+    if resource_type in (TYPE_BROKER, TYPE_BROKER_LOGGER) and not allowed(ctx, operation, CLUSTER):
+        return ApiError(ErrorCode.cluster_authorization_failed, None)
+    return None
 
 
 def invalid_request(message: str) -> ApiError:

@@ -86,8 +86,9 @@ def fetch(
     min_bytes = request.min_bytes
     total, errors = scan(broker.topics, wanted, max_bytes)
     wait_s = request.max_wait.total_seconds()
-    # partitions of unknown topics are answered at once with their error: never waited on
-    waits = any(w.topic is not None for w in wanted)
+    # partitions of unknown (or unauthorized) topics are answered at once with their error:
+    # never waited on
+    waits = any(w.topic is not None and not w.denied for w in wanted)
     if not waits or answer_now(errors, total, min_bytes, wait_s, broker.stopping):
         out = build_answer(broker, version, correlation_id, wanted, blocking_ok=False)
         if out is not None:

@@ -35,6 +35,8 @@ class Wanted:
     high_watermark: int = -1
     log_start_offset: int = -1
     read: ReadInfo | None = None
+    #: Not authorized (READ on the topic): answered TOPIC_AUTHORIZATION_FAILED, never waited on.
+    denied: bool = False
 
 
 def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
@@ -71,6 +73,9 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
         if w.topic is None:
             w.error = ErrorCode.unknown_topic_id
             errors = True
+            continue
+        if w.denied:
+            w.error = ErrorCode.topic_authorization_failed
             continue
         partition_log = topics.get_log(w.topic, w.partition)
         if partition_log is None:

@@ -58,6 +58,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
         return common.invalid_request(f"Null value not supported for : {', '.join(nulls)}")
     broker = ctx.broker
     name = resource.resource_name
+    denied = common.check_access(ctx, resource.resource_type, name, alter=True)
+    if denied is not None:
+        return denied
     if resource.resource_type == common.TYPE_TOPIC:
         bad = common.check_topic_name(name)
         if bad is not None:

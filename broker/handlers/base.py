@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.router import Router
+    from tidelog.broker.security.authorizer import Authorizer
+    from tidelog.broker.security.service import BrokerSecurity
     from tidelog.broker.topics import Topics
     from tidelog.config import BrokerConfig
     from tidelog.storage import PartitionLog
@@ -82,6 +84,10 @@ class BrokerView(Protocol):
     topics: Topics
     partitions: HighWatermarkWaiters
     held_answers: HeldAnswers
+    #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
+    authorizer: Authorizer | None
+    #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.
+    security: BrokerSecurity
     producer_ids: ProducerIdManager
     router: Router
     stopping: bool
@@ -120,6 +126,11 @@ class RequestContext:
     #: The name of the listener the request came in on (``PLAINTEXT``, ``EXTERNAL``...); the
     #: broker's own address in answers is that listener's advertised one, as in Kafka.
     listener_name: str = ""
+    #: Who sent it: ``User:<name>`` after SASL or mutual TLS, else ``User:ANONYMOUS``.
+    principal: str = "User:ANONYMOUS"
+    #: The connection's authentication state (broker.security.sasl.ConnectionSecurity) on
+    #: SSL and SASL listeners, else None.
+    session: Any = None
 
 
 HandleFn = Callable[[RequestContext, Any], Awaitable[Any]]

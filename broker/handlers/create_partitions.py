@@ -28,6 +28,7 @@ from typing import Any
 
 from tidelog.broker.handlers._configs import ApiError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import TopicError
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
@@ -67,6 +68,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> ApiError:
     broker = ctx.broker
+    if not allowed(ctx, Operation.ALTER, TOPIC, topic.name):
+        return ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     info = broker.topics.get(topic.name)
     if info is None:
         return ApiError(

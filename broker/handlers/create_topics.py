@@ -17,6 +17,7 @@ from typing import Any
 from kio.static.constants import uuid_zero
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, TopicError
 from tidelog.config.topic import describe_topic_configs
 from tidelog.protocol.errors import ErrorCode, error_code_for
@@ -167,6 +168,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     f"following topics: {topic.name}",
                 )
             )
+            continue
+        if not (
+            allowed(ctx, Operation.CREATE, CLUSTER, log_denial=False)
+            or allowed(ctx, Operation.CREATE, TOPIC, topic.name)
+        ):
+            code = ErrorCode.topic_authorization_failed
+            results.append(_result(types, topic.name, code, "Authorization failed."))
             continue
         results.append(_create_one(ctx, types, topic, bool(request.validate_only)))
     return build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results))

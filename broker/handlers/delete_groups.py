@@ -11,6 +11,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -24,7 +25,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if groups is None:
         results = [(g, ErrorCode.coordinator_not_available) for g in names]
     else:
-        results = await groups.delete_groups(names)
+        permitted = [g for g in names if allowed(ctx, Operation.DELETE, GROUP, g)]
+        results = await groups.delete_groups(permitted) if permitted else []
+        results += [(g, ErrorCode.group_authorization_failed) for g in names if g not in permitted]
     return types.DeleteGroupsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import response_types
 from tidelog.storage.errors import StorageError
@@ -50,6 +51,8 @@ async def _delete(
     ctx: RequestContext, topic: str, partition: int, offset: int
 ) -> tuple[ErrorCode, int]:
     broker = ctx.broker
+    if not allowed(ctx, Operation.DELETE, TOPIC, topic):
+        return ErrorCode.topic_authorization_failed, -1
     info = broker.topics.get(topic)
     if info is not None and info.is_internal:
         return ErrorCode.invalid_topic_exception, -1

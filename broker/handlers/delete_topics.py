@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import TopicError, TopicInfo
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
@@ -118,6 +119,22 @@ def _delete_all(
         else:
             assert tid is not None
             info = topics.by_id(tid)
+        checked = info.name if info is not None else name
+        if checked is not None and ctx.broker.authorizer is not None:
+            # Kafka: without DESCRIBE a topic named by id is "unknown" (its existence is not
+            # revealed); by name, and without DELETE, TOPIC_AUTHORIZATION_FAILED.
+            code = None
+            if not allowed(ctx, Operation.DESCRIBE, TOPIC, checked):
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if name is None
+                    else ErrorCode.topic_authorization_failed
+                )
+            elif not allowed(ctx, Operation.DELETE, TOPIC, checked):
+                code = ErrorCode.topic_authorization_failed
+            if code is not None:
+                results.append(_Result(name, tid or ZERO_UUID, code, None))
+                continue
         if info is None:
             code = (
                 ErrorCode.unknown_topic_or_partition

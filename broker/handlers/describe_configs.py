@@ -63,6 +63,9 @@ def _describe(
     ctx: RequestContext, resource_type: int, name: str
 ) -> tuple[ApiError, Sequence[ConfigEntry]]:
     broker = ctx.broker
+    denied = common.check_access(ctx, resource_type, name, alter=False)
+    if denied is not None:
+        return denied, ()
     if resource_type == common.TYPE_TOPIC:
         bad = common.check_topic_name(name)
         if bad is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.broker.group.results import DescribedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -31,6 +32,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ]
     else:
         described = groups.describe_groups(group_ids)
+    if ctx.broker.authorizer is not None:
+        described = [
+            d
+            if allowed(ctx, Operation.DESCRIBE, GROUP, d.group_id)
+            else DescribedGroup(d.group_id, ErrorCode.group_authorization_failed, state="")
+            for d in described
+        ]
     operations = (
         GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else None
     )

@@ -30,6 +30,7 @@ from typing import Any
 from tidelog.broker.handlers._fetch_poll import answer_at_once, fetch
 from tidelog.broker.handlers._fetch_scan import Wanted, requested
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -52,10 +53,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
         )
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
+    if ctx.broker.authorizer is not None:
+        _authorize(ctx, wanted)
     answer = fetch(ctx.broker, ctx.api_version, ctx.correlation_id, request, wanted)
     if isinstance(answer, asyncio.Future):
         return await answer
     return answer
+
+
+def _authorize(ctx: RequestContext, wanted: list[Wanted]) -> None:
+    """Mark the partitions the principal may not READ (answered TOPIC_AUTHORIZATION_FAILED,
+    never waited on)."""
+    verdicts: dict[str, bool] = {}
+    for w in wanted:
+        if w.topic is None:
+            continue  # answered UNKNOWN_TOPIC_ID by the scan
+        verdict = verdicts.get(w.topic)
+        if verdict is None:
+            verdict = verdicts[w.topic] = allowed(ctx, Operation.READ, TOPIC, w.topic)
+        w.denied = not verdict
 
 
 def _response(ctx: RequestContext, types: Any, wanted: list[Wanted], payloads: list[bytes]) -> Any:

@@ -14,11 +14,23 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP as GROUP_RESOURCE
+from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
 API_KEY = 10
 GROUP, TRANSACTION = 0, 1
+
+
+def _authorized(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
+    """Kafka: DESCRIBE on the group (or the transactional id) the key names."""
+    if key_type == GROUP:
+        if not allowed(ctx, Operation.DESCRIBE, GROUP_RESOURCE, key):
+            return ErrorCode.group_authorization_failed
+    elif not allowed(ctx, Operation.DESCRIBE, TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return ErrorCode.none
 
 
 def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
@@ -36,20 +48,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     key_type = int(getattr(request, "key_type", GROUP))
     error, node_id, host, port = _answer(ctx, key_type)
-    message = None if error is ErrorCode.none else error.name.upper()
     if ctx.api_version >= 4:
-        coordinators = tuple(
-            types.Coordinator(
-                key=key,
-                node_id=node_id,
-                host=host,
-                port=port,
-                error_code=error,
-                error_message=message,
+        coordinators = []
+        for key in request.coordinator_keys:
+            code = _authorized(ctx, key_type, key) if error is ErrorCode.none else error
+            ok = code is ErrorCode.none
+            coordinators.append(
+                types.Coordinator(
+                    key=key,
+                    node_id=node_id if ok else -1,
+                    host=host if ok else "",
+                    port=port if ok else -1,
+                    error_code=code,
+                    error_message=None if ok else code.name.upper(),
+                )
             )
-            for key in request.coordinator_keys
+        return types.FindCoordinatorResponse(
+            throttle_time=NO_THROTTLE, coordinators=tuple(coordinators)
         )
-        return types.FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=coordinators)
+    if error is ErrorCode.none:
+        error = _authorized(ctx, key_type, request.key)
+        if error is not ErrorCode.none:
+            node_id, host, port = -1, "", -1
+    message = None if error is ErrorCode.none else error.name.upper()
     return build(
         types.FindCoordinatorResponse,
         throttle_time=NO_THROTTLE,

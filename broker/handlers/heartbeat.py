@@ -11,6 +11,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -19,7 +20,9 @@ API_KEY = 12
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = coordinator(ctx)
-    if groups is None:
+    if not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif groups is None:
         error = ErrorCode.coordinator_not_available
     else:
         error = groups.heartbeat(

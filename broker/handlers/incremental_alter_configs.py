@@ -73,6 +73,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
     broker = ctx.broker
     name = resource.resource_name
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+    denied = common.check_access(ctx, resource.resource_type, name, alter=True)
+    if denied is not None:
+        return denied
     if resource.resource_type == common.TYPE_TOPIC:
         bad = common.check_topic_name(name)
         if bad is not None:

@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed, allowed_any
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -64,6 +65,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return _answer(
             ctx, ErrorCode.transactional_id_authorization_failed, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        )
+    if not (
+        allowed(ctx, Operation.IDEMPOTENT_WRITE, CLUSTER, log_denial=False)
+        or allowed_any(ctx, Operation.WRITE, TOPIC)
+    ):
+        # Kafka: an idempotent producer needs WRITE on some topic (or IDEMPOTENT_WRITE).
+        return _answer(
+            ctx, ErrorCode.cluster_authorization_failed, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         )
     producer_id = await ctx.broker.producer_ids.generate_producer_id()
     return _answer(ctx, ErrorCode.none, producer_id, 0)

@@ -15,6 +15,7 @@ from tidelog.broker.group.membership import JoinRequest
 from tidelog.broker.group.results import JoinGroupResult, Protocol
 from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator, ms
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -49,6 +50,10 @@ def _response(ctx: RequestContext, result: JoinGroupResult) -> Any:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = coordinator(ctx)
+    if not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        return _response(
+            ctx, JoinGroupResult(ErrorCode.group_authorization_failed, request.member_id)
+        )
     if groups is None:
         return _response(
             ctx, JoinGroupResult(ErrorCode.coordinator_not_available, request.member_id)

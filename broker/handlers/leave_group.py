@@ -11,6 +11,7 @@ from typing import Any
 from tidelog.broker.group.results import MemberIdentity
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -26,6 +27,8 @@ def _identities(ctx: RequestContext, request: Any) -> list[MemberIdentity]:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
+    if not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        return error_response(ctx, request, ErrorCode.group_authorization_failed)
     if groups is None:
         return error_response(ctx, request, ErrorCode.coordinator_not_available)
     result = groups.leave_group(request.group_id, _identities(ctx, request))

@@ -10,6 +10,7 @@ from typing import Any
 from tidelog.broker.group.results import ListedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -24,6 +25,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.coordinator_not_available
     else:
         error, listed = groups.list_groups(tuple(getattr(request, "states_filter", ())))
+        if not allowed(ctx, Operation.DESCRIBE, CLUSTER, log_denial=False):
+            # Kafka: without DESCRIBE on the cluster, the groups the principal may DESCRIBE.
+            listed = [
+                g
+                for g in listed
+                if allowed(ctx, Operation.DESCRIBE, GROUP, g.group_id, log_denial=False)
+            ]
     return build(
         types.ListGroupsResponse,
         throttle_time=NO_THROTTLE,

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 from tidelog.storage.errors import StorageError
@@ -70,7 +71,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        may_describe = allowed(ctx, Operation.DESCRIBE, TOPIC, t.name)
         for p in t.partitions:
+            if not may_describe:
+                code, offset, ts = ErrorCode.topic_authorization_failed, -1, -1
+                parts.append(_partition(types, int(p.partition_index), code, offset, ts))
+                continue
             code, offset, ts = await _lookup(ctx, t.name, int(p.partition_index), int(p.timestamp))
             parts.append(_partition(types, int(p.partition_index), code, offset, ts))
         topics.append(types.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))

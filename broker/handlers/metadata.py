@@ -16,6 +16,8 @@ from typing import Any
 from kio.static.constants import uuid_zero
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
+from tidelog.broker.security.acls import CLUSTER_NAME, ResourceType
 from tidelog.broker.topics import INTERNAL_TOPICS, TopicError, TopicInfo, topic_name_error
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
@@ -30,6 +32,17 @@ _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
 _UNSET_OPERATIONS = -(2**31)
+
+
+def _operations(ctx: RequestContext, rtype: ResourceType, name: str, all_ops: int) -> int:
+    """The authorized-operations bit set: every operation without an authorizer."""
+    if ctx.broker.authorizer is None:
+        return all_ops
+    bits = 0
+    for op in range(32):
+        if all_ops & (1 << op) and allowed(ctx, Operation(op), rtype, name, log_denial=False):
+            bits |= 1 << op
+    return bits
 
 
 def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Any:
@@ -54,7 +67,11 @@ def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations:
         topic_id=info.topic_id,
         is_internal=info.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_TOPIC_OPERATIONS if include_operations else _UNSET_OPERATIONS,
+        topic_authorized_operations=(
+            _operations(ctx, TOPIC, info.name, _TOPIC_OPERATIONS)
+            if include_operations
+            else _UNSET_OPERATIONS
+        ),
     )
 
 
@@ -92,7 +109,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _wanted(ctx, request)
     answers: list[Any] = []
     if wanted is None:
-        answers = [_topic(types, ctx, info, include_ops) for info in topics]
+        # Only the topics the principal may DESCRIBE (denials here are not logged: Kafka).
+        answers = [
+            _topic(types, ctx, info, include_ops)
+            for info in topics
+            if allowed(ctx, Operation.DESCRIBE, TOPIC, info.name, log_denial=False)
+        ]
     else:
         auto_create = _allow_auto_create(ctx, request)
         for entry in wanted:
@@ -104,8 +126,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     answers.append(
                         _error_topic(types, None, ErrorCode.unknown_topic_id, topic_id or uuid_zero)
                     )
+                elif not allowed(ctx, Operation.DESCRIBE, TOPIC, info.name):
+                    answers.append(
+                        _error_topic(types, None, ErrorCode.topic_authorization_failed, topic_id)
+                    )
                 else:
                     answers.append(_topic(types, ctx, info, include_ops))
+                continue
+            if not allowed(ctx, Operation.DESCRIBE, TOPIC, name):
+                answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))
                 continue
             info = topics.get(name)
             if info is not None:
@@ -116,6 +145,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if not auto_create or name in INTERNAL_TOPICS:
                 answers.append(_error_topic(types, name, ErrorCode.unknown_topic_or_partition))
+                continue
+            if not (
+                allowed(ctx, Operation.CREATE, CLUSTER, log_denial=False)
+                or allowed(ctx, Operation.CREATE, TOPIC, name)
+            ):
+                answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))
                 continue
             try:
                 info = topics.create_topic(name, broker.config.num_partitions)
@@ -144,7 +179,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(answers),
         cluster_authorized_operations=(
-            _CLUSTER_OPERATIONS if include_cluster_ops else _UNSET_OPERATIONS
+            _operations(ctx, CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
+            if include_cluster_ops
+            else _UNSET_OPERATIONS
         ),
         error_code=ErrorCode.none,
     )

@@ -16,6 +16,7 @@ from typing import Any
 from tidelog.broker.group.results import CommitPartition, PartitionError
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator, ms
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -53,8 +54,19 @@ def _response(ctx: RequestContext, results: list[PartitionError]) -> Any:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     partitions = _partitions(request)
     groups = coordinator(ctx)
+    if not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        return error_response(ctx, request, ErrorCode.group_authorization_failed)
     if groups is None:
         return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    denied: list[PartitionError] = []
+    if ctx.broker.authorizer is not None:
+        readable = {p.topic for p in partitions if allowed(ctx, Operation.READ, TOPIC, p.topic)}
+        denied = [
+            PartitionError(p.topic, p.partition, ErrorCode.topic_authorization_failed)
+            for p in partitions
+            if p.topic not in readable
+        ]
+        partitions = [p for p in partitions if p.topic in readable]
     retention_ms = ms(getattr(request, "retention_time", None)) if ctx.api_version <= 4 else -1
     results = await groups.commit_offsets(
         request.group_id,
@@ -65,7 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         retention_ms=retention_ms,
         api_version=ctx.api_version,
     )
-    return _response(ctx, results)
+    return _response(ctx, [*results, *denied])
 
 
 def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tidelog.broker.group.results import OffsetDeleteResult
+from tidelog.broker.group.results import OffsetDeleteResult, PartitionError
 from tidelog.broker.group.wire import coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -23,10 +24,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in request.topics]
-    if groups is None:
+    if not allowed(ctx, Operation.DELETE, GROUP, request.group_id):
+        result = OffsetDeleteResult(ErrorCode.group_authorization_failed)
+    elif groups is None:
         result = OffsetDeleteResult(ErrorCode.coordinator_not_available)
     else:
+        denied: list[PartitionError] = []
+        if ctx.broker.authorizer is not None:  # Kafka: READ on each topic
+            readable = [(t, ps) for t, ps in wanted if allowed(ctx, Operation.READ, TOPIC, t)]
+            error = ErrorCode.topic_authorization_failed
+            denied = [
+                PartitionError(t, p, error)
+                for t, ps in wanted
+                if (t, ps) not in readable
+                for p in ps
+            ]
+            wanted = readable
         result = await groups.delete_offsets(request.group_id, wanted)
+        if denied:
+            result = OffsetDeleteResult(result.error, (*result.partitions, *denied))
     by_topic: dict[str, list[Any]] = {}
     for p in result.partitions:
         by_topic.setdefault(p.topic, []).append(

@@ -9,12 +9,14 @@ here: without transactional offset commits every stored offset is stable.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from tidelog.broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -31,9 +33,33 @@ def _wanted(topics: Sequence[Any] | None) -> Wanted:
 
 def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchResult:
     groups = coordinator(ctx)
+    if not allowed(ctx, Operation.DESCRIBE, GROUP, group_id):
+        return OffsetFetchResult(ErrorCode.group_authorization_failed)
     if groups is None:
         return OffsetFetchResult(ErrorCode.coordinator_not_available)
-    return groups.fetch_offsets(group_id, wanted)
+    result = groups.fetch_offsets(group_id, wanted)
+    if ctx.broker.authorizer is not None:
+        result = _authorized_topics(ctx, result, wanted)
+    return result
+
+
+def _authorized_topics(
+    ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted
+) -> OffsetFetchResult:
+    """Kafka: topics the principal may not DESCRIBE are left out of an "all topics" answer
+    and answered TOPIC_AUTHORIZATION_FAILED when asked for by name."""
+    topics = []
+    for t in result.topics:
+        if allowed(ctx, Operation.DESCRIBE, TOPIC, t.topic, log_denial=wanted is not None):
+            topics.append(t)
+        elif wanted is not None:
+            error = ErrorCode.topic_authorization_failed
+            topics.append(
+                TopicOffsets(
+                    t.topic, tuple(PartitionOffset(p.partition, error=error) for p in t.partitions)
+                )
+            )
+    return dataclasses.replace(result, topics=tuple(topics))
 
 
 def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v8: bool) -> Any:

@@ -33,6 +33,7 @@ from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
@@ -169,7 +170,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, request, results)
     # Appends happen synchronously, in request order, before any await: pipelined produce
     # requests on one connection are appended in the order they were sent.
+    authorizer = ctx.broker.authorizer
     for topic in request.topic_data:
+        if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
+            for p in topic.partition_data:
+                results.append(
+                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
+                )
+            continue
         for p in topic.partition_data:
             results.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
     if acks == 0:

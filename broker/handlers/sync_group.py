@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.broker.group.results import SyncGroupResult
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -33,6 +34,8 @@ def _response(ctx: RequestContext, result: SyncGroupResult) -> Any:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = coordinator(ctx)
+    if not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        return _response(ctx, SyncGroupResult(ErrorCode.group_authorization_failed))
     if groups is None:
         return _response(ctx, SyncGroupResult(ErrorCode.coordinator_not_available))
     result = await groups.sync_group(

@@ -37,7 +37,7 @@ def test_bad_value_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 def test_bad_listener_exits_2(tmp_path: Path) -> None:
     result = _run(
-        "serve", "--override", "listeners=SSL://127.0.0.1:1", "--override", f"log.dirs={tmp_path}"
+        "serve", "--override", "listeners=TLS://127.0.0.1:1", "--override", f"log.dirs={tmp_path}"
     )
     assert result.returncode == 2
     assert "listeners" in result.stderr

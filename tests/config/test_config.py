@@ -71,7 +71,10 @@ def test_env_names() -> None:
         ("log.cleanup.policy=sometimes", "one of delete, compact"),
         ("auto.create.topics.enable=maybe", "boolean"),
         ("listeners=127.0.0.1:9092", "PLAINTEXT://host:port"),
-        ("listeners=SSL://127.0.0.1:9093", "PLAINTEXT only"),
+        ("listeners=TLS://127.0.0.1:9093", "add TLS:PLAINTEXT"),
+        ("listener.security.protocol.map=X:KERBEROS", "'listeners'"),
+        ("listener.name.sasl_ssl.log.segment.bytes=1", "listener prefix"),
+        ("ssl.client.auth=maybe", "required, requested, none"),
         ("num.partitions", "KEY=VALUE"),
     ],
 )
@@ -79,6 +82,23 @@ def test_bad_settings_name_the_key(override: str, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(None, [override], {})
     assert fragment in str(info.value)
+
+
+def test_listener_prefixed_settings() -> None:
+    cfg = load_broker_config(
+        None,
+        [
+            "listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+            "listener.name.SASL_SSL.ssl.client.auth=required",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=x required;",
+            "sasl.jaas.config=y required;",
+        ],
+        {},
+    )
+    assert cfg.listener_get("SASL_SSL", "ssl.client.auth") == "required"
+    assert cfg.listener_get("PLAINTEXT", "ssl.client.auth") == "none"
+    assert cfg.listener_get("SASL_SSL", "sasl.jaas.config", "SCRAM-SHA-256") == "x required;"
+    assert cfg.listener_get("SASL_SSL", "sasl.jaas.config", "PLAIN") == "y required;"
 
 
 def test_unknown_env_variable_is_refused() -> None:

@@ -1,0 +1,48 @@
+"""CreateAcls (key 30) v1-3: add ACL bindings (needs ALTER on the cluster).
+
+Without an authorizer every creation gets SECURITY_DISABLED. A binding Kafka would refuse
+(unknown type, ``*`` as a prefix, a cluster not named ``kafka-cluster``, a principal without
+``Type:``) gets INVALID_REQUEST with the reason; the others are added and written durably
+before the answer.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.handlers._acls import binding_of
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 30
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    authorizer = ctx.broker.authorizer
+    results: list[tuple[ErrorCode, str | None]]
+    if authorizer is None:
+        message = "No authorizer is configured (authorizer.class.name)."
+        results = [(ErrorCode.security_disabled, message)] * len(request.creations)
+    elif not allowed(ctx, Operation.ALTER, CLUSTER):
+        results = [(ErrorCode.cluster_authorization_failed, None)] * len(request.creations)
+    else:
+        reasons = authorizer.create(binding_of(c) for c in request.creations)
+        results = [
+            (ErrorCode.none, None) if r is None else (ErrorCode.invalid_request, r) for r in reasons
+        ]
+        if any(r is None for r in reasons):
+            await ctx.broker.run_blocking(authorizer.save, *authorizer.snapshot())
+    return build(
+        types.CreateAclsResponse,
+        throttle_time=timedelta(0),
+        results=tuple(
+            build(types.AclCreationResult, error_code=e, error_message=m) for e, m in results
+        ),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "CreateAcls", 1, 3, handle)

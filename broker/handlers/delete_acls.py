@@ -1,0 +1,73 @@
+"""DeleteAcls (key 31) v1-3: remove the bindings each filter matches (needs ALTER on the
+cluster); the answer lists what each filter removed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.handlers._acls import filter_of
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 31
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+
+    def result(error: ErrorCode, message: str | None, matching: Any = ()) -> Any:
+        return build(
+            types.DeleteAclsFilterResult,
+            error_code=error,
+            error_message=message,
+            matching_acls=tuple(matching),
+        )
+
+    authorizer = ctx.broker.authorizer
+    results: list[Any] = []
+    if authorizer is None:
+        results = [
+            result(ErrorCode.security_disabled, "No authorizer is configured.")
+            for _ in request.filters
+        ]
+    elif not allowed(ctx, Operation.ALTER, CLUSTER):
+        results = [result(ErrorCode.cluster_authorization_failed, None) for _ in request.filters]
+    else:
+        parsed = [filter_of(f) for f in request.filters]
+        valid = [f for f, invalid in parsed if invalid is None]
+        removed = iter(authorizer.delete(valid))
+        for _, invalid in parsed:
+            if invalid is not None:
+                results.append(result(ErrorCode.invalid_request, invalid))
+                continue
+            results.append(
+                result(
+                    ErrorCode.none,
+                    None,
+                    (
+                        build(
+                            types.DeleteAclsMatchingAcl,
+                            error_code=ErrorCode.none,
+                            error_message=None,
+                            resource_type=int(b.resource_type),
+                            resource_name=b.resource_name,
+                            pattern_type=int(b.pattern_type),
+                            principal=b.principal,
+                            host=b.host,
+                            operation=int(b.operation),
+                            permission_type=int(b.permission),
+                        )
+                        for b in next(removed)
+                    ),
+                )
+            )
+        await ctx.broker.run_blocking(authorizer.save, *authorizer.snapshot())
+    return build(
+        types.DeleteAclsResponse, throttle_time=timedelta(0), filter_results=tuple(results)
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "DeleteAcls", 1, 3, handle)

@@ -1,0 +1,65 @@
+"""DescribeAcls (key 29) v1-3: the ACL bindings matching a filter (needs DESCRIBE on the
+cluster), grouped by resource pattern in the authorizer's sorted order."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.handlers._acls import filter_of
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 29
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+
+    def answer(error: ErrorCode, message: str | None, resources: Any = ()) -> Any:
+        return build(
+            types.DescribeAclsResponse,
+            throttle_time=timedelta(0),
+            error_code=error,
+            error_message=message,
+            resources=tuple(resources),
+        )
+
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return answer(ErrorCode.security_disabled, "No authorizer is configured.")
+    if not allowed(ctx, Operation.DESCRIBE, CLUSTER):
+        return answer(ErrorCode.cluster_authorization_failed, None)
+    acl_filter, invalid = filter_of(request)
+    if invalid is not None:
+        return answer(ErrorCode.invalid_request, invalid)
+    grouped: dict[tuple[int, str, int], list[Any]] = {}
+    for b in authorizer.describe(acl_filter):
+        grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            build(
+                types.AclDescription,
+                principal=b.principal,
+                host=b.host,
+                operation=int(b.operation),
+                permission_type=int(b.permission),
+            )
+        )
+    return answer(
+        ErrorCode.none,
+        None,
+        (
+            build(
+                types.DescribeAclsResource,
+                resource_type=rtype,
+                resource_name=name,
+                pattern_type=ptype,
+                acls=tuple(acls),
+            )
+            for (rtype, name, ptype), acls in grouped.items()
+        ),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "DescribeAcls", 1, 3, handle)

@@ -1,0 +1,46 @@
+"""SaslAuthenticate (key 36) v0-2: one SASL token each way (KIP-152).
+
+The token goes to the connection's mechanism (``broker/security/sasl.py``). A failure answers
+SASL_AUTHENTICATION_FAILED with Kafka's message after ``connection.failed.authentication.delay.ms``;
+the connection then closes. Re-authentication (KIP-368) is not offered: ``session_lifetime`` is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 36
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    session = ctx.session
+    if session is None or session.authenticated:
+        return build(
+            types.SaslAuthenticateResponse,
+            error_code=ErrorCode.illegal_sasl_state,
+            error_message="SaslAuthenticate is not expected on this connection",
+            auth_bytes=b"",
+            session_lifetime=timedelta(0),
+        )
+    error, message, token = session.authenticate(bytes(request.auth_bytes))
+    if error != ErrorCode.none:
+        delay_ms = session.listener.failed_auth_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+    return build(
+        types.SaslAuthenticateResponse,
+        error_code=error,
+        error_message=message,
+        auth_bytes=token,
+        session_lifetime=timedelta(0),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "SaslAuthenticate", 0, 2, handle)

@@ -1,0 +1,148 @@
+"""The broker's security: listeners' settings, SCRAM credentials, the authorizer, and the log
+and counters of failed authentications and denials.
+
+Failed authentications and denials are logged at most once a minute per (principal, resource)
+(or per client address and user for authentications), so a client retrying in a loop cannot
+flood the log, and each one is counted (``tidelog_authentication_failures``,
+``tidelog_authorization_denials`` on the metrics endpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tidelog.broker.security.acls import Operation, ResourceType
+from tidelog.broker.security.authorizer import ACL_FILE, AUTHORIZER_ALIASES, Authorizer
+from tidelog.broker.security.listener import ListenerSecurity, listener_security
+from tidelog.broker.security.sasl import ConnectionSecurity
+from tidelog.broker.security.scram import STORE_FILE, ScramCredentialStore
+from tidelog.config import BrokerConfig, ConfigError
+
+log = logging.getLogger("tidelog.security")
+authorizer_log = logging.getLogger("tidelog.authorizer")
+
+__all__ = ("BrokerSecurity",)
+
+#: A repeated failure or denial of the same key is logged again after this long.
+LOG_EVERY_S = 60.0
+_MAX_KEYS = 10_000
+
+
+def parse_super_users(raw: object) -> list[str]:
+    """``super.users``: principals separated by ';' (Kafka's syntax)."""
+    if not raw:
+        return []
+    return [p.strip() for p in str(raw).split(";") if p.strip()]
+
+
+class BrokerSecurity:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        log_dir: Path,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.monotonic = monotonic
+        self.listeners: dict[str, ListenerSecurity] = {}
+        self.scram = ScramCredentialStore(log_dir / STORE_FILE)
+        self.authorizer: Authorizer | None = None
+        class_name = str(config.get("authorizer.class.name") or "").strip()
+        if class_name:
+            if class_name not in AUTHORIZER_ALIASES:
+                raise ConfigError(
+                    "authorizer.class.name",
+                    f"Unknown authorizer {class_name!r}: set authorizer.class.name="
+                    f"{AUTHORIZER_ALIASES[0]} (or leave it empty: no authorization).",
+                )
+            self.authorizer = Authorizer(
+                log_dir / ACL_FILE,
+                super_users=parse_super_users(config.get("super.users")),
+                allow_if_no_acl=bool(config.get("allow.everyone.if.no.acl.found")),
+            )
+        self.authentication_failures = 0
+        self.authentications = 0
+        self.denials = 0
+        self._last_logged: dict[tuple[str, ...], float] = {}
+
+    def configure_listeners(self, listeners: Iterable[tuple[str, str]]) -> None:
+        """(listener name, security protocol) of each listener; ConfigError on a bad setting."""
+        for name, protocol in listeners:
+            if protocol != "PLAINTEXT":
+                self.listeners[name] = listener_security(self.config, name, protocol)
+
+    def session_for(self, listener: str, host: str, port: int) -> ConnectionSecurity | None:
+        """A connection's authentication state; None on PLAINTEXT (``User:ANONYMOUS``)."""
+        security = self.listeners.get(listener)
+        if security is None:
+            return None
+        return ConnectionSecurity(security, self, host, port)
+
+    # ------------------------------------------------------------------ events
+
+    def _should_log(self, key: tuple[str, ...]) -> bool:
+        now = self.monotonic()
+        last = self._last_logged.get(key)
+        if last is not None and now - last < LOG_EVERY_S:
+            return False
+        if len(self._last_logged) >= _MAX_KEYS:
+            self._last_logged.clear()
+        self._last_logged[key] = now
+        return True
+
+    def authentication_failed(
+        self, session: ConnectionSecurity, mechanism: str, user: str | None, reason: str
+    ) -> None:
+        self.authentication_failures += 1
+        if self._should_log(("authn", session.host, user or "", reason)):
+            log.warning(
+                "failed authentication from %s:%d on listener %s (mechanism %s, user %r): %s",
+                session.host,
+                session.port,
+                session.listener.name,
+                mechanism,
+                user,
+                reason,
+            )
+
+    def tls_failed(self, host: str, reason: str) -> bool:
+        """Count a failed TLS handshake; True when it should be logged now."""
+        self.authentication_failures += 1
+        return self._should_log(("tls", host, reason))
+
+    def authenticated(self, session: ConnectionSecurity) -> None:
+        self.authentications += 1
+        log.debug(
+            "%s:%d authenticated as %s with %s on listener %s",
+            session.host,
+            session.port,
+            session.principal,
+            session.mechanism,
+            session.listener.name,
+        )
+
+    def denied(
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        rtype: ResourceType,
+        name: str,
+        api: str,
+    ) -> None:
+        self.denials += 1
+        if self._should_log(("authz", principal, rtype.name, name, operation.name)):
+            authorizer_log.info(
+                "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s "
+                "(request %s)",
+                principal,
+                operation.name,
+                host,
+                rtype.name,
+                name,
+                api,
+            )

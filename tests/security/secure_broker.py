@@ -1,0 +1,96 @@
+"""Start a broker with secure listeners (helpers shared by the security tests)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";'
+)
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(
+    broker_factory: Callable[..., Any], listeners: Mapping[str, int], settings: Mapping[str, str]
+) -> Any:
+    """``listeners``: {NAME: port}; each NAME is also its security protocol unless mapped."""
+    overrides = {
+        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()),
+        "connection.failed.authentication.delay.ms": "50",
+        **settings,
+    }
+    return broker_factory(overrides)
+
+
+def wait_for_log(broker: Any, text: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = str(broker.log_text())
+        if text in log:
+            return log
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the broker log:\n{broker.log_text()[-3000:]}")
+
+
+def api_versions_frame(correlation_id: int = 1) -> bytes:
+    """An ApiVersions v0 request frame (no body)."""
+    client = b"raw"
+    body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + correlation_id.to_bytes(4, "big")
+    body += len(client).to_bytes(2, "big") + client
+    return len(body).to_bytes(4, "big") + body
+
+
+def request_frame(api_key: int, version: int, payload: bytes, correlation_id: int = 7) -> bytes:
+    """A request with header v1 (non-flexible) and ``payload`` as body."""
+    client = b"raw"
+    header = api_key.to_bytes(2, "big") + version.to_bytes(2, "big")
+    header += correlation_id.to_bytes(4, "big") + len(client).to_bytes(2, "big") + client
+    body = header + payload
+    return len(body).to_bytes(4, "big") + body
+
+
+def kstring(text: str) -> bytes:
+    raw = text.encode()
+    return len(raw).to_bytes(2, "big") + raw
+
+
+def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes | None:
+    """One response frame, or None when the broker closed the connection."""
+    sock.settimeout(timeout)
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    size = int.from_bytes(head, "big")
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
