@@ -37,11 +37,12 @@ from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 
-from .batch import prepare_append, validate_records
+from .batch import PreparedAppend, prepare_append, validate_records
 from .cleaner.records import require_record_keys
 from .config import LogConfig
+from .control_records import ABORT, COMMIT, EndTxnMarker, encode_end_txn_marker
 from .errors import KafkaStorageError, OffsetOutOfRangeError
-from .info import AppendInfo, ReadInfo
+from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
@@ -49,6 +50,8 @@ from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment
 from .timestamps import find_max_timestamp, find_offset_for_timestamp
+from .transaction_index import AbortedTxn
+from .transaction_state import CompletedTxn
 
 __all__ = ["PartitionLog", "parse_partition_dir_name", "wall_clock_ms"]
 
@@ -114,7 +117,12 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = self._log_end_offset
         self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
-        self.producer_state.load_from_segments(self._segments, self._log_start_offset)
+        self.producer_state.load_from_segments(
+            self._segments,
+            self._log_start_offset,
+            on_completed=self._rebuild_txn_index,
+            replay_from=loaded.first_recovered_base,
+        )
         self._last_flush_ms = now
         if loaded.recovered_segments or loaded.truncated_bytes:
             # Recovered data is made durable before it counts as flushed.
@@ -124,6 +132,14 @@ class PartitionLog:
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
         # restore the HW.
         self._recovery_point = self._log_end_offset
+
+    def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
+        """Replay at load: an aborted transaction's entry goes to the segment holding its
+        marker (skipped when the index has it already)."""
+        if not completed.is_aborted:
+            return
+        first = max(bisect_right(self._bases, completed.last_offset) - 1, 0)
+        self._segments[first].txn_index.append(_aborted(completed, self.producer_state))
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -209,20 +225,9 @@ class PartitionLog:
                 log_append_time_ms=append_time,
                 leader_epoch=leader_epoch,
             )
-            segment = self._segments[-1]
-            if segment.should_roll(
-                config,
-                messages_size=prepared.size_in_bytes,
-                max_offset=prepared.last_offset,
-                now_ms=now,
-            ):
-                segment = self._roll_locked(now)
-            segment.append(prepared, config.index_interval_bytes, now)
+            self._write_locked(prepared, now)
             if idempotent:
                 self.producer_state.update(prepared.headers)
-            self._log_end_offset = prepared.last_offset + 1
-            if not config.holds_high_watermark:
-                self._high_watermark = self._log_end_offset
             log_start = self._log_start_offset
         return AppendInfo(
             first_offset=prepared.first_offset,
@@ -233,6 +238,123 @@ class PartitionLog:
             batches=prepared.headers,
             size_in_bytes=prepared.size_in_bytes,
         )
+
+    def _write_locked(self, prepared: PreparedAppend, now: int) -> LogSegment:
+        config = self.config
+        segment = self._segments[-1]
+        if segment.should_roll(
+            config,
+            messages_size=prepared.size_in_bytes,
+            max_offset=prepared.last_offset,
+            now_ms=now,
+        ):
+            segment = self._roll_locked(now)
+        segment.append(prepared, config.index_interval_bytes, now)
+        self._log_end_offset = prepared.last_offset + 1
+        if not config.holds_high_watermark:
+            self._high_watermark = self._log_end_offset
+        return segment
+
+    # -- transactions (storage/transaction_state.py, storage/control_records.py) ----------------
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (never above the HW)."""
+        with self._lock:
+            return self.producer_state.transactions.last_stable_offset(self._high_watermark)
+
+    def append_end_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT marker for ``producer_id`` (the transaction coordinator's
+        WriteTxnMarkers) and complete its open transaction; an aborted one gets a
+        ``.txnindex`` entry in the segment holding the marker. Raises
+        ``InvalidProducerEpochError`` / ``TransactionCoordinatorFencedError`` (nothing
+        written) as Kafka's appendEndTxnMarker does."""
+        now = self._clock() if now_ms is None else now_ms
+        records = encode_end_txn_marker(
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=now,
+        )
+        batches = validate_records(
+            records,
+            max_message_bytes=max(self.config.max_message_bytes, len(records)),
+            segment_bytes=self.config.segment_bytes,
+            allow_control=True,
+        )
+        with self._lock:
+            self._check_open()
+            self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            prepared = prepare_append(
+                records, batches, base_offset=self._log_end_offset, log_append_time_ms=None
+            )
+            segment = self._write_locked(prepared, now)
+            header = prepared.headers[0]
+            state = self.producer_state
+            completed = state.update_marker(
+                header, EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch)
+            )
+            if completed.is_aborted:
+                segment.txn_index.append(_aborted(completed, state))
+            log_start = self._log_start_offset
+        return AppendInfo(
+            first_offset=prepared.first_offset,
+            last_offset=prepared.last_offset,
+            max_timestamp=prepared.max_timestamp,
+            log_append_time_ms=-1,
+            log_start_offset=log_start,
+            batches=prepared.headers,
+            size_in_bytes=prepared.size_in_bytes,
+        )
+
+    def read_for_fetch(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        read_committed: bool,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """What Fetch needs in one call: batches up to the HW (``read_committed``: the LSO)
+        and, for READ_COMMITTED, the aborted transactions overlapping the data returned
+        (Kafka's collectAbortedTransactions over the segments from the one holding
+        ``start_offset``)."""
+        lso = self.last_stable_offset
+        info = self.read(
+            start_offset,
+            max_bytes,
+            upper_bound=lso if read_committed else None,
+            min_one_message=min_one_message,
+        )
+        if not read_committed or info.last_offset is None:
+            return FetchDataInfo(info, lso, None if not read_committed else ())
+        with self._lock:
+            first = max(bisect_right(self._bases, start_offset) - 1, 0)
+            segments = self._segments[first:]
+        upper = info.last_offset + 1
+        aborted: list[AbortedTxn] = []
+        for segment in segments:
+            if segment.base_offset >= upper:
+                break
+            aborted.extend(segment.txn_index.collect(start_offset, upper))
+        return FetchDataInfo(info, lso, tuple(aborted))
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Every ``.txnindex`` entry overlapping ``[start_offset, upper_bound)``."""
+        with self._lock:
+            segments = list(self._segments)
+        out: list[AbortedTxn] = []
+        for segment in segments:
+            out.extend(segment.txn_index.collect(start_offset, upper_bound))
+        return out
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""
@@ -567,6 +689,15 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _aborted(completed: CompletedTxn, state: ProducerStateManager) -> AbortedTxn:
+    return AbortedTxn(
+        completed.producer_id,
+        completed.first_offset,
+        completed.last_offset,
+        state.transactions.stable_offset_after(completed),
+    )
 
 
 def _fsync_dir(directory: Path) -> None:
