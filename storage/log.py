@@ -189,11 +189,14 @@ class PartitionLog:
         now_ms: int | None = None,
         leader_epoch: int | None = None,
         allow_control: bool = False,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate every batch, assign offsets from the LEO and write them (all or nothing).
 
         ``leader_epoch`` overwrites each batch's partition leader epoch when given.
         ``allow_control`` lets a coordinator write control batches (clients may not).
+        ``from_coordinator``: a coordinator's own transactional batch (TxnOffsetCommit in
+        ``__consumer_offsets``): no sequence checks (Kafka's AppendOrigin.COORDINATOR).
         Raises ``StorageError`` subclasses; nothing is written when one is raised.
         """
         config = self.config
@@ -214,6 +217,7 @@ class PartitionLog:
             self._check_open()
             if (
                 idempotent
+                and not from_coordinator
                 and (duplicate := self.producer_state.check_append(h for _, h in batches))
                 is not None
             ):

@@ -60,7 +60,14 @@ def answer_at_once(
         name = info.name
     else:
         name = topic.topic
-    wanted = Wanted(name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+    wanted = Wanted(
+        name,
+        topic.topic_id,
+        p.partition,
+        p.fetch_offset,
+        p.partition_max_bytes,
+        read_committed=request.isolation_level == 1,
+    )
     max_bytes = answer_max_bytes(broker, request)
     min_bytes = request.min_bytes
     total, errors = scan(broker.topics, [wanted], max_bytes)

@@ -3,8 +3,10 @@
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no
 error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
 accepts a null topic list (every partition the group has committed); v5+ answers the leader
-epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+) needs no waiting
-here: without transactional offset commits every stored offset is stable.
+epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+): a partition with a
+transactional offset commit still pending (``broker/group/txn_offsets.py``) answers
+UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka does; the consumer retries until the
+transaction ends. Without it, pending offsets are simply not seen (the last committed is).
 """
 
 from __future__ import annotations
@@ -29,11 +31,29 @@ def _wanted(topics: Sequence[Any] | None) -> Wanted:
     return [(t.name, [int(i) for i in t.partition_indexes]) for t in topics]
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchResult:
+def _fetch(
+    ctx: RequestContext, group_id: str, wanted: Wanted, require_stable: bool = False
+) -> OffsetFetchResult:
     groups = coordinator(ctx)
     if groups is None:
         return OffsetFetchResult(ErrorCode.coordinator_not_available)
-    return groups.fetch_offsets(group_id, wanted)
+    result = groups.fetch_offsets(group_id, wanted)
+    pending: Any = getattr(ctx.broker, "txn_offsets", None)
+    if not require_stable or pending is None or result.error is not ErrorCode.none:
+        return result
+    topics = tuple(
+        TopicOffsets(
+            t.topic,
+            tuple(
+                PartitionOffset(p.partition, error=ErrorCode.unstable_offset_commit)
+                if pending.has_pending(group_id, t.topic, p.partition)
+                else p
+                for p in t.partitions
+            ),
+        )
+        for t in result.topics
+    )
+    return OffsetFetchResult(result.error, topics)
 
 
 def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v8: bool) -> Any:
@@ -72,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         out = []
         for group in request.groups:
             wanted = _wanted(group.topics)
-            result = _fetch(ctx, group.group_id, wanted)
+            result = _fetch(ctx, group.group_id, wanted, bool(request.require_stable))
             out.append(
                 types.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -82,7 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
     wanted = _wanted(request.topics)
-    result = _fetch(ctx, request.group_id, wanted)
+    result = _fetch(ctx, request.group_id, wanted, bool(getattr(request, "require_stable", False)))
     return build(
         types.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,

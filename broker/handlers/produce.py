@@ -9,15 +9,18 @@ group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
-Transactions (not supported) would plug in at ``_check_producer_state`` (and would make
-``answer_at_once``, the coroutine-free path for one batch of one partition, step aside for
-transactional batches).
+Transactional batches (attribute bit 4) are checked first against the transaction coordinator
+(``_check_producer_state``, Kafka's transaction verification): the partition must have been
+added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
+INVALID_PRODUCER_EPOCH); ``answer_at_once``, the coroutine-free path for one batch of one
+partition, steps aside for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,6 +46,13 @@ from tidelog.storage.errors import StorageError
 API_KEY = 0
 log = logging.getLogger("tidelog.produce")
 
+# Where a batch header keeps what ``_check_producer_state`` reads (storage/batch.py layout).
+_ATTRIBUTES_LOW = 22
+_TRANSACTIONAL = 0x10
+_PRODUCER_AT = 43
+_PRODUCER = struct.Struct(">qh")
+_HEADER_END = 61
+
 
 @dataclass(slots=True)
 class _Result:
@@ -61,10 +71,27 @@ class _Result:
 def _check_producer_state(
     ctx: RequestContext, topic: str, partition: int, records: bytes
 ) -> tuple[ErrorCode, str] | None:
-    """Seam for transactional producer checks; None means "append".
-
-    Idempotence (sequence and epoch checks, duplicates) is done by storage.
+    """Transactional batches must belong to an open transaction holding this partition; None
+    means "append". Idempotence (sequence and epoch checks, duplicates) is done by storage.
     """
+    if len(records) < _HEADER_END or not records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+        return None
+    producer_id, epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    coordinator: Any = getattr(ctx.broker, "transactions", None)
+    if coordinator is None:
+        return ErrorCode.invalid_txn_state, "no transaction coordinator"
+    md = next((m for m in coordinator.transactions.values() if m.producer_id == producer_id), None)
+    if md is not None and epoch < md.producer_epoch:
+        return (
+            ErrorCode.invalid_producer_epoch,
+            f"producer {producer_id} epoch {epoch} is fenced by epoch {md.producer_epoch}",
+        )
+    if not coordinator.partition_in_transaction(producer_id, epoch, topic, partition):
+        return (
+            ErrorCode.invalid_txn_state,
+            f"{topic}-{partition} was not added to the open transaction of producer "
+            f"{producer_id} (AddPartitionsToTxn first)",
+        )
     return None
 
 
@@ -253,6 +280,8 @@ def answer_at_once(
     partition_log = broker.topics.get_log(name, index)
     if partition_log is None or records is None or name in INTERNAL_TOPICS:
         return None
+    if len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+        return None  # transactional: checked by ``handle``
     if acks == -1 and partition_log.config.holds_high_watermark:
         return None
     hw_before = partition_log.high_watermark
