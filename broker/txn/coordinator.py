@@ -44,8 +44,8 @@ log = logging.getLogger("tidelog.txn")
 COORDINATOR_EPOCH = 0
 NO_PRODUCER_ID = -1
 
-#: Writes one record (value None = tombstone) for a transactional id and returns once the HW
-#: covers it; raises on failure.
+#: Appends one record (value None = tombstone) for a transactional id at once (raising when
+#: that fails) and returns an awaitable that resolves once the HW covers it (or raises).
 WriteRecord = Callable[[str, TxnLogValue | None], Awaitable[None]]
 #: Writes the markers of a finished transaction to its partitions (and waits for them).
 WriteMarkers = Callable[[TransactionMetadata, bool], Awaitable[None]]
@@ -159,6 +159,9 @@ class TransactionCoordinator:
         md.pending = state
         try:
             await self._write_record(md.transactional_id, self._value(md, state, now))
+        except asyncio.CancelledError:
+            md.pending = None
+            raise
         except Exception as exc:  # append errors: the client retries
             log.warning("writing %s of %r failed: %s", state.kafka_name, md.transactional_id, exc)
             md.pending = None
@@ -351,11 +354,29 @@ class TransactionCoordinator:
         final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         partitions = md.partitions
         md.partitions = set()
-        error = await self._persist(md, final)
-        if error is not ErrorCode.none:
+        now = self._clock()
+        try:
+            waiter = self._write_record(md.transactional_id, self._value(md, final, now))
+        except Exception as exc:
+            log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
             md.partitions = partitions
             self._spawn(self._retry_complete(md, commit))
+            return ErrorCode.none
+        # The Complete record need not be durable before the next transition: the markers are,
+        # and any later record of this id is appended after it (one partition, in order), so
+        # its HW wait covers this one too. A crash before it is durable leaves Prepare*, which
+        # the next start completes again (markers written twice are harmless).
+        md.state = final
+        md.txn_last_update_ms = now
+        self._spawn(self._log_failure(waiter, md.transactional_id))
         return ErrorCode.none
+
+    @staticmethod
+    async def _log_failure(waiter: Awaitable[None], transactional_id: str) -> None:
+        try:
+            await waiter
+        except Exception as exc:
+            log.warning("a record of %r did not become durable: %s", transactional_id, exc)
 
     async def _retry_complete(self, md: TransactionMetadata, commit: bool) -> None:
         await asyncio.sleep(1.0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
@@ -155,7 +156,8 @@ class TransactionService:
         if not covered:
             raise TxnWriteFailed(f"{topic}-{partition}: the HW did not reach {end} in time")
 
-    async def write_record(self, transactional_id: str, value: TxnLogValue | None) -> None:
+    def write_record(self, transactional_id: str, value: TxnLogValue | None) -> Awaitable[None]:
+        """Append now (raises on failure); the awaitable resolves once the HW covers it."""
         partition = self.partition_for(transactional_id)
         partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
         if partition_log is None:
@@ -169,7 +171,7 @@ class TransactionService:
             encode_records([record], self.broker.clock()), now_ms=self.broker.clock()
         )
         self.broker.after_append(partition_log, hw_before)
-        await self._wait(TRANSACTION_STATE_TOPIC, partition, partition_log, info.last_offset + 1)
+        return self._wait(TRANSACTION_STATE_TOPIC, partition, partition_log, info.last_offset + 1)
 
     async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:
         broker = self.broker
