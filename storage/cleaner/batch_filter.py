@@ -4,6 +4,7 @@ For each batch of the segments being cleaned, ``filter_batch`` returns the bytes
 cleaned segment (or None to drop the batch):
 
 * A control batch (transaction marker) is copied unchanged.
+* A batch of an aborted transaction (``storage/cleaner/aborted.py``) keeps none of its records.
 * Otherwise each record is kept when (Kafka's Cleaner.shouldRetainRecord):
   - its offset is above the offset map's ``latest_offset`` (not mapped this pass), or
   - it has a key, its offset is >= the key's mapped offset (it is the latest of its key), and it
@@ -59,6 +60,7 @@ from ..batch import (
 )
 from ..errors import CorruptRecordError
 from ..record_compression import compress
+from .aborted import AbortedTransactions
 from .offset_map import OffsetMap
 from .records import encode_varint, records_section, scan_records
 
@@ -84,6 +86,8 @@ class FilterContext:
     delete_retention_ms: int
     # producer id -> last data offset of the producer (Kafka's lastRecordsOfActiveProducers)
     active_producers: Mapping[int, int]
+    # aborted transactional data is dropped (``storage/cleaner/aborted.py``)
+    aborted: AbortedTransactions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,12 @@ def filter_batch(
         return FilterOutcome(
             bytes(view[:size]), header.records_count, header.records_count, False, -1
         )
+    if ctx.aborted is not None and ctx.aborted.is_aborted(header):
+        count = header.records_count
+        producer_last = ctx.active_producers.get(header.producer_id, -2)
+        if last_in_group or producer_last == header.last_offset:
+            return FilterOutcome(empty_batch(header), count, 0, True, -1)
+        return FilterOutcome(None, count, 0, True, -1)
     data = records_section(view, header)
     spans = scan_records(data, header.records_count)
     base_offset = header.base_offset
