@@ -80,7 +80,7 @@ def _check_producer_state(
     coordinator: Any = getattr(ctx.broker, "transactions", None)
     if coordinator is None:
         return ErrorCode.invalid_txn_state, "no transaction coordinator"
-    md = next((m for m in coordinator.transactions.values() if m.producer_id == producer_id), None)
+    md = coordinator.by_producer_id(producer_id)
     if md is not None and epoch < md.producer_epoch:
         return (
             ErrorCode.invalid_producer_epoch,

@@ -80,6 +80,7 @@ class TransactionCoordinator:
         self._clock = clock
         self.status = "loading"
         self.transactions: dict[str, TransactionMetadata] = {}
+        self._by_producer: dict[int, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[object]] = set()
 
     # -- loading -------------------------------------------------------------------------------
@@ -282,18 +283,25 @@ class TransactionCoordinator:
             md.partitions, md.txn_start_ms = before
         return error
 
+    def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
+        """The transactional id holding ``producer_id`` (an index rebuilt when stale)."""
+        md = self._by_producer.get(producer_id)
+        if md is not None and md.producer_id == producer_id and md.state is not TxnState.DEAD:
+            return md
+        self._by_producer = {m.producer_id: m for m in self.transactions.values()}
+        return self._by_producer.get(producer_id)
+
     def partition_in_transaction(
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
     ) -> bool:
         """The produce path's check (Kafka's transaction verification)."""
-        for md in self.transactions.values():
-            if md.producer_id == producer_id:
-                return (
-                    md.producer_epoch == producer_epoch
-                    and md.state is TxnState.ONGOING
-                    and (topic, partition) in md.partitions
-                )
-        return False
+        md = self.by_producer_id(producer_id)
+        return (
+            md is not None
+            and md.producer_epoch == producer_epoch
+            and md.state is TxnState.ONGOING
+            and (topic, partition) in md.partitions
+        )
 
     def check_txn_offset_commit(
         self, transactional_id: str, producer_id: int, producer_epoch: int
