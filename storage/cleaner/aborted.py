@@ -7,8 +7,7 @@ is neither put in the offset map (an aborted value must never shadow a committed
 same key) nor kept in the cleaned segment (its records are dropped; the batch is kept empty
 only when it is an active producer's last batch, as Kafka's RETAIN_EMPTY).
 
-Kafka divergence: markers are always kept (Kafka drops a marker once its transaction holds no
-more data and ``delete.retention.ms`` passed).
+Markers are handled by ``batch_filter._filter_marker``.
 
 Threading: built by a cleaner thread from a snapshot of the index entries; immutable after.
 """

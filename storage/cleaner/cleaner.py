@@ -27,8 +27,8 @@ quickly (``CleaningAbortedError``); whatever was swapped before stays (each swap
 
 Transactions: batches of aborted transactions (the log's ``.txnindex`` entries) are left out of
 the offset map and dropped from the cleaned segments (``storage/cleaner/aborted.py``); the
-aborted-transaction entries of the replaced segments go to the cleaned segment's ``.txnindex``.
-Kafka divergence: transaction markers are always kept.
+aborted-transaction entries of the replaced segments go to the cleaned segment's ``.txnindex``;
+a marker whose transaction keeps no data goes after ``delete.retention.ms``.
 
 Threading: a ``Cleaner`` belongs to one cleaner thread. Appends, reads and flushes of the log go
 on meanwhile; the partition lock is taken only to snapshot producer state and for each swap.
