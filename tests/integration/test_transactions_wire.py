@@ -195,6 +195,65 @@ def test_bad_inputs_get_kafka_errors(broker_factory: Any) -> None:
         assert end_txn(c, "tx", pid2, epoch2, False) == ErrorCode.none
         assert end_txn(c, "tx", pid2, epoch2, False) == ErrorCode.none  # a retry
         assert end_txn(c, "tx", pid2, epoch2, True) == ErrorCode.invalid_txn_state
+        # markers for a producer that never wrote to the partition: refused, nothing stored
+        t = request_types(27, 1)
+        before = (
+            c.request(
+                request_types(2, 2).ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=(
+                        request_types(2, 2).ListOffsetsTopic(
+                            name="w",
+                            partitions=(
+                                request_types(2, 2).ListOffsetsPartition(
+                                    partition_index=0, timestamp=-1
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            .topics[0]
+            .partitions[0]
+            .offset
+        )
+        answer = c.request(
+            t.WriteTxnMarkersRequest(
+                markers=(
+                    t.WritableTxnMarker(
+                        producer_id=424242,
+                        producer_epoch=0,
+                        transaction_result=True,
+                        topics=(t.WritableTxnMarkerTopic(name="w", partition_indexes=(0,)),),
+                        coordinator_epoch=0,
+                    ),
+                )
+            )
+        )
+        assert answer.markers[0].topics[0].partitions[0].error_code == ErrorCode.invalid_txn_state
+        after = (
+            c.request(
+                request_types(2, 2).ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=(
+                        request_types(2, 2).ListOffsetsTopic(
+                            name="w",
+                            partitions=(
+                                request_types(2, 2).ListOffsetsPartition(
+                                    partition_index=0, timestamp=-1
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            .topics[0]
+            .partitions[0]
+            .offset
+        )
+        assert after == before
         # FindCoordinator for transactions, batched (v4)
         t = request_types(FIND, 4)
         found = c.request(t.FindCoordinatorRequest(key_type=1, coordinator_keys=("tx", "b")))
