@@ -130,6 +130,17 @@ def produce_txn(c: WireClient, topic: str, pid: int, epoch: int, seq: int) -> Er
     return response.responses[0].partition_responses[0].error_code  # type: ignore[no-any-return]
 
 
+def latest(c: WireClient, topic: str) -> int:
+    t = request_types(2, 2)
+    partition = t.ListOffsetsPartition(partition_index=0, timestamp=-1)
+    request = t.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(t.ListOffsetsTopic(name=topic, partitions=(partition,)),),
+    )
+    return int(c.request(request).topics[0].partitions[0].offset)
+
+
 def create(c: WireClient, topic: str) -> None:
     t = request_types(19, 5)
     c.request(
@@ -197,27 +208,7 @@ def test_bad_inputs_get_kafka_errors(broker_factory: Any) -> None:
         assert end_txn(c, "tx", pid2, epoch2, True) == ErrorCode.invalid_txn_state
         # markers for a producer that never wrote to the partition: refused, nothing stored
         t = request_types(27, 1)
-        before = (
-            c.request(
-                request_types(2, 2).ListOffsetsRequest(
-                    replica_id=-1,
-                    isolation_level=0,
-                    topics=(
-                        request_types(2, 2).ListOffsetsTopic(
-                            name="w",
-                            partitions=(
-                                request_types(2, 2).ListOffsetsPartition(
-                                    partition_index=0, timestamp=-1
-                                ),
-                            ),
-                        ),
-                    ),
-                )
-            )
-            .topics[0]
-            .partitions[0]
-            .offset
-        )
+        before = latest(c, "w")
         answer = c.request(
             t.WriteTxnMarkersRequest(
                 markers=(
@@ -232,27 +223,7 @@ def test_bad_inputs_get_kafka_errors(broker_factory: Any) -> None:
             )
         )
         assert answer.markers[0].topics[0].partitions[0].error_code == ErrorCode.invalid_txn_state
-        after = (
-            c.request(
-                request_types(2, 2).ListOffsetsRequest(
-                    replica_id=-1,
-                    isolation_level=0,
-                    topics=(
-                        request_types(2, 2).ListOffsetsTopic(
-                            name="w",
-                            partitions=(
-                                request_types(2, 2).ListOffsetsPartition(
-                                    partition_index=0, timestamp=-1
-                                ),
-                            ),
-                        ),
-                    ),
-                )
-            )
-            .topics[0]
-            .partitions[0]
-            .offset
-        )
+        after = latest(c, "w")
         assert after == before
         # FindCoordinator for transactions, batched (v4)
         t = request_types(FIND, 4)
