@@ -308,6 +308,7 @@ class PartitionLog:
             )
             if completed.is_aborted:
                 segment.txn_index.append(_aborted(completed, state))
+            state.transactions.first_unstable_offset(self._high_watermark)  # forget visible ones
             log_start = self._log_start_offset
         return AppendInfo(
             first_offset=prepared.first_offset,

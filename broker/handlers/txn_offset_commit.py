@@ -1,8 +1,9 @@
 """TxnOffsetCommit (API 28) v0-4: offsets committed as part of a transaction.
 
 The producer must hold the transactional id's current producer id and epoch and have an open
-transaction (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH before v3 -
-or INVALID_TXN_STATE otherwise, nothing stored); the group checks the member as OffsetCommit
+transaction holding the group's ``__consumer_offsets`` partition, added by AddOffsetsToTxn
+(INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH before v3 - or
+INVALID_TXN_STATE otherwise, nothing stored); the group checks the member as OffsetCommit
 does (v3+ carries generation, member and instance ids). The offsets are written to
 ``__consumer_offsets`` as a transactional batch and stay invisible to OffsetFetch until the
 transaction commits (``broker/group/txn_offsets.py``). v5 (transaction version 2) is not served.
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.results import CommitPartition, PartitionError
-from tidelog.broker.group.wire import NO_THROTTLE
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -43,8 +45,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
+        groups = coordinator(ctx)
         error = txn.check_txn_offset_commit(
-            request.transactional_id, int(request.producer_id), int(request.producer_epoch)
+            request.transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            None if groups is None else (OFFSETS_TOPIC, groups.partition_for(request.group_id)),
         )
     if error is not ErrorCode.none:
         results = [PartitionError(p.topic, p.partition, error) for p in partitions]

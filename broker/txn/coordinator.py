@@ -304,9 +304,15 @@ class TransactionCoordinator:
         )
 
     def check_txn_offset_commit(
-        self, transactional_id: str, producer_id: int, producer_epoch: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets_partition: tuple[str, int] | None = None,
     ) -> ErrorCode:
-        """TxnOffsetCommit's producer check: a fenced or unknown producer is refused."""
+        """TxnOffsetCommit's producer check: a fenced or unknown producer is refused, and so is
+        one whose transaction does not hold the group's ``__consumer_offsets`` partition
+        (AddOffsetsToTxn first: the commit marker must reach it)."""
         error = self.inactive_error()
         if error is not None:
             return error
@@ -316,6 +322,8 @@ class TransactionCoordinator:
         if producer_epoch < md.producer_epoch:
             return ErrorCode.producer_fenced
         if md.state is not TxnState.ONGOING:
+            return ErrorCode.invalid_txn_state
+        if offsets_partition is not None and offsets_partition not in md.partitions:
             return ErrorCode.invalid_txn_state
         return ErrorCode.none
 

@@ -203,6 +203,8 @@ def test_bad_inputs_get_kafka_errors(broker_factory: Any) -> None:
         # commit after abort / abort after commit
         pid2, epoch2 = int(bumped.producer_id), int(bumped.producer_epoch)
         assert add_partitions(c, "tx", pid2, epoch2, "w") == {0: ErrorCode.none}
+        # offsets without AddOffsetsToTxn: the group's partition is not in the transaction
+        assert txn_commit(c, "tx", pid2, epoch2) == ErrorCode.invalid_txn_state
         assert end_txn(c, "tx", pid2, epoch2, False) == ErrorCode.none
         assert end_txn(c, "tx", pid2, epoch2, False) == ErrorCode.none  # a retry
         assert end_txn(c, "tx", pid2, epoch2, True) == ErrorCode.invalid_txn_state
