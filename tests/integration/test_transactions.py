@@ -197,7 +197,9 @@ def test_zombie_is_fenced(broker_factory: Any) -> None:
 
 # -- kafka-python, aiokafka, kcat ------------------------------------------------------------
 def test_kafka_python_transactions_and_read_committed(broker_factory: Any) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient
 
     broker = broker_factory()
     bs = broker.bootstrap
@@ -207,6 +209,9 @@ def test_kafka_python_transactions_and_read_committed(broker_factory: Any) -> No
     producer.begin_transaction()
     for i in range(5):
         producer.send("kp", b"ok%d" % i)
+    producer.send_offsets_to_transaction(
+        {KpTopicPartition("kp", 0): OffsetAndMetadata(4, "", -1)}, "kp-group"
+    )
     producer.commit_transaction()
     producer.begin_transaction()
     producer.send("kp", b"dropped")
@@ -223,10 +228,16 @@ def test_kafka_python_transactions_and_read_committed(broker_factory: Any) -> No
     values = [m.value for m in consumer]
     consumer.close()
     assert values == [b"ok%d" % i for i in range(5)]
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    offsets = admin.list_group_offsets({"kp-group": None})["kp-group"]
+    admin.close()
+    assert [(tp.topic, tp.partition, o.offset) for tp, o in offsets.items()] == [("kp", 0, 4)]
 
 
 def test_aiokafka_transactional_producer(broker_factory: Any) -> None:
     from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from kafka.admin import KafkaAdminClient
 
     broker = broker_factory()
     bs = broker.bootstrap
@@ -239,6 +250,9 @@ def test_aiokafka_transactional_producer(broker_factory: Any) -> None:
             async with producer.transaction():
                 for i in range(3):
                     await producer.send_and_wait("aio", b"aio%d" % i)
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition("aio", 0): 2}, "aio-group"
+                )
             await producer.begin_transaction()
             await producer.send_and_wait("aio", b"aborted")
             await producer.abort_transaction()
@@ -247,6 +261,10 @@ def test_aiokafka_transactional_producer(broker_factory: Any) -> None:
 
     asyncio.run(run())
     assert read_committed(bs, "aio") == [b"aio0", b"aio1", b"aio2"]
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    offsets = admin.list_group_offsets({"aio-group": None})["aio-group"]
+    admin.close()
+    assert [(tp.topic, tp.partition, o.offset) for tp, o in offsets.items()] == [("aio", 0, 2)]
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
