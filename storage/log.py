@@ -37,10 +37,10 @@ from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 
+from . import log_transactions
 from .batch import PreparedAppend, prepare_append, validate_records
 from .cleaner.records import require_record_keys
 from .config import LogConfig
-from .control_records import ABORT, COMMIT, EndTxnMarker, encode_end_txn_marker
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .metadata import read_partition_metadata
@@ -134,12 +134,7 @@ class PartitionLog:
         self._recovery_point = self._log_end_offset
 
     def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
-        """Replay at load: an aborted transaction's entry goes to the segment holding its
-        marker (skipped when the index has it already)."""
-        if not completed.is_aborted:
-            return
-        first = max(bisect_right(self._bases, completed.last_offset) - 1, 0)
-        self._segments[first].txn_index.append(_aborted(completed, self.producer_state))
+        log_transactions.rebuild_txn_index(self, completed)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -275,49 +270,14 @@ class PartitionLog:
         commit: bool,
         now_ms: int | None = None,
     ) -> AppendInfo:
-        """Write a COMMIT or ABORT marker for ``producer_id`` (the transaction coordinator's
-        WriteTxnMarkers) and complete its open transaction; an aborted one gets a
-        ``.txnindex`` entry in the segment holding the marker. Raises
-        ``InvalidProducerEpochError`` / ``TransactionCoordinatorFencedError`` (nothing
-        written) as Kafka's appendEndTxnMarker does."""
-        now = self._clock() if now_ms is None else now_ms
-        records = encode_end_txn_marker(
-            commit=commit,
+        """Write a COMMIT or ABORT marker (``storage.log_transactions``)."""
+        return log_transactions.append_end_txn_marker(
+            self,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch,
-            timestamp_ms=now,
-        )
-        batches = validate_records(
-            records,
-            max_message_bytes=max(self.config.max_message_bytes, len(records)),
-            segment_bytes=self.config.segment_bytes,
-            allow_control=True,
-        )
-        with self._lock:
-            self._check_open()
-            self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
-            prepared = prepare_append(
-                records, batches, base_offset=self._log_end_offset, log_append_time_ms=None
-            )
-            segment = self._write_locked(prepared, now)
-            header = prepared.headers[0]
-            state = self.producer_state
-            completed = state.update_marker(
-                header, EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch)
-            )
-            if completed.is_aborted:
-                segment.txn_index.append(_aborted(completed, state))
-            state.transactions.first_unstable_offset(self._high_watermark)  # forget visible ones
-            log_start = self._log_start_offset
-        return AppendInfo(
-            first_offset=prepared.first_offset,
-            last_offset=prepared.last_offset,
-            max_timestamp=prepared.max_timestamp,
-            log_append_time_ms=-1,
-            log_start_offset=log_start,
-            batches=prepared.headers,
-            size_in_bytes=prepared.size_in_bytes,
+            commit=commit,
+            now_ms=self._clock() if now_ms is None else now_ms,
         )
 
     def read_for_fetch(
@@ -328,29 +288,11 @@ class PartitionLog:
         read_committed: bool,
         min_one_message: bool = True,
     ) -> FetchDataInfo:
-        """What Fetch needs in one call: batches up to the HW (``read_committed``: the LSO)
-        and, for READ_COMMITTED, the aborted transactions overlapping the data returned
-        (Kafka's collectAbortedTransactions over the segments from the one holding
-        ``start_offset``)."""
-        lso = self.last_stable_offset
-        info = self.read(
-            start_offset,
-            max_bytes,
-            upper_bound=lso if read_committed else None,
-            min_one_message=min_one_message,
+        """Fetch's one call: data up to the HW or LSO, aborted transactions in range
+        (``storage.log_transactions``)."""
+        return log_transactions.read_for_fetch(
+            self, start_offset, max_bytes, read_committed, min_one_message
         )
-        if not read_committed or info.last_offset is None:
-            return FetchDataInfo(info, lso, None if not read_committed else ())
-        with self._lock:
-            first = max(bisect_right(self._bases, start_offset) - 1, 0)
-            segments = self._segments[first:]
-        upper = info.last_offset + 1
-        aborted: list[AbortedTxn] = []
-        for segment in segments:
-            if segment.base_offset >= upper:
-                break
-            aborted.extend(segment.txn_index.collect(start_offset, upper))
-        return FetchDataInfo(info, lso, tuple(aborted))
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Every ``.txnindex`` entry overlapping ``[start_offset, upper_bound)``."""
@@ -694,15 +636,6 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _aborted(completed: CompletedTxn, state: ProducerStateManager) -> AbortedTxn:
-    return AbortedTxn(
-        completed.producer_id,
-        completed.first_offset,
-        completed.last_offset,
-        state.transactions.stable_offset_after(completed),
-    )
 
 
 def _fsync_dir(directory: Path) -> None:
