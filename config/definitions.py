@@ -471,6 +471,20 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=1,
     ),
     _b(
+        "transaction.state.log.replication.factor",
+        "short",
+        1,
+        "Replication factor of __transaction_state (one node: 1).",
+        min_value=1,
+    ),
+    _b(
+        "transaction.state.log.min.isr",
+        "int",
+        1,
+        "min.insync.replicas of __transaction_state (one node: 1).",
+        min_value=1,
+    ),
+    _b(
         "transaction.state.log.segment.bytes",
         "int",
         104857600,
