@@ -140,26 +140,43 @@ class TransactionCoordinator:
         return None
 
     # -- persistence ---------------------------------------------------------------------------
-    def _value(self, md: TransactionMetadata, state: TxnState, now: int) -> TxnLogValue:
-        partitions = None if state is TxnState.EMPTY else md.by_topic()
+    def _value(
+        self,
+        md: TransactionMetadata,
+        state: TxnState,
+        now: int,
+        partitions: set[tuple[str, int]] | None = None,
+        start_ms: int | None = None,
+    ) -> TxnLogValue:
+        chosen = md.partitions if partitions is None else partitions
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(chosen):
+            by_topic.setdefault(topic, []).append(partition)
         return TxnLogValue(
             md.producer_id,
             md.producer_epoch,
             md.txn_timeout_ms,
             int(state),
-            partitions,
+            None if state is TxnState.EMPTY else by_topic,
             now,
-            md.txn_start_ms,
+            md.txn_start_ms if start_ms is None else start_ms,
             md.previous_producer_id,
         )
 
-    async def _persist(self, md: TransactionMetadata, state: TxnState) -> ErrorCode:
-        """Write ``md`` (already updated to its new fields) in ``state``; the state changes
-        in memory once the record is covered by the HW."""
+    async def _persist(
+        self,
+        md: TransactionMetadata,
+        state: TxnState,
+        partitions: set[tuple[str, int]] | None = None,
+        start_ms: int | None = None,
+    ) -> ErrorCode:
+        """Write ``md`` in ``state`` (with ``partitions``/``start_ms`` when given); memory
+        changes (state, and those) only once the record is covered by the HW."""
         now = self._clock()
         md.pending = state
+        value = self._value(md, state, now, partitions, start_ms)
         try:
-            await self._write_record(md.transactional_id, self._value(md, state, now))
+            await self._write_record(md.transactional_id, value)
         except asyncio.CancelledError:
             md.pending = None
             raise
@@ -170,6 +187,10 @@ class TransactionCoordinator:
         md.pending = None
         md.state = state
         md.txn_last_update_ms = now
+        if partitions is not None:
+            md.partitions = partitions
+        if start_ms is not None:
+            md.txn_start_ms = start_ms
         return ErrorCode.none
 
     # -- InitProducerId ------------------------------------------------------------------------
@@ -273,15 +294,10 @@ class TransactionCoordinator:
         wanted = set(partitions)
         if md.state is TxnState.ONGOING and wanted <= md.partitions:
             return ErrorCode.none
-        before = (set(md.partitions), md.txn_start_ms)
-        if md.state is not TxnState.ONGOING:
-            md.partitions = set()
-            md.txn_start_ms = self._clock()
-        md.partitions |= wanted
-        error = await self._persist(md, TxnState.ONGOING)
-        if error is not ErrorCode.none:
-            md.partitions, md.txn_start_ms = before
-        return error
+        # The produce path sees a partition only once the record naming it is durable.
+        if md.state is TxnState.ONGOING:
+            return await self._persist(md, TxnState.ONGOING, md.partitions | wanted)
+        return await self._persist(md, TxnState.ONGOING, wanted, self._clock())
 
     def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
         """The transactional id holding ``producer_id`` (an index rebuilt when stale)."""
