@@ -7,6 +7,12 @@ and `log-start-offset-checkpoint` its log start, both as "0", a count line, then
 missing from the checkpoint is read to its last complete batch). Gaps in offsets (compaction)
 and legacy v0/v1 message sets are fine; control batches are skipped, as consumers skip them.
 No broker is involved: the files are only read.
+
+``kafka.isolation.level=read_committed`` (Kafka's consumer setting, as Spark's Kafka source
+passes it on): reading stops at the last stable offset - the first offset of the earliest
+transaction still open below the high watermark, found from the partition's latest producer
+snapshot (``storage.producer_snapshot``) and the batch headers after it - and batches of aborted
+transactions (the partition's ``.txnindex`` files, ``storage.transaction_index``) are skipped.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any
 
 from tidelog.analytics.plan import TP, OffsetRange
 from tidelog.storage import checkpoint
+from tidelog.storage.cleaner.aborted import AbortedTransactions
+from tidelog.storage.producer_snapshot import SNAPSHOT_SUFFIX, CorruptSnapshotError, read_snapshot
 from tidelog.storage.record_codec import (
     LOG_OVERHEAD,
     RecordBatchHeader,
@@ -31,6 +39,7 @@ from tidelog.storage.record_codec import (
     decode_legacy_entry,
     read_batch_header,
 )
+from tidelog.storage.transaction_index import TXNINDEX_SUFFIX, decode_entries
 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _SEGMENT = re.compile(r"(\d{20})\.log")
@@ -54,7 +63,9 @@ def read_checkpoint(path: Path) -> dict[TP, int]:
 class LogDir:
     """A `Backend` over segment files."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_committed: bool = False) -> None:
+        self.read_committed = read_committed
+        self._aborted: dict[TP, AbortedTransactions] = {}
         self.root = Path(path)
         if not self.root.is_dir():
             raise LogDirError(
@@ -111,7 +122,58 @@ class LogDir:
         for tp in tps:
             leo = self.log_end(tp)
             out[tp] = min(self._hw[tp], leo) if tp in self._hw else leo
+            if self.read_committed:
+                first_open = self._first_open_transaction(tp, out[tp])
+                if first_open is not None:
+                    out[tp] = min(out[tp], first_open)
         return out
+
+    def _first_open_transaction(self, tp: TP, end: int) -> int | None:
+        """First offset of the earliest transaction open at ``end`` (read-only replay of the
+        headers after the latest usable producer snapshot)."""
+        d = self.root / f"{tp[0]}-{tp[1]}"
+        start, open_txns = 0, {}
+        snapshots = sorted(
+            (int(n[:20]), d / n)
+            for n in (os.listdir(d) if d.is_dir() else [])
+            if n.endswith(SNAPSHOT_SUFFIX) and n[:20].isdigit() and len(n) == 20 + 9
+        )
+        for offset, path in reversed(snapshots):
+            if offset > end:
+                continue
+            try:
+                entries = read_snapshot(path)
+            except (CorruptSnapshotError, OSError):
+                continue
+            start = offset
+            open_txns = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            }
+            break
+        for h, _, _ in self._walk(tp, start, end, include_control=True):
+            if h.producer_id < 0 or h.base_offset < start:
+                continue
+            if h.is_control or not h.is_transactional:
+                open_txns.pop(h.producer_id, None)
+            else:
+                open_txns.setdefault(h.producer_id, h.base_offset)
+        return min(open_txns.values()) if open_txns else None
+
+    def _aborted_of(self, tp: TP) -> AbortedTransactions:
+        found = self._aborted.get(tp)
+        if found is None:
+            d = self.root / f"{tp[0]}-{tp[1]}"
+            entries = []
+            for name in sorted(os.listdir(d)) if d.is_dir() else []:
+                if name.endswith(TXNINDEX_SUFFIX):
+                    try:
+                        entries.extend(decode_entries((d / name).read_bytes(), name=name))
+                    except (OSError, ValueError):
+                        continue
+            found = self._aborted[tp] = AbortedTransactions(entries)
+        return found
 
     def offsets_for_time(self, tps: list[TP], ts: int) -> dict[TP, int | None]:
         """First offset whose timestamp is >= ts (below the high watermark), else None."""
@@ -153,11 +215,14 @@ class LogDir:
         if (out := dec.flush()) is not None:
             yield out
 
-    def _walk(self, tp: TP, start: int, end: int, *, min_timestamp: int | None = None
+    def _walk(self, tp: TP, start: int, end: int, *, min_timestamp: int | None = None,
+              include_control: bool = False,
               ) -> Iterator[tuple[RecordBatchHeader, memoryview, int]]:  # fmt: skip
-        """The data batches that may hold offsets in [start, end), in log order."""
+        """The data batches that may hold offsets in [start, end), in log order (read_committed:
+        not those of aborted transactions)."""
         if start >= end:
             return
+        aborted = self._aborted_of(tp) if self.read_committed and not include_control else None
         segs = self.segments(tp)
         first = max((i for i, (base, _) in enumerate(segs) if base <= start), default=0)
         for base, path in segs[first:]:
@@ -169,7 +234,12 @@ class LogDir:
                     continue
                 if h.base_offset >= end:
                     return
+                if include_control:
+                    yield h, data, p
+                    continue
                 if h.is_control or h.records_count == 0:
+                    continue
+                if aborted and aborted.is_aborted(h):  # type: ignore[arg-type]
                     continue
                 if min_timestamp is not None and h.max_timestamp < min_timestamp:
                     continue

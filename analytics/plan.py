@@ -54,7 +54,8 @@ def open_backend(opts: SourceOptions) -> Backend:
     if opts.path:
         from tidelog.analytics.logdir import LogDir
 
-        return LogDir(opts.path)
+        committed = dict(opts.kafka_config).get("isolation.level") == "read_committed"
+        return LogDir(opts.path, read_committed=committed)
     from tidelog.analytics.wire import Wire
 
     assert opts.bootstrap is not None

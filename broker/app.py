@@ -35,6 +35,7 @@ from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
+from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
@@ -171,6 +172,10 @@ class Broker:
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services
         self.services.append(self.producer_ids)
+        # The transaction coordinator (broker/txn/): sets ``transactions`` and ``txn_offsets``.
+        self.transactions: Any = None
+        self.txn_offsets: Any = None
+        install_transaction_coordinator(self)
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(

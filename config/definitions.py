@@ -612,6 +612,63 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "transactions): the broker refuses to start when it is set to another value.",
         min_value=1,
     ),
+    # Transactions (broker/txn/).
+    _b(
+        "transaction.state.log.num.partitions",
+        "int",
+        50,
+        "Partitions of __transaction_state (fixed once the topic exists).",
+        min_value=1,
+    ),
+    _b(
+        "transaction.state.log.replication.factor",
+        "short",
+        1,
+        "Replication factor of __transaction_state (one node: 1).",
+        min_value=1,
+    ),
+    _b(
+        "transaction.state.log.min.isr",
+        "int",
+        1,
+        "min.insync.replicas of __transaction_state (one node: 1).",
+        min_value=1,
+    ),
+    _b(
+        "transaction.state.log.segment.bytes",
+        "int",
+        104857600,
+        "segment.bytes of __transaction_state.",
+        min_value=1024,
+    ),
+    _b(
+        "transaction.state.log.load.buffer.size",
+        "int",
+        5242880,
+        "Bytes read at a time while replaying __transaction_state at start-up.",
+        min_value=1,
+    ),
+    _b(
+        "transaction.max.timeout.ms",
+        "int",
+        900000,
+        "Largest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).",
+        min_value=1,
+    ),
+    _b(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        "How often transactions older than their timeout are looked for and aborted.",
+        min_value=1,
+    ),
+    _b(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        "How often transactional ids idle for transactional.id.expiration.ms are removed.",
+        min_value=1,
+    ),
 )
 
 _TOPIC_CODECS = _BROKER_CODECS

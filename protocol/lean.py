@@ -33,6 +33,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _FETCH_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, HW, LSO
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _PRODUCE_PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PRODUCE_PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
 
@@ -45,6 +46,18 @@ class FetchPartitionAnswer:
     last_stable_offset: int
     log_start_offset: int
     records: bytes | memoryview = b""
+    #: ``(producer_id, first_offset)`` of each aborted transaction in range (read_committed)
+    aborted_transactions: Sequence[tuple[int, int]] = ()
+
+
+def _aborted(aborted: Sequence[tuple[int, int]], flexible: bool) -> bytes:
+    """The ``aborted_transactions`` array of a fetched partition."""
+    out = bytearray(_array_len(len(aborted), flexible))
+    for producer_id, first_offset in aborted:
+        out += _ABORTED.pack(producer_id, first_offset)
+        if flexible:
+            out += b"\x00"
+    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +128,7 @@ def encode_fetch_body(
             )
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
-            out += _array_len(0, flexible)  # aborted transactions: none
+            out += _aborted(p.aborted_transactions, flexible)
             if version >= 11:
                 out += b"\xff\xff\xff\xff"  # preferred read replica -1
             size = len(p.records)
@@ -160,22 +173,28 @@ def encode_fetch_one(
     high_watermark: int,
     log_start_offset: int,
     records_size: int,
+    last_stable_offset: int | None = None,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> tuple[bytes, bytes]:
-    """``encode_fetch_body`` for one topic with one partition whose last stable offset is the
-    HW: ``(the bytes before the records, the bytes after them)``, the same bytes."""
+    """``encode_fetch_body`` for one topic with one partition (last stable offset: the HW
+    unless given): ``(the bytes before the records, the bytes after them)``, the same bytes."""
     flexible = version >= 12
     prefix = _fetch_one_prefix(version, topic)
+    lso = high_watermark if last_stable_offset is None else last_stable_offset
     if version >= 5:
         part = _FETCH_PARTITION_V5.pack(
-            partition, error_code, high_watermark, high_watermark, log_start_offset
+            partition, error_code, high_watermark, lso, log_start_offset
         )
     else:
-        part = _FETCH_PARTITION_V4.pack(partition, error_code, high_watermark, high_watermark)
+        part = _FETCH_PARTITION_V4.pack(partition, error_code, high_watermark, lso)
     if flexible:
-        middle = b"\x01\xff\xff\xff\xff"  # no aborted transactions, preferred replica -1
+        # aborted transactions (usually none), preferred replica -1
+        middle = (_aborted(aborted, True) if aborted else b"\x01") + b"\xff\xff\xff\xff"
         size = bytes((records_size + 1,)) if records_size < 0x7F else _uvarint(records_size + 1)
         return prefix + part + middle + size, b"\x00\x00\x00"  # partition, topic, body tags
-    middle = b"\x00\x00\x00\x00\xff\xff\xff\xff" if version >= 11 else b"\x00\x00\x00\x00"
+    middle = _aborted(aborted, False) if aborted else b"\x00\x00\x00\x00"
+    if version >= 11:
+        middle += b"\xff\xff\xff\xff"
     return prefix + part + middle + _I32.pack(records_size), b""
 
 

@@ -24,12 +24,13 @@ from .errors import (
     StorageError,
     UnsupportedMessageFormatError,
 )
-from .info import AppendInfo, FileRegion, ReadInfo
+from .info import AppendInfo, FetchDataInfo, FileRegion, ReadInfo
 from .log import PartitionLog
 from .manager import LogManager
 from .segment import LogSegment
 
 __all__ = [
+    "FetchDataInfo",
     "AppendInfo",
     "CorruptRecordError",
     "FileRegion",

@@ -14,6 +14,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "LogDirNotFoundError",
     "MessageTooLargeError",
@@ -21,6 +22,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordListTooLargeError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "UnknownTopicOrPartitionError",
     "UnsupportedMessageFormatError",
 ]
@@ -101,3 +103,15 @@ class UnknownTopicOrPartitionError(StorageError):
     """No log for that topic-partition."""
 
     error_name = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional write while the producer's transaction is open (InvalidTxnState)."""
+
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from an older coordinator epoch (TransactionCoordinatorFencedException)."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"

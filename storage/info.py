@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 from .batch import RecordBatchHeader
 from .segment import DELETED_SUFFIX, LogSegment
+from .transaction_index import AbortedTxn
 
-__all__ = ["AppendInfo", "FileRegion", "ReadInfo"]
+__all__ = ["AppendInfo", "FetchDataInfo", "FileRegion", "ReadInfo"]
 
 
 class AppendInfo(NamedTuple):
@@ -99,3 +100,12 @@ class ReadInfo(NamedTuple):
     def read_bytes(self) -> bytes:
         """The concatenated bytes of the regions (``os.pread``)."""
         return b"".join(region.read_bytes() for region in self.regions)
+
+
+class FetchDataInfo(NamedTuple):
+    """Result of ``PartitionLog.read_for_fetch``: the data, the LSO, and for READ_COMMITTED
+    the aborted transactions overlapping it (None for READ_UNCOMMITTED)."""
+
+    read: ReadInfo
+    last_stable_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None

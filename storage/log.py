@@ -37,11 +37,12 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from .batch import prepare_append, validate_records
+from . import log_transactions
+from .batch import PreparedAppend, prepare_append, validate_records
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .fileio import fsync_dir
-from .info import AppendInfo, ReadInfo
+from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .log_segments import LogSegments
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
@@ -51,6 +52,8 @@ from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment
 from .timestamps import find_max_timestamp, find_offset_for_timestamp
+from .transaction_index import AbortedTxn
+from .transaction_state import CompletedTxn
 
 __all__ = ["PartitionLog", "parse_partition_dir_name", "wall_clock_ms"]
 
@@ -115,7 +118,12 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = self._log_end_offset
         self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
-        self.producer_state.load_from_segments(self._segments, self._log_start_offset)
+        self.producer_state.load_from_segments(
+            self._segments,
+            self._log_start_offset,
+            on_completed=self._rebuild_txn_index,
+            replay_from=loaded.first_recovered_base,
+        )
         self._last_flush_ms = now
         if loaded.recovered_segments or loaded.truncated_bytes:
             # Recovered data is made durable before it counts as flushed.
@@ -125,6 +133,9 @@ class PartitionLog:
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
         # restore the HW.
         self._recovery_point = self._log_end_offset
+
+    def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
+        log_transactions.rebuild_txn_index(self, completed)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -174,11 +185,14 @@ class PartitionLog:
         now_ms: int | None = None,
         leader_epoch: int | None = None,
         allow_control: bool = False,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate every batch, assign offsets from the LEO and write them (all or nothing).
 
         ``leader_epoch`` overwrites each batch's partition leader epoch when given.
         ``allow_control`` lets a coordinator write control batches (clients may not).
+        ``from_coordinator``: a coordinator's own transactional batch (TxnOffsetCommit in
+        ``__consumer_offsets``): no sequence checks (Kafka's AppendOrigin.COORDINATOR).
         Raises ``StorageError`` subclasses; nothing is written when one is raised.
         """
         config = self.config
@@ -199,6 +213,7 @@ class PartitionLog:
             self._check_open()
             if (
                 idempotent
+                and not from_coordinator
                 and (duplicate := self.producer_state.check_append(h for _, h in batches))
                 is not None
             ):
@@ -210,20 +225,9 @@ class PartitionLog:
                 log_append_time_ms=append_time,
                 leader_epoch=leader_epoch,
             )
-            segment = self._segments[-1]
-            if segment.should_roll(
-                config,
-                messages_size=prepared.size_in_bytes,
-                max_offset=prepared.last_offset,
-                now_ms=now,
-            ):
-                segment = self._roll_locked(now)
-            segment.append(prepared, config.index_interval_bytes, now)
+            self._write_locked(prepared, now)
             if idempotent:
                 self.producer_state.update(prepared.headers)
-            self._log_end_offset = prepared.last_offset + 1
-            if not config.holds_high_watermark:
-                self._high_watermark = self._log_end_offset
             log_start = self._log_start_offset
         return AppendInfo(
             first_offset=prepared.first_offset,
@@ -234,6 +238,71 @@ class PartitionLog:
             batches=prepared.headers,
             size_in_bytes=prepared.size_in_bytes,
         )
+
+    def _write_locked(self, prepared: PreparedAppend, now: int) -> LogSegment:
+        config = self.config
+        segment = self._segments[-1]
+        if segment.should_roll(
+            config,
+            messages_size=prepared.size_in_bytes,
+            max_offset=prepared.last_offset,
+            now_ms=now,
+        ):
+            segment = self._roll_locked(now)
+        segment.append(prepared, config.index_interval_bytes, now)
+        self._log_end_offset = prepared.last_offset + 1
+        if not config.holds_high_watermark:
+            self._high_watermark = self._log_end_offset
+        return segment
+
+    # -- transactions (storage/transaction_state.py, storage/control_records.py) ----------------
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (never above the HW)."""
+        with self._lock:
+            return self.producer_state.transactions.last_stable_offset(self._high_watermark)
+
+    def append_end_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT marker (``storage.log_transactions``)."""
+        return log_transactions.append_end_txn_marker(
+            self,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            commit=commit,
+            now_ms=self._clock() if now_ms is None else now_ms,
+        )
+
+    def read_for_fetch(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        read_committed: bool,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Fetch's one call: data up to the HW or LSO, aborted transactions in range
+        (``storage.log_transactions``)."""
+        return log_transactions.read_for_fetch(
+            self, start_offset, max_bytes, read_committed, min_one_message
+        )
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Every ``.txnindex`` entry overlapping ``[start_offset, upper_bound)``."""
+        with self._lock:
+            segments = list(self._segments)
+        out: list[AbortedTxn] = []
+        for segment in segments:
+            out.extend(segment.txn_index.collect(start_offset, upper_bound))
+        return out
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""

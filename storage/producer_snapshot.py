@@ -17,8 +17,8 @@ version 1)::
                     last_offset               int64  last offset of that batch (-1: no batch)
                     offset_delta              int32  last_offset - first offset of that batch
                     timestamp                 int64  max timestamp of that batch
-                    coordinator_epoch         int32  -1 (tidelog writes no transaction markers)
-                    current_txn_first_offset  int64  -1 (no open transaction)
+                    coordinator_epoch         int32  epoch of the coordinator's last marker (-1)
+                    current_txn_first_offset  int64  first offset of the open transaction (-1)
 
 Invariants: the file is exactly ``10 + 46 * entry_count`` bytes; the CRC matches; producer ids
 are unique. Only the producer's *last* batch is kept (as in Kafka), so after a load from a

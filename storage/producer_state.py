@@ -5,6 +5,12 @@ current epoch and the metadata of its last five batches (``BatchMetadata``: last
 offset, offset delta, max timestamp; the first sequence and first offset follow from the delta).
 Batches with ``producer_id < 0`` (plain producers) are ignored everywhere.
 
+Transactions: a transactional batch opens the producer's transaction (its first offset is kept
+in the entry and in snapshots); a marker written by the coordinator (``update_marker``, after
+``check_marker``) completes it. Open transactions and the last stable offset are tracked in
+``storage/transaction_state.py``; a non-transactional batch of a producer whose transaction is
+open is INVALID_TXN_STATE, as in Kafka.
+
 On disk: ``<offset>.snapshot`` files in the partition directory (format and crash behaviour in
 ``storage/producer_snapshot.py``). The file named ``N`` is the state after all batches below
 ``N``. Snapshots are taken when a segment rolls (named after the new segment's base offset;
@@ -72,9 +78,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from .batch import CONTROL_MASK, RecordBatchHeader
+from .batch import CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatchHeader
 from .config import LogConfig
-from .errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
+from .control_records import EndTxnMarker
+from .errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from .info import AppendInfo
 from .producer_snapshot import (
     CorruptSnapshotError,
@@ -86,6 +99,7 @@ from .producer_snapshot import (
     snapshot_path,
     write_snapshot,
 )
+from .transaction_state import CompletedTxn, OngoingTransactions, segment_marker_reader
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -221,8 +235,8 @@ def _apply(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> Produ
     elif entry.producer_epoch != epoch:
         entry.producer_epoch = epoch
         entry.batches = ()
-    # Kafka divergence: the coordinator epoch of a transaction marker is in its record, which is
-    # not decoded here; tidelog writes no markers, so a control batch only moves the epoch.
+    # A control batch (transaction marker) only moves the epoch here; the transaction it ends
+    # is completed by ``ProducerStateManager.update_marker``, which reads its record.
     if not header.attributes & CONTROL_MASK:
         delta = header.last_offset_delta
         batch = BatchMetadata(
@@ -235,8 +249,11 @@ def _apply(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> Produ
         if len(kept) >= NUM_BATCHES_TO_RETAIN:
             kept = kept[1 - NUM_BATCHES_TO_RETAIN :]
         entry.batches = (*kept, batch)
+        if not header.attributes & TRANSACTIONAL_MASK:
+            entry.current_txn_first_offset = -1
+        elif entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
     entry.last_timestamp = header.max_timestamp
-    entry.current_txn_first_offset = -1
     return entry
 
 
@@ -258,6 +275,8 @@ class ProducerStateManager:
         self._clock = clock
         self._producers: dict[int, ProducerStateEntry] = {}
         self._unflushed: list[Path] = []
+        #: Open transactions and the last stable offset (``storage/transaction_state.py``).
+        self.transactions = OngoingTransactions()
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -296,6 +315,10 @@ class ProducerStateManager:
                     and first_sequence > 0
                     and first_sequence == current.last_sequence + 1
                     and header.producer_epoch == current.producer_epoch
+                    and (
+                        current.current_txn_first_offset < 0
+                        or header.attributes & TRANSACTIONAL_MASK
+                    )
                 ):
                     # the common case: the next batch in sequence (a retry cannot start above
                     # the last sequence written without 2**31 sequences in five batches)
@@ -323,6 +346,16 @@ class ProducerStateManager:
             )
         current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
         updated_epoch = pending[0] if pending is not None else current_epoch
+        if (
+            current is not None
+            and current.current_txn_first_offset >= 0
+            and not header.attributes & TRANSACTIONAL_MASK
+            and epoch == current_epoch
+        ):
+            raise InvalidTxnStateError(
+                f"non-transactional batch of producer {producer_id} while its transaction "
+                f"from offset {current.current_txn_first_offset} is open"
+            )
         if epoch < updated_epoch:
             raise InvalidProducerEpochError(
                 f"epoch {epoch} of producer {producer_id} is below its current epoch "
@@ -351,12 +384,50 @@ class ProducerStateManager:
         return epoch, increment_sequence(first_sequence, header.last_offset_delta)
 
     def update(self, headers: Iterable[RecordBatchHeader]) -> None:
-        """Record batches as written (offsets assigned); also used to replay the log."""
+        """Record data batches as written (offsets assigned); also used to replay the log.
+
+        Control batches go through ``update_marker`` (their record says what they end)."""
         producers = self._producers
         for header in headers:
             producer_id = header.producer_id
             if producer_id >= 0:
-                producers[producer_id] = _apply(producers.get(producer_id), header)
+                entry = producers[producer_id] = _apply(producers.get(producer_id), header)
+                if entry.current_txn_first_offset >= 0:
+                    self.transactions.begin(producer_id, entry.current_txn_first_offset)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Before a marker is written (Kafka's appendEndTxnMarker checks): raise
+        ``InvalidProducerEpochError`` for an epoch below the producer's,
+        ``TransactionCoordinatorFencedError`` for an older coordinator epoch."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {producer_epoch} of producer {producer_id} is below its current "
+                f"epoch {entry.producer_epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"below {entry.coordinator_epoch}"
+            )
+
+    def update_marker(self, header: RecordBatchHeader, marker: EndTxnMarker) -> CompletedTxn:
+        """Apply a written marker batch: its producer's open transaction is completed."""
+        producer_id = header.producer_id
+        entry = self._producers[producer_id] = _apply(self._producers.get(producer_id), header)
+        first = entry.current_txn_first_offset
+        completed = CompletedTxn(
+            producer_id,
+            first if first >= 0 else header.base_offset,
+            header.base_offset,
+            not marker.is_commit,
+        )
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
+        self.transactions.complete(completed)
+        return completed
 
     # -- expiry and log start ------------------------------------------------------------------
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
@@ -371,6 +442,7 @@ class ProducerStateManager:
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now)]
         for pid in expired:
             del self._producers[pid]
+            self.transactions.forget(pid)
         return len(expired)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
@@ -378,6 +450,7 @@ class ProducerStateManager:
         for pid, entry in list(self._producers.items()):
             if entry.last_data_offset < log_start_offset:
                 del self._producers[pid]
+                self.transactions.forget(pid)
             elif entry.batches[0].last_offset < log_start_offset:
                 kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
                 entry.batches = kept
@@ -455,6 +528,9 @@ class ProducerStateManager:
         log_end_offset: int,
         scan: Callable[[int], Iterable[RecordBatchHeader]],
         take_snapshot: bool = True,
+        read_marker: Callable[[RecordBatchHeader], EndTxnMarker] | None = None,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+        replay_from: int | None = None,
     ) -> int:
         """Rebuild the state from the latest usable snapshot plus the log after it.
 
@@ -462,12 +538,21 @@ class ProducerStateManager:
         holding ``offset`` to the end (a batch straddling ``offset`` is skipped here). Returns
         the number of batches replayed. Ends with a snapshot at ``log_end_offset`` (unless
         ``take_snapshot`` is False), so the next start need not replay them again.
+        ``read_marker`` reads a control batch's marker (without it a marker counts as ABORT
+        with coordinator epoch -1); ``on_completed`` sees every transaction the replay
+        completes (the log rebuilds ``.txnindex`` files from them); snapshots above
+        ``replay_from`` are deleted so that the replay covers every offset from there on.
         """
         self._producers.clear()
+        self.transactions.clear()
         now = self._clock()
         snapshots = list_snapshots(self.directory)
         for offset, path in list(snapshots.items()):
-            if offset > log_end_offset or offset < log_start_offset:
+            if (
+                offset > log_end_offset
+                or offset < log_start_offset
+                or (replay_from is not None and offset > replay_from)
+            ):
                 delete_snapshot(path)
                 del snapshots[offset]
         start = log_start_offset
@@ -484,6 +569,8 @@ class ProducerStateManager:
                 entry = ProducerStateEntry.from_snapshot_entry(item)
                 if not self._is_expired(entry, now) and entry.last_data_offset >= log_start_offset:
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset >= 0:
+                        self.transactions.begin(entry.producer_id, entry.current_txn_first_offset)
             start = offset
             break
         replayed = 0
@@ -493,19 +580,35 @@ class ProducerStateManager:
                     break
                 if header.last_offset < start:
                     continue
-                self.update((header,))
+                if header.attributes & CONTROL_MASK and header.producer_id >= 0:
+                    marker = read_marker(header) if read_marker else EndTxnMarker(0, -1)
+                    completed = self.update_marker(header, marker)
+                    if on_completed is not None:
+                        on_completed(completed)
+                else:
+                    self.update((header,))
                 replayed += 1
             self.remove_expired_producers(now)
         if take_snapshot and log_end_offset > start:
             self.take_snapshot(log_end_offset, sync=False)
         return replayed
 
-    def load_from_segments(self, segments: Sequence[_Segment], log_start_offset: int) -> int:
+    def load_from_segments(
+        self,
+        segments: Sequence[_Segment],
+        log_start_offset: int,
+        *,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+        replay_from: int | None = None,
+    ) -> int:
         """``load`` over a log's segments at start-up (up to the last one's next offset)."""
         return self.load(
             log_start_offset=log_start_offset,
             log_end_offset=segments[-1].next_offset,
             scan=segment_scanner(segments),
+            read_marker=segment_marker_reader(segments),
+            on_completed=on_completed,
+            replay_from=replay_from,
         )
 
     def truncate_and_reload(self, segments: Sequence[_Segment], log_start_offset: int) -> int:
@@ -515,6 +618,7 @@ class ProducerStateManager:
             log_start_offset=log_start_offset,
             log_end_offset=segments[-1].next_offset,
             scan=segment_scanner(segments),
+            read_marker=segment_marker_reader(segments),
             take_snapshot=False,
         )
 
@@ -532,6 +636,7 @@ class _Segment(Protocol):
     def translate_offset(
         self, offset: int, end_position: int, start_position: int = 0
     ) -> tuple[int, RecordBatchHeader] | None: ...
+    def pread(self, position: int, length: int) -> bytes: ...
 
 
 def segment_scanner(

@@ -47,6 +47,7 @@ from .segment import (
     LogSegment,
     segment_file_name,
 )
+from .transaction_index import TXNINDEX_SUFFIX
 
 __all__ = ["LoadedLog", "load_segments"]
 
@@ -61,6 +62,9 @@ class LoadedLog:
     segments: list[LogSegment]
     recovered_segments: int
     truncated_bytes: int
+    #: Base offset of the first segment recovered (its ``.txnindex`` and those after it are
+    #: rebuilt by the producer-state replay); None when none was.
+    first_recovered_base: int | None = None
 
 
 def _base_offset_of(name: str) -> int | None:
@@ -106,7 +110,7 @@ def _clean_stray_files(directory: Path) -> None:
         _complete_swap(directory, swap, base)
     # Index files whose log is gone.
     for path in directory.iterdir():
-        if path.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+        if path.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)):
             base = _base_offset_of(path.name)
             if (
                 base is not None
@@ -136,12 +140,14 @@ def _complete_swap(directory: Path, swap: Path, base: int) -> None:
     next_offset = _swap_next_offset(swap, base)
     for path in list(directory.iterdir()):
         other = _base_offset_of(path.name)
-        if other is None or not path.name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+        if other is None or not path.name.endswith(
+            (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
+        ):
             continue
         if base <= other < max(next_offset, base + 1):
             logger.info("removing %s replaced by swap %s", path, swap)
             _unlink(path)
-    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
         _unlink(directory / f"{segment_file_name(base)}{suffix}")
     live = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
     os.replace(swap, live)
@@ -167,6 +173,7 @@ def load_segments(
     segments: list[LogSegment] = []
     recovered = 0
     truncated_total = 0
+    first_recovered: int | None = None
     for i, base in enumerate(bases):
         name = segment_file_name(base)
         indexes_present = (directory / f"{name}{INDEX_SUFFIX}").exists() and (
@@ -180,7 +187,10 @@ def load_segments(
         cut = 0
         if not clean_shutdown and unflushed:
             cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+            segment.txn_index.reset()  # rebuilt from the log by the producer-state replay
             recovered += 1
+            if first_recovered is None:
+                first_recovered = base
         else:
             try:
                 if not indexes_present:
@@ -190,6 +200,9 @@ def load_segments(
                 logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
                 if is_last:
                     cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+                    segment.txn_index.reset()
+                    if first_recovered is None:
+                        first_recovered = base
                 else:
                     # Kafka divergence: Kafka's recoverSegment would also cut this file; the
                     # bytes are kept (reads raise CORRUPT_MESSAGE there) and so are later
@@ -205,7 +218,7 @@ def load_segments(
                     directory / f"{later_name}{LOG_SUFFIX}",
                     segment.log_path,
                 )
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                     _unlink(directory / f"{later_name}{suffix}")
             break
     if not segments:
@@ -215,7 +228,7 @@ def load_segments(
         segment.seal()
         segment.release_index_files()  # no-op while a rebuilt index awaits its fsync
     segments[-1].make_active(config)
-    return LoadedLog(segments, recovered, truncated_total)
+    return LoadedLog(segments, recovered, truncated_total, first_recovered)
 
 
 def _rebuild_without_cut(segment: LogSegment, config: LogConfig, next_base: int | None) -> None:

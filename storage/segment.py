@@ -5,6 +5,8 @@ Files (``NNNNNNNNNNNNNNNNNNNN`` is the segment's base offset in 20 digits, as Ka
     NNNNNNNNNNNNNNNNNNNN.log        batches back to back (see ``storage.batch``)
     NNNNNNNNNNNNNNNNNNNN.index      sparse offset -> position index (see ``storage.index``)
     NNNNNNNNNNNNNNNNNNNN.timeindex  sparse timestamp -> offset index
+    NNNNNNNNNNNNNNNNNNNN.txnindex   aborted transactions, only once one exists
+                                    (see ``storage.transaction_index``)
 
 Invariants: every batch's offsets lie in ``[base_offset, base_offset + 2**31 - 1]`` and strictly
 increase through the file; the file holds at most ``segment.bytes`` (< 2 GiB); the indexes
@@ -61,6 +63,7 @@ from .index import (
     OffsetIndex,
     TimeIndex,
 )
+from .transaction_index import TXNINDEX_SUFFIX, TransactionIndex
 from .unchecked import UncheckedBytes
 
 __all__ = [
@@ -113,6 +116,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / f"{name}{TIMEINDEX_SUFFIX}", base_offset, config.segment_index_bytes
         )
+        self.txn_index = TransactionIndex(directory / f"{name}{TXNINDEX_SUFFIX}")
         self.next_offset = base_offset
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = base_offset
@@ -539,6 +543,7 @@ class LogSegment:
         position, _ = found
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         cut = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
@@ -575,6 +580,7 @@ class LogSegment:
             if indexes:
                 self.offset_index.flush()
                 self.time_index.flush()
+                self.txn_index.flush()
         except OSError as exc:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
 
@@ -588,6 +594,7 @@ class LogSegment:
                 index.rename(index.path.with_name(index.path.name + suffix))
             except FileNotFoundError:
                 pass
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + suffix))
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -610,7 +617,8 @@ class LogSegment:
         """Unlink the files. The descriptors stay open while anything still references this
         segment (a reader that snapshotted it), so such a read finishes on the old bytes; they
         are closed when the segment object is freed."""
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        paths = (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
+        for path in paths:
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -21,9 +21,9 @@ from tidelog.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from tidelog.broker.group.coordinator import GroupCoordinator
 from tidelog.broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
 from tidelog.broker.group.timer import LoopTimer
+from tidelog.broker.group.txn_offsets import resolve_transactional
 from tidelog.protocol.errors import error_code_for
 from tidelog.storage import StorageError
-from tidelog.storage.record_codec import iter_records
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -45,6 +45,9 @@ class BrokerCoordinatorLog:
         self._config = config
         self._n = config.offsets_topic_num_partitions
         self._load_buffer = max(load_buffer_bytes, 64 * 1024)
+        #: Records of transactions with no marker yet, by producer id, found by the replay
+        #: (``broker/group/txn_offsets.py`` makes them pending TxnOffsetCommits again).
+        self.pending_transactional: dict[int, list[LogRecord]] = {}
 
     @property
     def num_partitions(self) -> int:
@@ -75,7 +78,9 @@ class BrokerCoordinatorLog:
 
     async def read_partition(self, partition: int) -> list[LogRecord]:
         partition_log = self._log(partition)
-        return await self._broker.run_blocking(_read_all, partition_log, self._load_buffer)
+        return await self._broker.run_blocking(
+            _read_all, partition_log, self._load_buffer, self.pending_transactional
+        )
 
     def append(
         self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
@@ -101,17 +106,18 @@ class BrokerCoordinatorLog:
         )
 
 
-def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[LogRecord]:
-    """Every record from the log start to the HW (runs in a worker thread)."""
+def _read_all(
+    partition_log: PartitionLog, max_bytes: int, held: dict[int, list[LogRecord]]
+) -> list[LogRecord]:
+    """Every record from the log start to the HW (runs in a worker thread); transactional
+    records only once their COMMIT marker is read (``txn_offsets.resolve_transactional``)."""
     out: list[LogRecord] = []
     offset = partition_log.log_start_offset
     while True:
         info = partition_log.read(offset, max_bytes)
         if info.first_offset is None or info.last_offset is None:
             return out
-        for record in iter_records(info.read_bytes()):
-            if record.offset >= offset:
-                out.append(LogRecord(record.offset, record.key, record.value))
+        resolve_transactional(info.read_bytes(), offset, held, out)
         offset = info.last_offset + 1
 
 

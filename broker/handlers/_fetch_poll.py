@@ -64,7 +64,14 @@ def answer_at_once(
         name = info.name
     else:
         name = topic.topic
-    wanted = Wanted(name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+    wanted = Wanted(
+        name,
+        topic.topic_id,
+        p.partition,
+        p.fetch_offset,
+        p.partition_max_bytes,
+        read_committed=request.isolation_level == 1,
+    )
     return fetch(broker, version, correlation_id, request, [wanted], observe=True)
 
 
@@ -131,9 +138,12 @@ def build_answer(
                 partition=w.partition,
                 error_code=int(w.error),
                 high_watermark=w.high_watermark,
-                last_stable_offset=w.high_watermark,
+                last_stable_offset=(
+                    w.last_stable_offset if w.last_stable_offset >= 0 else w.high_watermark
+                ),
                 log_start_offset=w.log_start_offset,
                 records=records,
+                aborted_transactions=w.aborted,
             )
         )
     ctx = RequestContext(API_KEY, version, correlation_id, None, "", -1, broker)

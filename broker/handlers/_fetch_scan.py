@@ -37,10 +37,15 @@ class Wanted:
     read: ReadInfo | None = None
     #: Not authorized (READ on the topic): answered TOPIC_AUTHORIZATION_FAILED, never waited on.
     denied: bool = False
+    #: isolation level 1 (READ_COMMITTED): data up to the last stable offset only
+    read_committed: bool = False
+    last_stable_offset: int = -1
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
     by_id = version >= 13
+    committed = int(getattr(request, "isolation_level", 0)) == 1
     wanted: list[Wanted] = []
     for t in request.topics:
         if by_id:
@@ -57,6 +62,7 @@ def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
                     partition=int(p.partition),
                     fetch_offset=int(p.fetch_offset),
                     max_bytes=int(p.partition_max_bytes),
+                    read_committed=committed,
                 )
             )
     return wanted
@@ -84,22 +90,35 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
             continue
         w.high_watermark = partition_log.high_watermark
         w.log_start_offset = partition_log.log_start_offset
+        w.last_stable_offset = partition_log.last_stable_offset
+        w.aborted = ()
         if not w.log_start_offset <= w.fetch_offset <= partition_log.log_end_offset:
             w.error = ErrorCode.offset_out_of_range
             errors = True
             continue
-        if w.fetch_offset >= w.high_watermark:
+        bound = w.last_stable_offset if w.read_committed else w.high_watermark
+        if w.fetch_offset >= bound:
             continue  # caught up: empty answer (the common long-poll case)
         limit = min(w.max_bytes, max_bytes - total)
         if limit <= 0 and total > 0:
             continue
         try:
-            info = partition_log.read(
-                w.fetch_offset,
-                max(limit, 0),
-                upper_bound=w.high_watermark,
-                min_one_message=total == 0,
-            )
+            if w.read_committed:
+                fetched = partition_log.read_for_fetch(
+                    w.fetch_offset, max(limit, 0), read_committed=True, min_one_message=total == 0
+                )
+                info = fetched.read
+                w.last_stable_offset = fetched.last_stable_offset
+                w.aborted = tuple(
+                    (t.producer_id, t.first_offset) for t in fetched.aborted_transactions or ()
+                )
+            else:
+                info = partition_log.read(
+                    w.fetch_offset,
+                    max(limit, 0),
+                    upper_bound=w.high_watermark,
+                    min_one_message=total == 0,
+                )
         except StorageError as exc:
             w.error = error_code_for(exc.error_name)
             errors = True
@@ -132,6 +151,8 @@ def answer_one(
         w.high_watermark,
         w.log_start_offset,
         len(records),
+        w.last_stable_offset if w.last_stable_offset >= 0 else None,
+        w.aborted,
     )
     flexible_header = version >= 12
     if not records:

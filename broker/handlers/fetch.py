@@ -8,8 +8,10 @@ available or ``max_wait_ms`` passed, woken as soon as a fetched partition's HW m
 answers at once.
 
 Records go out as the segment file's bytes (``os.pread``, in a worker thread when large); they
-are never decoded. ``records`` is empty bytes, never null (librdkafka rejects null). The last
-stable offset is the HW and the aborted-transaction list is empty (no transactions yet).
+are never decoded. ``records`` is empty bytes, never null (librdkafka rejects null).
+Isolation level 1 (READ_COMMITTED) reads up to the partition's last stable offset and answers
+the aborted transactions overlapping the data (``PartitionLog.read_for_fetch``); level 0 reads
+up to the HW. Either way the answer carries the last stable offset.
 
 Fetch sessions (KIP-227, v7+): we never create one. Requests are answered sessionless (session
 id 0, full answers), which every client treats as "no session": a client that sent epoch 0

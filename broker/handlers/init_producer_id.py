@@ -1,4 +1,4 @@
-"""InitProducerId (API 22) v0-5: a producer id for an idempotent (non-transactional) producer.
+"""InitProducerId (API 22) v0-5: a producer id and epoch for idempotent and transactional producers.
 
 Kafka behaviour kept (TransactionCoordinator.handleInitProducerId): with ``transactional_id``
 null the request is accepted "blindly": a new producer id, epoch 0, whatever ``producer_id`` /
@@ -8,33 +8,37 @@ each partition then sees a producer it does not know, which may start at any seq
 ids come from ``broker.producer_ids`` (``broker/producer_ids.py``): never reused, even after a
 crash. An empty ``transactional_id`` is INVALID_REQUEST, as in Kafka.
 
-Kafka divergence: tidelog has no transaction coordinator. A non-empty ``transactional_id`` is
-answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (what Kafka answers when an ACL forbids that
-transactional id), and the broker logs why, once per client. Every client treats it as fatal at
-once: kafka-python raises TransactionalIdAuthorizationFailedError from ``init_transactions``,
-librdkafka a FATAL error, the Java client TransactionalIdAuthorizationException. Retriable
-answers (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) would make them retry until their timeout,
-and librdkafka retries INVALID_REQUEST the same way (measured with confluent-kafka 2.16.1 and
-kafka-python 3.0.12: ``init_transactions(20)`` failed after 20 s, against 0.1 s now).
+With a ``transactional_id`` the transaction coordinator answers
+(``broker/txn/coordinator.py``, Kafka's handleInitProducerId): a new producer id, or the id's
+epoch bumped (fencing every older epoch); an open transaction of an older instance is aborted
+first and the caller told CONCURRENT_TRANSACTIONS (it retries); KIP-360 (v3+): a client that
+sends its current producer id and epoch gets the next epoch, or the same one again when its
+bump's answer was lost; a mismatch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A
+``transaction_timeout`` above ``transaction.max.timeout.ms`` (or <= 0) is
+INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
+from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed, allowed_any
+from tidelog.broker.security.access import (
+    CLUSTER,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    Operation,
+    allowed,
+    allowed_any,
+)
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
 API_KEY = 22
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-
-log = logging.getLogger("tidelog.init_producer_id")
-_warned: set[str | None] = set()
 
 
 def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int, epoch: int) -> Any:
@@ -53,19 +57,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if transactional_id == "":
         return _answer(ctx, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if transactional_id is not None:
-        if ctx.client_id not in _warned and len(_warned) < 1000:
-            _warned.add(ctx.client_id)
-            log.warning(
-                "client %r (%s) asked for transactional id %r: tidelog does not support "
-                "transactions (answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED); use an "
-                "idempotent producer (enable.idempotence=true, no transactional.id) instead",
-                ctx.client_id,
-                ctx.client_host,
-                transactional_id,
+        if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, transactional_id):
+            return _answer(
+                ctx,
+                ErrorCode.transactional_id_authorization_failed,
+                NO_PRODUCER_ID,
+                NO_PRODUCER_EPOCH,
             )
-        return _answer(
-            ctx, ErrorCode.transactional_id_authorization_failed, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        coordinator = transactions(ctx)
+        if coordinator is None:
+            return _answer(
+                ctx, ErrorCode.coordinator_not_available, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            )
+        timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+        error, producer_id, epoch = await coordinator.init_producer_id(
+            transactional_id,
+            timeout_ms,
+            int(getattr(request, "producer_id", NO_PRODUCER_ID)),
+            int(getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)),
         )
+        return _answer(ctx, for_version(ctx, error), producer_id, epoch)
     if not (
         allowed(ctx, Operation.IDEMPOTENT_WRITE, CLUSTER, log_denial=False)
         or allowed_any(ctx, Operation.WRITE, TOPIC)

@@ -1,10 +1,10 @@
 """ListOffsets (key 2) v1-8: offsets by special timestamp or by time.
 
--1 (latest): the HW (= last stable offset: no transactions yet); -2 (earliest) and -4 (earliest
-local, v8+): the log start offset; -3 (max timestamp, v7+): the offset and timestamp of the
-record with the largest timestamp; t >= 0: the first offset whose timestamp is >= t, below the
-HW, else offset -1 and timestamp -1. Time look-ups read index and segment files, so they run in
-the worker pool.
+-1 (latest): the HW, or with isolation level 1 (READ_COMMITTED, v2+) the last stable offset;
+-2 (earliest) and -4 (earliest local, v8+): the log start offset; -3 (max timestamp, v7+): the
+offset and timestamp of the record with the largest timestamp; t >= 0: the first offset whose
+timestamp is >= t, below the HW (READ_COMMITTED: the LSO), else offset -1 and timestamp -1.
+Time look-ups read index and segment files, so they run in the worker pool.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ EARLIEST_LOCAL = -4
 
 
 async def _lookup(
-    ctx: RequestContext, topic: str, partition: int, timestamp: int
+    ctx: RequestContext, topic: str, partition: int, timestamp: int, read_committed: bool = False
 ) -> tuple[ErrorCode, int, int]:
     """(error, offset, timestamp) for one partition."""
     partition_log = ctx.broker.topics.get_log(topic, partition)
     if partition_log is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1
+    # Kafka's lastFetchableOffset
+    fetchable = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
     if timestamp == LATEST:
-        return ErrorCode.none, partition_log.high_watermark, -1
+        return ErrorCode.none, fetchable, -1
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and ctx.api_version >= 8):
         return ErrorCode.none, partition_log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP and ctx.api_version >= 7:
@@ -50,7 +52,7 @@ async def _lookup(
         found = await ctx.broker.run_blocking(partition_log.offset_for_timestamp, timestamp)
     except StorageError as exc:
         return error_code_for(exc.error_name), -1, -1
-    if found is None or found[0] >= partition_log.high_watermark:
+    if found is None or found[0] >= fetchable:
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]
 
@@ -68,6 +70,7 @@ def _partition(types: Any, index: int, code: ErrorCode, offset: int, timestamp: 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
+    read_committed = int(getattr(request, "isolation_level", 0)) == 1
     topics = []
     for t in request.topics:
         parts = []
@@ -77,7 +80,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code, offset, ts = ErrorCode.topic_authorization_failed, -1, -1
                 parts.append(_partition(types, int(p.partition_index), code, offset, ts))
                 continue
-            code, offset, ts = await _lookup(ctx, t.name, int(p.partition_index), int(p.timestamp))
+            code, offset, ts = await _lookup(
+                ctx, t.name, int(p.partition_index), int(p.timestamp), read_committed
+            )
             parts.append(_partition(types, int(p.partition_index), code, offset, ts))
         topics.append(types.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
     return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics))

@@ -3,8 +3,10 @@
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no
 error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
 accepts a null topic list (every partition the group has committed); v5+ answers the leader
-epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+) needs no waiting
-here: without transactional offset commits every stored offset is stable.
+epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+): a partition with a
+transactional offset commit still pending (``broker/group/txn_offsets.py``) answers
+UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka does; the consumer retries until the
+transaction ends. Without it, pending offsets are simply not seen (the last committed is).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def _wanted(topics: Sequence[Any] | None) -> Wanted:
     return [(t.name, [int(i) for i in t.partition_indexes]) for t in topics]
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchResult:
+def _fetch(
+    ctx: RequestContext, group_id: str, wanted: Wanted, require_stable: bool = False
+) -> OffsetFetchResult:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.DESCRIBE, GROUP, group_id):
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
@@ -40,7 +44,7 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchRes
     result = groups.fetch_offsets(group_id, wanted)
     if ctx.broker.authorizer is not None:
         result = _authorized_topics(ctx, result, wanted)
-    return result
+    return _unstable(ctx, group_id, result, require_stable)
 
 
 def _authorized_topics(
@@ -60,6 +64,29 @@ def _authorized_topics(
                 )
             )
     return dataclasses.replace(result, topics=tuple(topics))
+
+
+def _unstable(
+    ctx: RequestContext, group_id: str, result: OffsetFetchResult, require_stable: bool
+) -> OffsetFetchResult:
+    """require_stable: partitions with a pending transactional commit answer
+    UNSTABLE_OFFSET_COMMIT."""
+    pending: Any = getattr(ctx.broker, "txn_offsets", None)
+    if not require_stable or pending is None or result.error is not ErrorCode.none:
+        return result
+    topics = tuple(
+        TopicOffsets(
+            t.topic,
+            tuple(
+                PartitionOffset(p.partition, error=ErrorCode.unstable_offset_commit)
+                if pending.has_pending(group_id, t.topic, p.partition)
+                else p
+                for p in t.partitions
+            ),
+        )
+        for t in result.topics
+    )
+    return OffsetFetchResult(result.error, topics)
 
 
 def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v8: bool) -> Any:
@@ -98,7 +125,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         out = []
         for group in request.groups:
             wanted = _wanted(group.topics)
-            result = _fetch(ctx, group.group_id, wanted)
+            result = _fetch(ctx, group.group_id, wanted, bool(request.require_stable))
             out.append(
                 types.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -108,7 +135,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
     wanted = _wanted(request.topics)
-    result = _fetch(ctx, request.group_id, wanted)
+    result = _fetch(ctx, request.group_id, wanted, bool(getattr(request, "require_stable", False)))
     return build(
         types.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,

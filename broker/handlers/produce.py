@@ -18,6 +18,12 @@ with its original offsets and is answered as a success, as Kafka does.
 One path: ``append_partition`` (one partition's append and its outcome) and ``_encode_one``
 (one partition's answer) are the core that both ``handle`` and ``answer_at_once`` (the
 router's coroutine-free path for one batch of one partition) call.
+
+Transactional batches (attribute bit 4) are checked first against the transaction coordinator
+(``_check_producer_state``, Kafka's transaction verification): the partition must have been
+added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
+INVALID_PRODUCER_EPOCH); ``answer_at_once``, the coroutine-free path for one batch of one
+partition, steps aside for them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import struct
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -49,6 +56,13 @@ from tidelog.storage.errors import StorageError
 API_KEY = 0
 log = logging.getLogger("tidelog.produce")
 
+# Where a batch header keeps what ``_check_producer_state`` reads (storage/batch.py layout).
+_ATTRIBUTES_LOW = 22
+_TRANSACTIONAL = 0x10
+_PRODUCER_AT = 43
+_PRODUCER = struct.Struct(">qh")
+_HEADER_END = 61
+
 
 @dataclass(slots=True)
 class _Result:
@@ -62,6 +76,33 @@ class _Result:
     next_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
+
+
+def _check_producer_state(
+    broker: BrokerView, topic: str, partition: int, records: bytes
+) -> tuple[ErrorCode, str] | None:
+    """Transactional batches must belong to an open transaction holding this partition; None
+    means "append". Idempotence (sequence and epoch checks, duplicates) is done by storage.
+    """
+    if len(records) < _HEADER_END or not records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+        return None
+    producer_id, epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    coordinator: Any = getattr(broker, "transactions", None)
+    if coordinator is None:
+        return ErrorCode.invalid_txn_state, "no transaction coordinator"
+    md = coordinator.by_producer_id(producer_id)
+    if md is not None and epoch < md.producer_epoch:
+        return (
+            ErrorCode.invalid_producer_epoch,
+            f"producer {producer_id} epoch {epoch} is fenced by epoch {md.producer_epoch}",
+        )
+    if not coordinator.partition_in_transaction(producer_id, epoch, topic, partition):
+        return (
+            ErrorCode.invalid_txn_state,
+            f"{topic}-{partition} was not added to the open transaction of producer "
+            f"{producer_id} (AddPartitionsToTxn first)",
+        )
+    return None
 
 
 def append_partition(
@@ -78,9 +119,13 @@ def append_partition(
             ErrorCode.invalid_topic_exception,
             f"Cannot append to internal topic {topic}",
         )
+    data = records if records is not None else b""
+    refused = _check_producer_state(broker, topic, partition, data)
+    if refused is not None:
+        return _Result(topic, partition, refused[0], refused[1])
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(records if records is not None else b"", now_ms=broker.clock())
+        info = partition_log.append(data, now_ms=broker.clock())
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
         return _Result(topic, partition, error_code_for(exc.error_name), str(exc) or None)
@@ -255,6 +300,8 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
+    if len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+        return None  # transactional: checked by ``handle``
     result = append_partition(broker, topic.name, index, records)
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
     if result.error != ErrorCode.none or _covered(broker, result):

@@ -3,7 +3,10 @@
 For each batch of the segments being cleaned, ``filter_batch`` returns the bytes to write to the
 cleaned segment (or None to drop the batch):
 
-* A control batch (transaction marker) is copied unchanged.
+* A control batch (transaction marker) is copied unchanged while its transaction keeps data
+  in the log; once it keeps none, the marker gets a delete horizon (KIP-534, as tombstones
+  below) and a later pass drops it (``_filter_marker``).
+* A batch of an aborted transaction (``storage/cleaner/aborted.py``) keeps none of its records.
 * Otherwise each record is kept when (Kafka's Cleaner.shouldRetainRecord):
   - its offset is above the offset map's ``latest_offset`` (not mapped this pass), or
   - it has a key, its offset is >= the key's mapped offset (it is the latest of its key), and it
@@ -44,7 +47,7 @@ Threading: pure functions over one batch; the context is per cleaning pass.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
@@ -55,11 +58,13 @@ from ..batch import (
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     RecordBatchHeader,
 )
 from ..errors import CorruptRecordError
 from ..record_compression import compress
 from ..varint import write_varint
+from .aborted import AbortedTransactions
 from .offset_map import OffsetMap
 from .records import records_section, scan_records
 
@@ -85,6 +90,11 @@ class FilterContext:
     delete_retention_ms: int
     # producer id -> last data offset of the producer (Kafka's lastRecordsOfActiveProducers)
     active_producers: Mapping[int, int]
+    # aborted transactional data is dropped (``storage/cleaner/aborted.py``)
+    aborted: AbortedTransactions | None = None
+    # producer id -> whether the producer's current transaction kept data so far in this pass
+    # (mutable, filled in offset order): a marker whose transaction kept none can go
+    txn_has_data: dict[int, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +159,13 @@ def filter_batch(
             f"CRC mismatch in batch at offset {header.base_offset} while cleaning"
         )
     if header.attributes & CONTROL_MASK:
-        return FilterOutcome(
-            bytes(view[:size]), header.records_count, header.records_count, False, -1
-        )
+        return _filter_marker(view[:size], header, ctx, last_in_group)
+    if ctx.aborted is not None and ctx.aborted.is_aborted(header):
+        count = header.records_count
+        producer_last = ctx.active_producers.get(header.producer_id, -2)
+        if last_in_group or producer_last == header.last_offset:
+            return FilterOutcome(empty_batch(header), count, 0, True, -1)
+        return FilterOutcome(None, count, 0, True, -1)
     data = records_section(view, header)
     spans = scan_records(data, header.records_count)
     base_offset = header.base_offset
@@ -175,6 +189,8 @@ def filter_batch(
                 tombstones = True
     count = len(spans)
     set_horizon = tombstones and not has_horizon
+    if kept and header.attributes & TRANSACTIONAL_MASK:
+        ctx.txn_has_data[header.producer_id] = True
     if len(kept) == count and not set_horizon:
         horizon = header.base_timestamp if tombstones else -1
         return FilterOutcome(bytes(view[:size]), count, count, False, horizon)
@@ -206,4 +222,34 @@ def filter_batch(
         attributes |= DELETE_HORIZON_MASK
     out = _pack(header, attributes, new_base_ts, max_ts, len(kept), payload)
     horizon = new_base_ts if tombstones else -1
+    if header.attributes & TRANSACTIONAL_MASK:
+        ctx.txn_has_data[header.producer_id] = True
     return FilterOutcome(out, count, len(kept), True, horizon)
+
+
+def _filter_marker(
+    view: memoryview, header: RecordBatchHeader, ctx: FilterContext, last_in_group: bool
+) -> FilterOutcome:
+    """A transaction marker (Kafka's Cleaner, KIP-534): kept while its transaction keeps data;
+    else it gets a delete horizon (now + ``delete.retention.ms``) and goes once that passed,
+    so consumers that read the transaction's data meanwhile still see its end."""
+    count = header.records_count
+    has_data = ctx.txn_has_data.pop(header.producer_id, False)
+    has_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
+    if has_data or last_in_group or (has_horizon and ctx.now_ms < header.base_timestamp):
+        horizon = header.base_timestamp if has_horizon else -1
+        return FilterOutcome(bytes(view), count, count, False, horizon)
+    if has_horizon:
+        return FilterOutcome(None, count, 0, True, -1)
+    data = records_section(view, header)
+    new_base_ts = ctx.now_ms + ctx.delete_retention_ms
+    body = bytearray()
+    for span in scan_records(data, count):
+        inner = bytearray((span[3],))
+        write_varint(header.base_timestamp + span[4] - new_base_ts, inner)
+        inner += data[span[1] : span[2]]
+        write_varint(len(inner), body)
+        body += inner
+    attributes = (header.attributes | DELETE_HORIZON_MASK) & ~COMPRESSION_MASK
+    out = _pack(header, attributes, new_base_ts, header.max_timestamp, count, bytes(body))
+    return FilterOutcome(out, count, count, True, new_base_ts)

@@ -25,8 +25,10 @@ throttle. A damaged batch (CRC, framing) raises ``CorruptRecordError`` and nothi
 for its group. ``check_done`` is called per batch so shutdown and log deletion abort a pass
 quickly (``CleaningAbortedError``); whatever was swapped before stays (each swap is whole).
 
-Kafka divergence: transactions are not looked at - aborted transactional data is compacted like
-committed data and transaction markers are always kept (tidelog keeps no transaction index).
+Transactions: batches of aborted transactions (the log's ``.txnindex`` entries) are left out of
+the offset map and dropped from the cleaned segments (``storage/cleaner/aborted.py``); the
+aborted-transaction entries of the replaced segments go to the cleaned segment's ``.txnindex``;
+a marker whose transaction keeps no data goes after ``delete.retention.ms``.
 
 Threading: a ``Cleaner`` belongs to one cleaner thread. Appends, reads and flushes of the log go
 on meanwhile; the partition lock is taken only to snapshot producer state and for each swap.
@@ -50,6 +52,7 @@ from ..batch import (
 )
 from ..fileio import pread_all
 from ..segment import DELETED_SUFFIX, LogSegment
+from .aborted import AbortedTransactions
 from .batch_filter import FilterContext, filter_batch
 from .config import CompactionConfig
 from .offset_map import OffsetMap
@@ -227,6 +230,7 @@ class Cleaner:
         self.throttler = throttler or Throttler(float("inf"))
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._check_done = check_done or (lambda _log: None)
+        self._aborted = AbortedTransactions(())
 
     # -- the pass ------------------------------------------------------------------------------
     def clean(self, to_clean: LogToClean, now_ms: int | None = None) -> CleanResult:
@@ -244,6 +248,8 @@ class Cleaner:
         logger.info(
             "cleaning %s-%d: dirty offsets [%d, %d)", log.topic, log.partition, start, upper
         )
+        aborted = AbortedTransactions(log.aborted_transactions(0, upper))
+        self._aborted = aborted
         self._build_offset_map(log, segments, sizes, start, upper, stats)
         stats.map_seconds = time.monotonic() - stats.started
         end_offset = max(offset_map.latest_offset + 1, start)
@@ -255,7 +261,11 @@ class Cleaner:
             upper,
         )
         ctx = FilterContext(
-            offset_map, now, to_clean.compaction.delete_retention_ms, _active_producers(log)
+            offset_map,
+            now,
+            to_clean.compaction.delete_retention_ms,
+            _active_producers(log),
+            aborted if aborted else None,
         )
         horizon = [-1]
         for group in groups:
@@ -318,7 +328,7 @@ class Cleaner:
                 stats.map_bytes_read += len(view)
                 if header.last_offset < start:
                     continue
-                if not header.attributes & CONTROL_MASK:
+                if not header.attributes & CONTROL_MASK and not self._aborted.is_aborted(header):
                     if offset_map.full:
                         return True
                     data = records_section(view, header)

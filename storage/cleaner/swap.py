@@ -85,6 +85,12 @@ def replace_segments(
         first_ts = writer.first_batch_max_timestamp
         segment.rolling_based_ms = first_ts if first_ts is not None and first_ts >= 0 else None
         segment.dirty = False
+        # Kafka divergence: the aborted-transaction entries move to the cleaned segment's
+        # .txnindex after the swap, not inside it (a crash between loses them for a segment
+        # below the recovery point).
+        for replaced in old:
+            for txn in replaced.txn_index.entries:
+                segment.txn_index.append(txn)
         return segment
 
     try:

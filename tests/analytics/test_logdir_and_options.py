@@ -236,3 +236,50 @@ def test_a_worker_that_cannot_see_the_log_dir_says_so(tmp_path: Path) -> None:
     msg = str(e.value)
     assert f"log dir {str(gone)!r} is not visible on Spark worker" in msg
     assert "same host or a shared file system" in msg and "kafka.bootstrap.servers" in msg
+
+
+def test_read_committed_in_files_mode(tmp_path: Path) -> None:
+    """A partition written by tidelog's storage with a committed, an aborted and an open
+    transaction: read_committed stops at the open one and skips the aborted records."""
+    from tidelog.storage import LogConfig, PartitionLog
+
+    log = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
+
+    def txn(pid: int, seq: int, values: list[bytes]) -> None:
+        log.append(
+            encode_batch(
+                [NewRecord(None, v, (), 1_700_000_000_000) for v in values],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=seq,
+                is_transactional=True,
+            )
+        )
+
+    def end(pid: int, commit: bool) -> None:
+        log.append_end_txn_marker(
+            producer_id=pid, producer_epoch=0, coordinator_epoch=0, commit=commit
+        )
+
+    txn(1, 0, [b"c1", b"c2"])  # 0-1
+    end(1, True)  # 2
+    txn(2, 0, [b"a1"])  # 3
+    end(2, False)  # 4
+    log.append(encode_batch([NewRecord(None, b"plain", (), 1_700_000_000_000)]))  # 5
+    txn(3, 0, [b"open"])  # 6, never ended
+    log.append(encode_batch([NewRecord(None, b"after", (), 1_700_000_000_000)]))  # 7
+    log.close()
+    write_checkpoint(tmp_path / "replication-offset-checkpoint", {("t", 0): 8})
+    everything = LogDir(tmp_path)
+    assert everything.latest([("t", 0)]) == {("t", 0): 8}
+    committed = LogDir(tmp_path, read_committed=True)
+    assert committed.latest([("t", 0)]) == {("t", 0): 6}
+    rows = _rows(committed.read(OffsetRange("t", 0, 0, 6)))
+    assert [r[3] for r in rows] == [b"c1", b"c2", b"plain"]
+    assert [r[3] for r in _rows(everything.read(OffsetRange("t", 0, 0, 8)))] == [
+        b"c1", b"c2", b"a1", b"plain", b"open", b"after"
+    ]  # fmt: skip
+    opts = parse_options(
+        {"path": str(tmp_path), "subscribe": "t", "kafka.isolation.level": "read_committed"}
+    )
+    assert dict(opts.kafka_config) == {"isolation.level": "read_committed"}

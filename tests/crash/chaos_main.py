@@ -4,6 +4,7 @@
     scripts/chaos --kills 50 --seed 7 fewer kills, a replayable run
     scripts/chaos --fuzz              the fuzz module with CHAOS_FUZZ_SCALE=20 (~50k inputs)
     scripts/chaos --fuzz --fuzz-scale 5 --kills 0
+    scripts/chaos --kills 0 --txn-kills 20   transactions under SIGKILL (txn_chaos)
 
 Exit status 0 when every run found nothing wrong.
 """
@@ -14,11 +15,13 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import broker_proc  # noqa: F401  (puts tests/ and tests/crash/ on sys.path)
 from crash_harness import run_chaos
+from txn_chaos import run_txn_chaos
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -34,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=400.0, help="records/s per producer")
     parser.add_argument("--startup-kills", type=float, default=0.15, help="chance per round")
+    parser.add_argument(
+        "--txn-kills", type=int, default=20, help="SIGKILLs under a transactional producer"
+    )
     parser.add_argument("--fuzz", action="store_true", help="run the fuzz tests, scaled up")
     parser.add_argument("--fuzz-scale", type=float, default=20.0)
     args = parser.parse_args(argv)
@@ -51,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         for problem in report.problems[:50]:
             _say(f"  problem: {problem}")
         failed |= not report.ok
+    if args.txn_kills > 0:
+        with tempfile.TemporaryDirectory(prefix="tidelog-txn-chaos-") as work:
+            txn_report = run_txn_chaos(
+                args.txn_kills, work_dir=Path(work), seed=args.seed, say=_say
+            )
+        for problem in txn_report.problems[:50]:
+            _say(f"  problem: {problem}")
+        failed |= not txn_report.ok
     if args.fuzz:
         env = dict(os.environ, CHAOS_FUZZ_SCALE=str(args.fuzz_scale))
         command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]

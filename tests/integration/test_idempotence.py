@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.protocol import codec
@@ -207,7 +206,7 @@ def test_confluent_kafka_enable_idempotence(broker: Any) -> None:
 # -- raw wire ----------------------------------------------------------------------------------
 
 
-def test_init_producer_id_every_version_and_no_transactions(broker: Any) -> None:
+def test_init_producer_id_every_version(broker: Any) -> None:
     client = WireClient(broker.bootstrap)
     try:
         ids = []
@@ -217,32 +216,12 @@ def test_init_producer_id_every_version_and_no_transactions(broker: Any) -> None
             assert response.producer_epoch == 0
             ids.append(int(response.producer_id))
         assert ids == sorted(set(ids)) and ids[0] >= 0
-        refused = client.init_producer_id(4, "txn-1")
-        assert refused.error_code == ErrorCode.transactional_id_authorization_failed
-        assert refused.producer_id == -1
+        # a transactional id gets an id of its own (see tests/integration/test_transactions.py)
+        granted = client.init_producer_id(4, "txn-1")
+        assert granted.error_code == ErrorCode.none and granted.producer_id > ids[-1]
         assert client.init_producer_id(4, "").error_code == ErrorCode.invalid_request
     finally:
         client.close()
-    assert "does not support transactions" in broker.log_text()
-
-
-def test_transactional_clients_fail_at_once(broker: Any) -> None:
-    started = time.monotonic()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-txn")
-    try:
-        with pytest.raises(KafkaError):
-            producer.init_transactions()
-    finally:
-        producer.close(timeout=1)
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    ck = confluent_kafka.Producer(
-        {"bootstrap.servers": broker.bootstrap, "transactional.id": "ck-txn"}
-    )
-    with pytest.raises(confluent_kafka.KafkaException) as err:
-        ck.init_transactions(30)
-    assert err.value.args[0].fatal()
-    del ck  # destroys the client before the broker stops
-    assert time.monotonic() - started < 15
 
 
 def test_retried_batch_is_written_once_and_gaps_are_refused(broker: Any) -> None:

@@ -483,3 +483,41 @@ def test_a_read_that_races_a_swap_still_gets_the_old_bytes(
     assert everything(log) != expected
     assert before.read_bytes() == expected
     manager.shutdown()
+
+
+# -- transactions ----------------------------------------------------------------------------
+
+
+def test_aborted_transactions_are_removed_and_never_shadow_committed(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    manager, log, cleaner = make(tmp_path, clock, delete_retention_ms=1_000)
+    txn = {"producer_id": 5, "producer_epoch": 0, "is_transactional": True}
+    log.append(batch((b"k", b"committed"), (b"j", b"j1"), base_sequence=0, **txn))
+    log.append_end_txn_marker(producer_id=5, producer_epoch=0, coordinator_epoch=0, commit=True)
+    log.append(batch((b"k", b"aborted"), base_sequence=2, **txn))
+    log.append_end_txn_marker(producer_id=5, producer_epoch=0, coordinator_epoch=0, commit=False)
+    log.roll()
+    log.append(batch((b"x", b"1")))
+    log.roll()
+    aborted_before = log.aborted_transactions(0, log.log_end_offset)
+    assert len(aborted_before) == 1
+    assert cleaner.clean_log(log) is not None
+    values = [(r.key, r.value) for r in iter_records(everything(log))]
+    assert (b"k", b"committed") in values and (b"k", b"aborted") not in values
+    kinds = [
+        (b.is_control, b.records[0].control_type if b.is_control else -1) for b in decoded(log)
+    ]
+    assert (True, 1) in kinds and (True, 0) in kinds  # markers are kept for now
+    assert log.aborted_transactions(0, log.log_end_offset) == aborted_before  # index kept
+    abort_marker = next(b for b in decoded(log) if b.is_control and b.records[0].control_type == 0)
+    assert abort_marker.has_delete_horizon  # its transaction kept no data
+    clock.advance(1_000)
+    assert cleaner.clean_log(log) is not None
+    kinds = [
+        (b.is_control, b.records[0].control_type if b.is_control else -1) for b in decoded(log)
+    ]
+    assert (True, 1) in kinds and (True, 0) not in kinds  # the empty transaction's marker went
+    values = [(r.key, r.value) for r in iter_records(everything(log))]
+    assert (b"k", b"committed") in values and (b"k", b"aborted") not in values
+    manager.shutdown()

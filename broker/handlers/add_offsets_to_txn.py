@@ -1,0 +1,42 @@
+"""AddOffsetsToTxn (API 25) v0-4: add a group's ``__consumer_offsets`` partition to a transaction.
+
+As Kafka: the partition is ``abs(groupId.hashCode()) % offsets.topic.num.partitions``; the
+answer is the coordinator's for AddPartitionsToTxn of that partition (PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH before v2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.group.config import OFFSETS_TOPIC
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator
+from tidelog.broker.handlers._txn_common import for_version, transactions
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import response_types
+
+API_KEY = 25
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    txn = transactions(ctx)
+    groups = coordinator(ctx)
+    if txn is None or groups is None:
+        error = ErrorCode.coordinator_not_available
+    elif not request.group_id:
+        error = ErrorCode.invalid_group_id
+    else:
+        error = await txn.add_partitions(
+            request.transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            [(OFFSETS_TOPIC, groups.partition_for(request.group_id))],
+        )
+    return types.AddOffsetsToTxnResponse(
+        throttle_time=NO_THROTTLE, error_code=for_version(ctx, error)
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "AddOffsetsToTxn", 0, 4, handle)

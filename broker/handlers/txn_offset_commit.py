@@ -1,0 +1,91 @@
+"""TxnOffsetCommit (API 28) v0-4: offsets committed as part of a transaction.
+
+The producer must hold the transactional id's current producer id and epoch and have an open
+transaction holding the group's ``__consumer_offsets`` partition, added by AddOffsetsToTxn
+(INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH before v3 - or
+INVALID_TXN_STATE otherwise, nothing stored); the group checks the member as OffsetCommit
+does (v3+ carries generation, member and instance ids). The offsets are written to
+``__consumer_offsets`` as a transactional batch and stay invisible to OffsetFetch until the
+transaction commits (``broker/group/txn_offsets.py``). v5 (transaction version 2) is not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.group.config import OFFSETS_TOPIC
+from tidelog.broker.group.results import CommitPartition, PartitionError
+from tidelog.broker.group.wire import NO_THROTTLE, coordinator
+from tidelog.broker.handlers._txn_common import for_version, transactions
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 28
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    partitions = [
+        CommitPartition(
+            t.name,
+            int(p.partition_index),
+            int(p.committed_offset),
+            int(getattr(p, "committed_leader_epoch", -1)),
+            p.committed_metadata,
+        )
+        for t in request.topics
+        for p in t.partitions
+    ]
+    txn = transactions(ctx)
+    offsets: Any = getattr(ctx.broker, "txn_offsets", None)
+    results: list[PartitionError]
+    if txn is None or offsets is None:
+        error = ErrorCode.coordinator_not_available
+    elif not request.group_id:
+        error = ErrorCode.invalid_group_id
+    else:
+        groups = coordinator(ctx)
+        error = txn.check_txn_offset_commit(
+            request.transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            None if groups is None else (OFFSETS_TOPIC, groups.partition_for(request.group_id)),
+        )
+    if error is not ErrorCode.none:
+        results = [PartitionError(p.topic, p.partition, error) for p in partitions]
+    else:
+        topics = ctx.broker.topics
+
+        def exists(topic: str, partition: int) -> bool:
+            info = topics.get(topic)
+            return info is not None and 0 <= partition < info.partitions
+
+        results = await offsets.commit(
+            group_id=request.group_id,
+            producer_id=int(request.producer_id),
+            producer_epoch=int(request.producer_epoch),
+            generation_id=int(getattr(request, "generation_id", -1)),
+            member_id=str(getattr(request, "member_id", "")),
+            group_instance_id=getattr(request, "group_instance_id", None),
+            partitions=partitions,
+            partition_exists=exists,
+        )
+    by_topic: dict[str, list[Any]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            types.TxnOffsetCommitResponsePartition(
+                partition_index=r.partition, error_code=for_version(ctx, r.error)
+            )
+        )
+    return build(
+        types.TxnOffsetCommitResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            types.TxnOffsetCommitResponseTopic(name=name, partitions=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "TxnOffsetCommit", 0, 4, handle)

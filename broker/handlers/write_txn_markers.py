@@ -1,0 +1,75 @@
+"""WriteTxnMarkers (API 27) v1: write COMMIT/ABORT markers to partitions of this broker.
+
+Kafka's coordinator sends it to partition leaders; here the coordinator writes its markers
+directly through storage, so this API serves the Admin client's ``abortTransaction``
+(``tidelog transactions abort``, kafka-transactions.sh abort) for hanging transactions. Each
+partition gets ``PartitionLog.append_end_txn_marker`` and the HW is awaited as for acks=-1.
+Per-partition errors as Kafka's storage answers them: UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_PRODUCER_EPOCH (a marker epoch below the producer's), TRANSACTION_COORDINATOR_FENCED
+(an older coordinator epoch).
+Kafka divergence: a marker for a producer with no open transaction in the partition (one that
+never wrote there, or whose transaction already ended) is refused with INVALID_TXN_STATE and
+nothing is stored, where Kafka's leader would append it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.schema import response_types
+from tidelog.storage.errors import StorageError
+
+API_KEY = 27
+_WAIT_S = 30.0
+
+
+async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -> ErrorCode:
+    broker = ctx.broker
+    partition_log = broker.topics.get_log(topic, partition)
+    if partition_log is None:
+        return ErrorCode.unknown_topic_or_partition
+    producer_id = int(marker.producer_id)
+    entry = partition_log.producer_state.last_entry(producer_id)
+    if entry is None or entry.current_txn_first_offset < 0:
+        return ErrorCode.invalid_txn_state
+    hw_before = partition_log.high_watermark
+    try:
+        info = partition_log.append_end_txn_marker(
+            producer_id=producer_id,
+            producer_epoch=int(marker.producer_epoch),
+            coordinator_epoch=int(marker.coordinator_epoch),
+            commit=bool(marker.transaction_result),
+            now_ms=broker.clock(),
+        )
+    except StorageError as exc:
+        return error_code_for(exc.error_name)
+    broker.after_append(partition_log, hw_before)
+    target = info.last_offset + 1
+    covered = await broker.partitions.wait_until(
+        (topic, partition), lambda: partition_log.high_watermark >= target, _WAIT_S
+    )
+    return ErrorCode.none if covered else ErrorCode.request_timed_out
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    results = []
+    for marker in request.markers:
+        topics = []
+        for t in marker.topics:
+            parts = []
+            for index in t.partition_indexes:
+                error = await _write(ctx, marker, t.name, int(index))
+                parts.append(
+                    types.WritableTxnMarkerPartitionResult(partition_index=index, error_code=error)
+                )
+            topics.append(types.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(parts)))
+        results.append(
+            types.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics))
+        )
+    return types.WriteTxnMarkersResponse(markers=tuple(results))
+
+
+SPEC = HandlerSpec(API_KEY, "WriteTxnMarkers", 1, 1, handle)

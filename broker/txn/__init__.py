@@ -1,0 +1,1 @@
+"""The transaction coordinator (``__transaction_state``, markers, the state machine)."""

@@ -1,0 +1,474 @@
+"""The transaction coordinator: Kafka's TransactionCoordinator on one node.
+
+Every transactional id has a ``TransactionMetadata`` (``broker/txn/metadata.py``) kept in
+memory and made durable in ``__transaction_state`` (``broker/txn/schemas.py``) before a
+transition counts: the new state's record is appended, the high watermark must cover it, and
+only then does memory change (meanwhile ``pending`` makes other requests for the id answer
+CONCURRENT_TRANSACTIONS). Start-up replays every partition (the last value of a key wins, a
+tombstone deletes); until then every API answers COORDINATOR_LOAD_IN_PROGRESS. A transaction
+left in PrepareCommit or PrepareAbort by a crash is completed after the replay.
+
+Ending a transaction (EndTxn, a timeout, or fencing by a newer producer instance):
+PrepareCommit/PrepareAbort is written, then the coordinator writes a COMMIT/ABORT marker to
+every partition of the transaction itself (``PartitionLog.append_end_txn_marker``) and waits
+for the HW to cover each, then writes CompleteCommit/CompleteAbort. EndTxn is answered after
+that. Kafka divergence: Kafka answers EndTxn once the Prepare record is written and sends the
+markers afterwards (the client's next AddPartitionsToTxn meanwhile gets
+CONCURRENT_TRANSACTIONS); on one node the markers are local appends, so they are awaited.
+
+Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
+carry coordinator epoch 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.txn.metadata import (
+    NO_PRODUCER_EPOCH,
+    TransactionMetadata,
+    TxnState,
+    is_epoch_exhausted,
+)
+from tidelog.broker.txn.schemas import TxnLogValue
+
+__all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator", "TxnConfig"]
+
+log = logging.getLogger("tidelog.txn")
+
+COORDINATOR_EPOCH = 0
+NO_PRODUCER_ID = -1
+
+#: Appends one record (value None = tombstone) for a transactional id at once (raising when
+#: that fails) and returns an awaitable that resolves once the HW covers it (or raises).
+WriteRecord = Callable[[str, TxnLogValue | None], Awaitable[None]]
+#: Writes the markers of a finished transaction to its partitions (and waits for them).
+WriteMarkers = Callable[[TransactionMetadata, bool], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    abort_interval_ms: int = 10_000
+    expiration_interval_ms: int = 3_600_000
+
+
+class TxnWriteError(Exception):
+    """The transaction log could not take a record."""
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TxnConfig,
+        *,
+        write_record: WriteRecord,
+        write_markers: WriteMarkers,
+        new_producer_id: Callable[[], Awaitable[int]],
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._write_record = write_record
+        self._write_markers = write_markers
+        self._new_producer_id = new_producer_id
+        self._clock = clock
+        self.status = "loading"
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._by_producer: dict[int, TransactionMetadata] = {}
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
+        """Replay ``__transaction_state`` records in log order."""
+        for transactional_id, value in records:
+            if value is None:
+                self.transactions.pop(transactional_id, None)
+                continue
+            state = TxnState(value.state_id) if 0 <= value.state_id <= 7 else TxnState.DEAD
+            if state is TxnState.DEAD:
+                self.transactions.pop(transactional_id, None)
+                continue
+            partitions = {(t, p) for t, ps in (value.partitions or {}).items() for p in ps}
+            self.transactions[transactional_id] = TransactionMetadata(
+                transactional_id,
+                value.producer_id,
+                value.producer_epoch,
+                value.transaction_timeout_ms,
+                state,
+                partitions if state is not TxnState.EMPTY else set(),
+                value.start_ms,
+                value.last_update_ms,
+                value.previous_producer_id,
+            )
+
+    def activate(self) -> None:
+        """Start answering; complete transactions a crash left prepared."""
+        self.status = "active"
+        for md in list(self.transactions.values()):
+            if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info(
+                    "completing %s of transactional id %r left by the last shutdown",
+                    md.state.kafka_name,
+                    md.transactional_id,
+                )
+                self._spawn(self._complete(md, md.state is TxnState.PREPARE_COMMIT))
+
+    async def stop(self) -> None:
+        self.status = "stopped"
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Awaitable[object]) -> None:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def inactive_error(self) -> ErrorCode | None:
+        if self.status == "loading":
+            return ErrorCode.coordinator_load_in_progress
+        if self.status != "active":
+            return ErrorCode.not_coordinator
+        return None
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _value(
+        self,
+        md: TransactionMetadata,
+        state: TxnState,
+        now: int,
+        partitions: set[tuple[str, int]] | None = None,
+        start_ms: int | None = None,
+    ) -> TxnLogValue:
+        chosen = md.partitions if partitions is None else partitions
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(chosen):
+            by_topic.setdefault(topic, []).append(partition)
+        return TxnLogValue(
+            md.producer_id,
+            md.producer_epoch,
+            md.txn_timeout_ms,
+            int(state),
+            None if state is TxnState.EMPTY else by_topic,
+            now,
+            md.txn_start_ms if start_ms is None else start_ms,
+            md.previous_producer_id,
+        )
+
+    async def _persist(
+        self,
+        md: TransactionMetadata,
+        state: TxnState,
+        partitions: set[tuple[str, int]] | None = None,
+        start_ms: int | None = None,
+    ) -> ErrorCode:
+        """Write ``md`` in ``state`` (with ``partitions``/``start_ms`` when given); memory
+        changes (state, and those) only once the record is covered by the HW."""
+        now = self._clock()
+        md.pending = state
+        value = self._value(md, state, now, partitions, start_ms)
+        try:
+            await self._write_record(md.transactional_id, value)
+        except asyncio.CancelledError:
+            md.pending = None
+            raise
+        except Exception as exc:  # append errors: the client retries
+            log.warning("writing %s of %r failed: %s", state.kafka_name, md.transactional_id, exc)
+            md.pending = None
+            return ErrorCode.coordinator_not_available
+        md.pending = None
+        md.state = state
+        md.txn_last_update_ms = now
+        if partitions is not None:
+            md.partitions = partitions
+        if start_ms is not None:
+            md.txn_start_ms = start_ms
+        return ErrorCode.none
+
+    # -- InitProducerId ------------------------------------------------------------------------
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        expected_producer_id: int,
+        expected_epoch: int,
+    ) -> tuple[ErrorCode, int, int]:
+        """Kafka's handleInitProducerId for a transactional id."""
+        fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        error = self.inactive_error()
+        if error is not None:
+            return (error, *fail)
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return (ErrorCode.invalid_transaction_timeout, *fail)
+        expected = expected_producer_id >= 0 or expected_epoch >= 0
+        md = self.transactions.get(transactional_id)
+        if md is None:
+            producer_id = await self._new_producer_id()
+            md = self.transactions.setdefault(
+                transactional_id,
+                TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms),
+            )
+        if expected and not (
+            md.producer_epoch == NO_PRODUCER_EPOCH
+            or expected_producer_id == md.producer_id
+            or (
+                expected_producer_id == md.previous_producer_id
+                and is_epoch_exhausted(expected_epoch)
+            )
+        ):
+            return (ErrorCode.producer_fenced, *fail)
+        if md.pending is not None:
+            return (ErrorCode.concurrent_transactions, *fail)
+        state = md.state
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.DEAD):
+            return (ErrorCode.concurrent_transactions, *fail)
+        if state is TxnState.ONGOING:
+            # A newer instance: fence the old epoch and abort its transaction; the client
+            # retries on CONCURRENT_TRANSACTIONS and then gets the epoch after the abort.
+            self._spawn(self._fence_and_abort(md, "a new producer instance called InitProducerId"))
+            return (ErrorCode.concurrent_transactions, *fail)
+        previous = (md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms)
+        if is_epoch_exhausted(md.producer_epoch) and (
+            not expected or expected_epoch == md.producer_epoch
+        ):
+            md.previous_producer_id = md.producer_id if expected else -1
+            md.producer_id = await self._new_producer_id()
+            md.producer_epoch, md.last_producer_epoch = 0, NO_PRODUCER_EPOCH
+        elif not expected or md.producer_epoch in (NO_PRODUCER_EPOCH, expected_epoch):
+            md.last_producer_epoch = md.producer_epoch if expected else NO_PRODUCER_EPOCH
+            md.producer_epoch += 1
+        elif expected_epoch == md.last_producer_epoch:
+            pass  # a retry of a bump whose answer was lost: the same epoch again
+        else:
+            return (ErrorCode.producer_fenced, *fail)
+        md.txn_timeout_ms = timeout_ms
+        md.partitions = set()
+        md.txn_start_ms = -1
+        error = await self._persist(md, TxnState.EMPTY)
+        if error is not ErrorCode.none:
+            md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms = previous
+            return (error, *fail)
+        return ErrorCode.none, md.producer_id, md.producer_epoch
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
+    def _check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        error = self.inactive_error()
+        if error is not None:
+            return error, None
+        if not transactional_id:
+            return ErrorCode.invalid_request, None
+        md = self.transactions.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if producer_epoch != md.producer_epoch:
+            return ErrorCode.producer_fenced, None
+        if md.pending is not None:
+            return ErrorCode.concurrent_transactions, None
+        return ErrorCode.none, md
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition)."""
+        error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is None:
+            return error
+        if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if md.state in (TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
+            return ErrorCode.invalid_txn_state
+        wanted = set(partitions)
+        if md.state is TxnState.ONGOING and wanted <= md.partitions:
+            return ErrorCode.none
+        # The produce path sees a partition only once the record naming it is durable.
+        if md.state is TxnState.ONGOING:
+            return await self._persist(md, TxnState.ONGOING, md.partitions | wanted)
+        return await self._persist(md, TxnState.ONGOING, wanted, self._clock())
+
+    def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
+        """The transactional id holding ``producer_id`` (an index rebuilt when stale)."""
+        md = self._by_producer.get(producer_id)
+        if md is not None and md.producer_id == producer_id and md.state is not TxnState.DEAD:
+            return md
+        self._by_producer = {m.producer_id: m for m in self.transactions.values()}
+        return self._by_producer.get(producer_id)
+
+    def partition_in_transaction(
+        self, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> bool:
+        """The produce path's check (Kafka's transaction verification)."""
+        md = self.by_producer_id(producer_id)
+        return (
+            md is not None
+            and md.producer_epoch == producer_epoch
+            and md.state is TxnState.ONGOING
+            and (topic, partition) in md.partitions
+        )
+
+    def check_txn_offset_commit(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets_partition: tuple[str, int] | None = None,
+    ) -> ErrorCode:
+        """TxnOffsetCommit's producer check: a fenced or unknown producer is refused, and so is
+        one whose transaction does not hold the group's ``__consumer_offsets`` partition
+        (AddOffsetsToTxn first: the commit marker must reach it)."""
+        error = self.inactive_error()
+        if error is not None:
+            return error
+        md = self.transactions.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch < md.producer_epoch:
+            return ErrorCode.producer_fenced
+        if md.state is not TxnState.ONGOING:
+            return ErrorCode.invalid_txn_state
+        if offsets_partition is not None and offsets_partition not in md.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    # -- EndTxn --------------------------------------------------------------------------------
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        """Kafka's handleEndTransaction for a client's EndTxn."""
+        error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is None:
+            return error
+        state = md.state
+        if state is TxnState.ONGOING:
+            return await self._end(md, commit)
+        if state is TxnState.COMPLETE_COMMIT:
+            return ErrorCode.none if commit else ErrorCode.invalid_txn_state
+        if state is TxnState.COMPLETE_ABORT:
+            return ErrorCode.invalid_txn_state if commit else ErrorCode.none
+        if state is TxnState.PREPARE_COMMIT:
+            return ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
+        if state is TxnState.PREPARE_ABORT:
+            return ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
+        return ErrorCode.invalid_txn_state  # Empty, Dead, PrepareEpochFence
+
+    async def _end(self, md: TransactionMetadata, commit: bool) -> ErrorCode:
+        prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        error = await self._persist(md, prepare)
+        if error is not ErrorCode.none:
+            return error
+        return await self._complete(md, commit)
+
+    async def _complete(self, md: TransactionMetadata, commit: bool) -> ErrorCode:
+        """Markers to every partition, then CompleteCommit/CompleteAbort."""
+        md.pending = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        try:
+            await self._write_markers(md, commit)
+        except Exception as exc:
+            # The Prepare state is durable: a retry (or the next start) completes it.
+            log.warning("markers of %r not written: %s", md.transactional_id, exc)
+            md.pending = None
+            self._spawn(self._retry_complete(md, commit))
+            return ErrorCode.none
+        md.pending = None
+        final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        partitions = md.partitions
+        md.partitions = set()
+        now = self._clock()
+        try:
+            waiter = self._write_record(md.transactional_id, self._value(md, final, now))
+        except Exception as exc:
+            log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
+            md.partitions = partitions
+            self._spawn(self._retry_complete(md, commit))
+            return ErrorCode.none
+        # The Complete record need not be durable before the next transition: the markers are,
+        # and any later record of this id is appended after it (one partition, in order), so
+        # its HW wait covers this one too. A crash before it is durable leaves Prepare*, which
+        # the next start completes again (markers written twice are harmless).
+        md.state = final
+        md.txn_last_update_ms = now
+        self._spawn(self._log_failure(waiter, md.transactional_id))
+        return ErrorCode.none
+
+    @staticmethod
+    async def _log_failure(waiter: Awaitable[None], transactional_id: str) -> None:
+        try:
+            await waiter
+        except Exception as exc:
+            log.warning("a record of %r did not become durable: %s", transactional_id, exc)
+
+    async def _retry_complete(self, md: TransactionMetadata, commit: bool) -> None:
+        await asyncio.sleep(1.0)
+        if self.status == "active" and md.state in (
+            TxnState.PREPARE_COMMIT,
+            TxnState.PREPARE_ABORT,
+        ):
+            await self._complete(md, commit)
+
+    async def _fence_and_abort(self, md: TransactionMetadata, why: str) -> None:
+        """Bump the epoch (fencing the producer) and abort its open transaction."""
+        if md.pending is not None or md.state is not TxnState.ONGOING:
+            return
+        if is_epoch_exhausted(md.producer_epoch):
+            log.warning("epoch of %r is exhausted; aborting without a bump", md.transactional_id)
+        else:
+            md.producer_epoch += 1
+        log.info("aborting the transaction of %r: %s", md.transactional_id, why)
+        await self._end(md, False)
+
+    # -- periodic work -------------------------------------------------------------------------
+    def abort_timed_out(self) -> int:
+        """Abort every Ongoing transaction older than its timeout; returns how many."""
+        if self.status != "active":
+            return 0
+        now = self._clock()
+        count = 0
+        for md in list(self.transactions.values()):
+            if (
+                md.state is TxnState.ONGOING
+                and md.pending is None
+                and md.txn_start_ms + md.txn_timeout_ms < now
+            ):
+                count += 1
+                self._spawn(self._fence_and_abort(md, "transaction timed out"))
+        return count
+
+    async def expire_transactional_ids(self) -> int:
+        """Remove ids idle for ``transactional.id.expiration.ms`` (a tombstone each)."""
+        if self.status != "active":
+            return 0
+        now = self._clock()
+        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        expired = [
+            md
+            for md in self.transactions.values()
+            if md.state in idle
+            and md.pending is None
+            and md.txn_last_update_ms + self.config.id_expiration_ms <= now
+        ]
+        for md in expired:
+            md.pending = TxnState.DEAD
+            try:
+                await self._write_record(md.transactional_id, None)
+            except Exception as exc:
+                log.warning("expiring %r failed: %s", md.transactional_id, exc)
+                md.pending = None
+                continue
+            md.state = TxnState.DEAD
+            md.pending = None
+            if self.transactions.get(md.transactional_id) is md:
+                del self.transactions[md.transactional_id]
+        return len(expired)

@@ -1,0 +1,87 @@
+"""A transactional id's metadata and the states of Kafka's TransactionCoordinator.
+
+States (ids as stored in ``__transaction_state``, Kafka's TransactionState)::
+
+    Empty(0) -> Ongoing(1)            AddPartitionsToTxn / AddOffsetsToTxn
+    Ongoing -> PrepareCommit(2) / PrepareAbort(3)    EndTxn (or the broker's timeout abort)
+    PrepareCommit -> CompleteCommit(4), PrepareAbort -> CompleteAbort(5)   markers written
+    Complete* / Empty -> Empty        InitProducerId (epoch bump)
+    Complete* -> Ongoing              the next transaction
+    Ongoing -> PrepareEpochFence(7) -> PrepareAbort   InitProducerId of a newer instance, or
+                                                      a timed-out transaction (in memory only)
+    Empty / Complete* -> Dead(6)      transactional.id.expiration.ms (a tombstone)
+
+``pending`` marks a transition whose record is being written (Kafka's pendingState): other
+requests for the id answer CONCURRENT_TRANSACTIONS meanwhile.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = ["TransactionMetadata", "TxnState", "VALID_PREVIOUS_STATES", "is_epoch_exhausted"]
+
+MAX_EPOCH = 32767
+NO_PRODUCER_EPOCH = -1
+
+
+class TxnState(enum.IntEnum):
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka's tools print (``CompleteCommit``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset(
+        {TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}
+    ),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+}
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka keeps one epoch in reserve for the coordinator's own bump (fencing)."""
+    return epoch >= MAX_EPOCH - 1
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    """Mutable, owned by the coordinator (the event loop)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    txn_start_ms: int = -1
+    txn_last_update_ms: int = -1
+    previous_producer_id: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    pending: TxnState | None = None
+
+    def can_transition(self, target: TxnState) -> bool:
+        return self.state in VALID_PREVIOUS_STATES[target]
+
+    def by_topic(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            out.setdefault(topic, []).append(partition)
+        return out

@@ -1,0 +1,187 @@
+"""Records of ``__transaction_state``, byte for byte as Kafka writes them.
+
+One record per change of a transactional id's metadata; the topic is compacted, so the last
+value of a key is the state. A transactional id lives in partition
+``abs(transactionalId.hashCode()) % transaction.state.log.num.partitions`` (Java's
+``String.hashCode``), like groups in ``__consumer_offsets``.
+
+Key (Kafka's TransactionLogKey, prefixed by the coordinator record type 0)::
+
+    version          int16   0
+    transactional_id string  int16 length + UTF-8
+
+Value (Kafka's TransactionLogValue; written as version 0, the version Kafka writes until
+``transaction.version`` 2 is finalized; version 1, flexible, is read too)::
+
+    version                          int16   0 (or 1)
+    producer_id                      int64
+    producer_epoch                   int16
+    transaction_timeout_ms           int32
+    transaction_status               int8    TxnState id (Empty 0 ... CompleteAbort 5, Dead 6)
+    transaction_partitions           array   int32 count (-1 = null: state Empty) of
+        topic                        string
+        partition_ids                array of int32
+    transaction_last_update_ms       int64
+    transaction_start_ms             int64
+  v1 only: compact strings/arrays (unsigned varint length + 1) and tagged fields at the end of
+  each struct (tag 0 previous_producer_id int64, tag 1 next_producer_id int64, tag 2
+  client_transaction_version int16).
+
+A null value (tombstone) removes the transactional id (``transactional.id.expiration.ms``).
+Every length is checked against the bytes present; damage raises ``TxnSchemaError``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "TxnLogValue",
+    "TxnSchemaError",
+    "decode_txn_key",
+    "decode_txn_value",
+    "encode_txn_key",
+    "encode_txn_value",
+]
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status
+_TAIL = struct.Struct(">qq")
+
+
+class TxnSchemaError(ValueError):
+    """A ``__transaction_state`` record that does not parse."""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnLogValue:
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    state_id: int
+    partitions: Mapping[str, Sequence[int]] | None
+    last_update_ms: int
+    start_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+
+
+def _string(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return _I16.pack(len(data)) + data
+
+
+def encode_txn_key(transactional_id: str) -> bytes:
+    return _I16.pack(0) + _string(transactional_id)
+
+
+def encode_txn_value(value: TxnLogValue) -> bytes:
+    out = bytearray(
+        _HEAD.pack(
+            0,
+            value.producer_id,
+            value.producer_epoch,
+            value.transaction_timeout_ms,
+            value.state_id,
+        )
+    )
+    if value.partitions is None:
+        out += _I32.pack(-1)
+    else:
+        out += _I32.pack(len(value.partitions))
+        for topic in sorted(value.partitions):
+            ids = sorted(value.partitions[topic])
+            out += _string(topic) + _I32.pack(len(ids))
+            out += b"".join(_I32.pack(i) for i in ids)
+    out += _TAIL.pack(value.last_update_ms, value.start_ms)
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise TxnSchemaError(f"record ends at {len(self.data)}, needs {self.pos + n} bytes")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
+        return s.unpack(self.take(s.size))
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            byte = self.take(1)[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise TxnSchemaError("varint too long")
+
+    def string(self, compact: bool) -> str:
+        n = self.uvarint() - 1 if compact else self.unpack(_I16)[0]
+        if n < 0:
+            raise TxnSchemaError("null string")
+        try:
+            return self.take(n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TxnSchemaError(f"bad UTF-8: {exc}") from None
+
+    def array_length(self, compact: bool) -> int:
+        n = self.uvarint() - 1 if compact else self.unpack(_I32)[0]
+        if n > len(self.data) - self.pos:
+            raise TxnSchemaError(f"array of {n} entries in {len(self.data) - self.pos} bytes")
+        return n
+
+    def tags(self) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            found[tag] = self.take(self.uvarint())
+        return found
+
+
+def decode_txn_key(key: bytes) -> str | None:
+    """The transactional id of a key; None for another record type."""
+    reader = _Reader(key)
+    if reader.unpack(_I16)[0] != 0:
+        return None
+    return reader.string(False)
+
+
+def decode_txn_value(value: bytes) -> TxnLogValue:
+    reader = _Reader(value)
+    version = reader.unpack(_I16)[0]
+    if version not in (0, 1):
+        raise TxnSchemaError(f"unknown transaction log value version {version}")
+    compact = version == 1
+    producer_id, epoch, timeout, status = reader.unpack(struct.Struct(">qhib"))
+    count = reader.array_length(compact)
+    partitions: dict[str, list[int]] | None = None
+    if count >= 0:
+        partitions = {}
+        for _ in range(count):
+            topic = reader.string(compact)
+            n = reader.array_length(compact)
+            partitions[topic] = [reader.unpack(_I32)[0] for _ in range(max(n, 0))]
+            if compact:
+                reader.tags()
+    last_update, start = reader.unpack(_TAIL)
+    previous = next_ = -1
+    if compact:
+        tags = reader.tags()
+        if 0 in tags and len(tags[0]) == 8:
+            previous = struct.unpack(">q", tags[0])[0]
+        if 1 in tags and len(tags[1]) == 8:
+            next_ = struct.unpack(">q", tags[1])[0]
+    return TxnLogValue(
+        producer_id, epoch, timeout, status, partitions, last_update, start, previous, next_
+    )

@@ -1,0 +1,235 @@
+"""Wiring the transaction coordinator into the broker: ``__transaction_state``, markers, timers.
+
+``install(broker)`` sets ``broker.transactions`` (the ``TransactionCoordinator``) and
+``broker.txn_offsets`` (``broker/group/txn_offsets.py``) and adds a service that, at start,
+creates ``__transaction_state`` when missing (``transaction.state.log.num.partitions``
+partitions, ``cleanup.policy=compact``, ``segment.bytes=transaction.state.log.segment.bytes``,
+``compression.type=uncompressed``), replays it, completes prepared transactions, then runs
+the timeout abort (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and the
+id expiration (``transaction.remove.expired.transaction.cleanup.interval.ms``) periodically.
+
+Records are appended through storage at once and awaited until the HW covers them (the flush
+policy of the topic decides when: by default after the fsync). Markers are appended the same
+way to every partition of the transaction (``PartitionLog.append_end_txn_marker``); a partition
+whose topic was deleted meanwhile is skipped, as Kafka drops markers for unknown partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.group.config import OFFSETS_TOPIC
+from tidelog.broker.group.log import encode_records
+from tidelog.broker.group.schemas import partition_for
+from tidelog.broker.group.txn_offsets import TxnOffsets
+from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
+from tidelog.broker.txn.metadata import TransactionMetadata
+from tidelog.broker.txn.schemas import (
+    TxnLogValue,
+    TxnSchemaError,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+from tidelog.storage import PartitionLog, StorageError
+from tidelog.storage.record_codec import iter_records
+
+if TYPE_CHECKING:
+    from tidelog.broker.app import Broker
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionService", "install"]
+
+log = logging.getLogger("tidelog.txn")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: How long a write waits for its HW before the coordinator gives up (and retries later).
+WRITE_TIMEOUT_S = 30.0
+
+
+class TxnWriteFailed(Exception):
+    pass
+
+
+class TransactionService:
+    """Start/stop of the coordinator and its storage adapter."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        get = broker.config.get_int
+        self.num_partitions = get("transaction.state.log.num.partitions")
+        self.segment_bytes = get("transaction.state.log.segment.bytes")
+        self.load_buffer = max(get("transaction.state.log.load.buffer.size"), 64 * 1024)
+        self.config = TxnConfig(
+            max_timeout_ms=get("transaction.max.timeout.ms"),
+            id_expiration_ms=get("transactional.id.expiration.ms"),
+            abort_interval_ms=get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            expiration_interval_ms=get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"
+            ),
+        )
+        self.coordinator = TransactionCoordinator(
+            self.config,
+            write_record=self.write_record,
+            write_markers=self.write_markers,
+            new_producer_id=broker.producer_ids.generate_producer_id,
+            clock=broker.clock,
+        )
+        self.txn_offsets = TxnOffsets(broker, broker.groups)
+        self._periodic: list[asyncio.Task[None]] = []
+
+    # -- life cycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        topics = self.broker.topics
+        info = topics.get(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            info = topics.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                self.num_partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.segment_bytes),
+                    "compression.type": "uncompressed",
+                },
+            )
+        self.num_partitions = info.partitions
+        records: list[tuple[str, TxnLogValue | None]] = []
+        for partition in range(self.num_partitions):
+            partition_log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+            if partition_log is not None:
+                records.extend(
+                    await self.broker.run_blocking(_read_all, partition_log, self.load_buffer)
+                )
+        self.coordinator.load(records)
+        store = getattr(self.broker.groups, "_log", None)
+        held = getattr(store, "pending_transactional", None)
+        if held:
+            self.txn_offsets.stage_loaded(held)
+        self.coordinator.activate()
+        log.info(
+            "transaction coordinator loaded %d records: %d transactional ids",
+            len(records),
+            len(self.coordinator.transactions),
+        )
+        self._periodic = [
+            asyncio.ensure_future(self._every(self.config.abort_interval_ms, self._abort)),
+            asyncio.ensure_future(self._every(self.config.expiration_interval_ms, self._expire)),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        await self.coordinator.stop()
+
+    async def _every(self, interval_ms: int, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction coordinator task failed")
+
+    async def _abort(self) -> None:
+        self.coordinator.abort_timed_out()
+
+    async def _expire(self) -> None:
+        await self.coordinator.expire_transactional_ids()
+
+    # -- storage -------------------------------------------------------------------------------
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    async def _wait(
+        self, topic: str, partition: int, partition_log: PartitionLog, end: int
+    ) -> None:
+        if partition_log.high_watermark >= end:
+            return
+        covered = await self.broker.partitions.wait_until(
+            (topic, partition), lambda: partition_log.high_watermark >= end, WRITE_TIMEOUT_S
+        )
+        if not covered:
+            raise TxnWriteFailed(f"{topic}-{partition}: the HW did not reach {end} in time")
+
+    def write_record(self, transactional_id: str, value: TxnLogValue | None) -> Awaitable[None]:
+        """Append now (raises on failure); the awaitable resolves once the HW covers it."""
+        partition = self.partition_for(transactional_id)
+        partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        if partition_log is None:
+            raise TxnWriteFailed(f"{TRANSACTION_STATE_TOPIC}-{partition} is missing")
+        record = (
+            encode_txn_key(transactional_id),
+            None if value is None else encode_txn_value(value),
+        )
+        hw_before = partition_log.high_watermark
+        info = partition_log.append(
+            encode_records([record], self.broker.clock()), now_ms=self.broker.clock()
+        )
+        self.broker.after_append(partition_log, hw_before)
+        return self._wait(TRANSACTION_STATE_TOPIC, partition, partition_log, info.last_offset + 1)
+
+    async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:
+        broker = self.broker
+        waits = []
+        offsets_partitions = False
+        for topic, partition in sorted(md.partitions):
+            partition_log = broker.topics.get_log(topic, partition)
+            if partition_log is None:
+                log.info("no marker for %s-%d: the partition is gone", topic, partition)
+                continue
+            hw_before = partition_log.high_watermark
+            try:
+                info = partition_log.append_end_txn_marker(
+                    producer_id=md.producer_id,
+                    producer_epoch=md.producer_epoch,
+                    coordinator_epoch=COORDINATOR_EPOCH,
+                    commit=commit,
+                    now_ms=broker.clock(),
+                )
+            except StorageError as exc:
+                log.warning(
+                    "marker for %s-%d of %r refused: %s", topic, partition, md.transactional_id, exc
+                )
+                continue
+            broker.after_append(partition_log, hw_before)
+            waits.append(self._wait(topic, partition, partition_log, info.last_offset + 1))
+            offsets_partitions = offsets_partitions or topic == OFFSETS_TOPIC
+        await asyncio.gather(*waits)
+        if offsets_partitions:
+            self.txn_offsets.complete(md.producer_id, commit)
+
+
+def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, TxnLogValue | None]]:
+    """Every ``__transaction_state`` record up to the HW (worker thread)."""
+    out: list[tuple[str, TxnLogValue | None]] = []
+    offset = partition_log.log_start_offset
+    while True:
+        info = partition_log.read(offset, max_bytes)
+        if info.first_offset is None or info.last_offset is None:
+            return out
+        for record in iter_records(info.read_bytes()):
+            if record.offset < offset or record.key is None:
+                continue
+            try:
+                transactional_id = decode_txn_key(record.key)
+                if transactional_id is None:
+                    continue
+                value = None if record.value is None else decode_txn_value(record.value)
+            except TxnSchemaError as exc:
+                log.warning("skipping a %s record that does not parse: %s", partition_log, exc)
+                continue
+            out.append((transactional_id, value))
+        offset = info.last_offset + 1
+
+
+def install(broker: Broker) -> TransactionService:
+    service = TransactionService(broker)
+    broker.transactions = service.coordinator
+    broker.txn_offsets = service.txn_offsets
+    broker.services.append(service)
+    return service

@@ -1,0 +1,184 @@
+"""The transaction index (``NNNNNNNNNNNNNNNNNNNN.txnindex``): aborted transactions of a segment.
+
+One file per segment, next to its ``.log``, named by the segment's base offset, created only
+when the first aborted transaction whose ABORT marker lies in the segment is appended (as
+Kafka's TransactionIndex). The file is a sequence of fixed-size entries, Kafka's AbortedTxn
+layout (big-endian)::
+
+    offset  size  field
+         0     2  version             int16, always 0
+         2     8  producer_id         int64
+        10     8  first_offset        int64  first offset of the aborted transaction
+        18     8  last_offset         int64  offset of its ABORT marker
+        26     8  last_stable_offset  int64  the partition's LSO once the marker was written
+
+Invariants: the size is a multiple of 34 (a torn tail entry is ignored on read and cut on the
+next append); entries are in ``last_offset`` order; every ``last_offset`` lies inside the
+segment. A read_committed Fetch asks for the entries overlapping ``[fetch_offset,
+upper_bound)`` (``collect``); the client then drops the aborted producers' records from each
+``first_offset`` to the marker.
+
+Durability: the file is appended without fsync; ``flush`` fsyncs it (the log's flush of an
+inactive segment). After an unclean shutdown the index of every recovered segment is emptied
+by ``LogSegment.recover`` and rebuilt from the log by the producer-state replay
+(``storage.transaction_state``). It is renamed and deleted with its segment.
+
+Threading: appends and truncation under the partition lock; ``collect`` from reader threads
+reads the entries kept in memory (a list replaced, never mutated in place).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ABORTED_TXN_SIZE", "TXNINDEX_SUFFIX", "AbortedTxn", "TransactionIndex"]
+
+TXNINDEX_SUFFIX = ".txnindex"
+_ENTRY = struct.Struct(">hqqqq")
+ABORTED_TXN_SIZE = _ENTRY.size
+CURRENT_VERSION = 0
+assert ABORTED_TXN_SIZE == 34
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One aborted transaction (Kafka's AbortedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(
+            CURRENT_VERSION,
+            self.producer_id,
+            self.first_offset,
+            self.last_offset,
+            self.last_stable_offset,
+        )
+
+
+def decode_entries(data: bytes, *, name: str = "txnindex") -> list[AbortedTxn]:
+    """The whole entries of a ``.txnindex`` file's bytes (a torn tail is ignored).
+
+    Raises ``ValueError`` for an entry of an unknown version.
+    """
+    out: list[AbortedTxn] = []
+    for position in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
+        version, producer_id, first, last, lso = _ENTRY.unpack_from(data, position)
+        if version != CURRENT_VERSION:
+            raise ValueError(f"{name}: unknown aborted-transaction entry version {version}")
+        out.append(AbortedTxn(producer_id, first, last, lso))
+    return out
+
+
+class TransactionIndex:
+    """The aborted transactions of one segment, in memory and in its ``.txnindex`` file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[AbortedTxn] = []
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        try:
+            self._entries = decode_entries(data, name=str(path))
+        except ValueError:
+            self._entries = []  # rebuilt by recovery; an unknown version is not ours to keep
+        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+        self._dirty = len(data) != self._file_size
+
+    @property
+    def entries(self) -> list[AbortedTxn]:
+        return self._entries
+
+    @property
+    def last_offset(self) -> int:
+        """The marker offset of the last entry (-1 when empty)."""
+        return self._entries[-1].last_offset if self._entries else -1
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry; entries must come in ``last_offset`` order (duplicates are skipped,
+        so a replay over a kept index is harmless)."""
+        if txn.last_offset <= self.last_offset:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, self._file_size)  # cut a torn tail first
+            os.pwrite(fd, txn.encode(), self._file_size)
+        finally:
+            os.close(fd)
+        self._file_size += ABORTED_TXN_SIZE
+        self._entries = [*self._entries, txn]
+        self._dirty = True
+
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Entries overlapping ``[fetch_offset, upper_bound_offset)`` (collectAbortedTxns)."""
+        return [
+            t
+            for t in self._entries
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset
+        ]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose marker is at or above ``offset``."""
+        kept = [t for t in self._entries if t.last_offset < offset]
+        if len(kept) == len(self._entries):
+            return
+        self._entries = kept
+        self._rewrite()
+
+    def reset(self) -> None:
+        """Empty the index (recovery rebuilds it); the file goes."""
+        self._entries = []
+        self._file_size = 0
+        self._dirty = False
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def _rewrite(self) -> None:
+        if not self._entries:
+            self.reset()
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            data = b"".join(t.encode() for t in self._entries)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+        self._dirty = True
+
+    def flush(self) -> None:
+        """fsync the file if it changed since the last flush."""
+        if not self._dirty:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._dirty = False
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
+
+    def rename(self, path: Path) -> None:
+        if self.path.exists():
+            os.rename(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,195 @@
+"""The transaction coordinator's state machine and ``__transaction_state`` records, in process.
+
+The coordinator gets a record store that keeps what it writes (replayed into a second
+coordinator to check durability) and a marker writer that records the markers; the clock is
+moved by hand. The record bytes are checked against Kafka's layout byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import struct
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from tidelog.broker.txn.metadata import TransactionMetadata, TxnState
+from tidelog.broker.txn.schemas import (
+    TxnLogValue,
+    TxnSchemaError,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+
+
+def test_key_and_value_bytes_are_kafkas() -> None:
+    assert encode_txn_key("tx") == b"\x00\x00" + b"\x00\x02tx"
+    assert decode_txn_key(encode_txn_key("tx")) == "tx"
+    assert decode_txn_key(b"\x00\x01\x00\x00") is None  # another record type
+    value = TxnLogValue(7, 3, 60000, 1, {"t": [1, 0]}, 1000, 900)
+    expected = (
+        struct.pack(">hqhib", 0, 7, 3, 60000, 1)
+        + struct.pack(">i", 1)
+        + b"\x00\x01t"
+        + struct.pack(">iii", 2, 0, 1)
+        + struct.pack(">qq", 1000, 900)
+    )
+    assert encode_txn_value(value) == expected
+    assert decode_txn_value(expected) == TxnLogValue(7, 3, 60000, 1, {"t": [0, 1]}, 1000, 900)
+    empty = encode_txn_value(TxnLogValue(7, 3, 60000, 0, None, 1, -1))
+    assert empty[17:21] == b"\xff\xff\xff\xff"  # Empty: a null partition array
+    # version 1 (flexible), as Kafka writes it once transaction.version 2 is on
+    v1 = (
+        struct.pack(">hqhib", 1, 7, 3, 60000, 4)
+        + b"\x02"  # one topic
+        + b"\x02t"  # compact string
+        + b"\x02"
+        + struct.pack(">i", 5)
+        + b"\x00"  # topic tags
+        + struct.pack(">qq", 1000, 900)
+        + b"\x01"
+        + b"\x00\x08"
+        + struct.pack(">q", 6)  # tag 0: previous producer id
+    )
+    decoded = decode_txn_value(v1)
+    assert decoded.partitions == {"t": [5]} and decoded.previous_producer_id == 6
+    with pytest.raises(TxnSchemaError):
+        decode_txn_value(expected[:-3])
+    with pytest.raises(TxnSchemaError):
+        decode_txn_value(struct.pack(">h", 9) + expected[2:])
+
+
+def sync(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """Run an async test in a fresh event loop."""
+
+    @functools.wraps(fn)
+    def run() -> None:
+        asyncio.run(fn())
+
+    return run
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+        self.records: list[tuple[str, TxnLogValue | None]] = []
+        self.markers: list[tuple[str, int, int, bool, frozenset[tuple[str, int]]]] = []
+        self.next_id = 100
+        self.coordinator = self.make()
+
+    def make(self) -> TransactionCoordinator:
+        return TransactionCoordinator(
+            TxnConfig(max_timeout_ms=60000, id_expiration_ms=10_000),
+            write_record=self.write,
+            write_markers=self.write_markers,
+            new_producer_id=self.new_id,
+            clock=lambda: self.now,
+        )
+
+    def write(self, txn_id: str, value: TxnLogValue | None) -> Awaitable[None]:
+        self.records.append((txn_id, value))
+
+        async def done() -> None:
+            return None
+
+        return done()
+
+    async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:
+        self.markers.append(
+            (md.transactional_id, md.producer_id, md.producer_epoch, commit,
+             frozenset(md.partitions))
+        )  # fmt: skip
+
+    async def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+
+@sync
+async def test_lifecycle_and_replay() -> None:
+    h = Harness()
+    c = h.coordinator
+    assert (await c.init_producer_id("tx", 1000, -1, -1))[
+        0
+    ] is ErrorCode.coordinator_load_in_progress
+    c.activate()
+    assert (await c.init_producer_id("tx", 60001, -1, -1))[
+        0
+    ] is ErrorCode.invalid_transaction_timeout
+    error, pid, epoch = await c.init_producer_id("tx", 1000, -1, -1)
+    assert (error, pid, epoch) == (ErrorCode.none, 101, 0)
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)]) is ErrorCode.none
+    assert c.transactions["tx"].state is TxnState.ONGOING
+    assert c.partition_in_transaction(pid, epoch, "t", 1)
+    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none
+    assert h.markers[-1] == ("tx", pid, epoch, True, frozenset({("t", 0), ("t", 1)}))
+    assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
+    states = [v.state_id for _, v in h.records if v is not None]
+    assert states == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
+    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none  # a retry
+    assert await c.end_txn("tx", pid, epoch, False) is ErrorCode.invalid_txn_state
+    assert await c.end_txn("tx", pid, epoch + 1, True) is ErrorCode.producer_fenced
+    assert await c.end_txn("tx", pid + 5, epoch, True) is ErrorCode.invalid_producer_id_mapping
+
+    # replay into a fresh coordinator: same state
+    again = h.make()
+    again.load(h.records)
+    again.activate()
+    md = again.transactions["tx"]
+    assert (md.producer_id, md.producer_epoch, md.state) == (pid, epoch, TxnState.COMPLETE_COMMIT)
+
+
+@sync
+async def test_prepared_transaction_is_completed_after_restart() -> None:
+    h = Harness()
+    h.records.append(("tx", TxnLogValue(5, 2, 1000, 2, {"t": [0]}, 10, 5)))  # PrepareCommit
+    c = h.coordinator
+    c.load(h.records)
+    c.activate()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert h.markers == [("tx", 5, 2, True, frozenset({("t", 0)}))]
+    assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
+
+
+@sync
+async def test_fencing_timeout_and_expiration() -> None:
+    h = Harness()
+    c = h.coordinator
+    c.activate()
+    _, pid, epoch = await c.init_producer_id("tx", 1000, -1, -1)
+    await c.add_partitions("tx", pid, epoch, [("t", 0)])
+    # a second instance: the open transaction is aborted with a bumped epoch
+    assert (await c.init_producer_id("tx", 1000, -1, -1))[0] is ErrorCode.concurrent_transactions
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert h.markers[-1][2:4] == (epoch + 1, False)
+    error, _, new_epoch = await c.init_producer_id("tx", 1000, -1, -1)
+    assert error is ErrorCode.none and new_epoch == epoch + 2
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)]) is ErrorCode.producer_fenced
+    # KIP-360: the current producer retries a bump whose answer it lost
+    assert (await c.init_producer_id("tx", 1000, pid, new_epoch))[2] == new_epoch + 1
+    assert (await c.init_producer_id("tx", 1000, pid, new_epoch))[2] == new_epoch + 1
+    assert (await c.init_producer_id("tx", 1000, pid + 9, 0))[0] is ErrorCode.producer_fenced
+
+    # a transaction older than its timeout is aborted and its producer fenced
+    current = c.transactions["tx"].producer_epoch
+    await c.add_partitions("tx", pid, current, [("t", 1)])
+    h.now += 1001
+    assert c.abort_timed_out() == 1
+    for _ in range(5):
+        await asyncio.sleep(0)
+    md = c.transactions["tx"]
+    assert md.state is TxnState.COMPLETE_ABORT and md.producer_epoch == current + 1
+    assert await c.end_txn("tx", pid, current, True) is ErrorCode.producer_fenced
+
+    # idle past transactional.id.expiration.ms: a tombstone, then gone
+    h.now += 10_000
+    assert await c.expire_transactional_ids() == 1
+    assert "tx" not in c.transactions and h.records[-1] == ("tx", None)

@@ -1,0 +1,229 @@
+"""Transactions under SIGKILL: the broker is killed while a transactional producer works.
+
+A producer process (confluent-kafka) runs transactions of ``RECORDS`` records each, numbered;
+one in ``ABORT_EVERY`` is aborted on purpose. It prints ``INTENT-ABORT i`` before such an abort
+(and after an abort that succeeded following a failure) and ``COMMITTED i`` once
+``commit_transaction`` returned; when a call fails (the broker is gone) it aborts if it can,
+else it exits and the harness starts a new instance (which fences the old epoch).
+Meanwhile the broker is SIGKILLed at random moments and restarted, ``kills`` times.
+At the end (after every open transaction's timeout) a read_committed consumer reads the topic
+and the checks are:
+
+- every transaction is all or nothing (0 or ``RECORDS`` of its records are visible);
+- every acknowledged commit is visible; no transaction meant to abort is;
+- no record is seen twice.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_proc import BrokerProcess
+
+RECORDS = 10
+ABORT_EVERY = 5
+TOPIC = "txn-chaos"
+TXN_TIMEOUT_MS = 3000
+
+PRODUCER = textwrap.dedent(
+    f"""
+    import sys
+    from confluent_kafka import KafkaException, Producer
+    bootstrap, start = sys.argv[1], int(sys.argv[2])
+    p = Producer({{"bootstrap.servers": bootstrap, "transactional.id": "chaos",
+                  "transaction.timeout.ms": {TXN_TIMEOUT_MS}, "linger.ms": 2}})
+    p.init_transactions(60)
+    i = start
+    while True:
+        try:
+            p.begin_transaction()
+            for j in range({RECORDS}):
+                p.produce("{TOPIC}", key=b"%d" % i, value=b"%d:%d" % (i, j), partition=j % 2)
+            if i % {ABORT_EVERY} == 0:
+                print("INTENT-ABORT", i, flush=True)
+                p.abort_transaction(20)
+            else:
+                p.commit_transaction(20)
+                print("COMMITTED", i, flush=True)
+        except KafkaException as exc:
+            error = exc.args[0]
+            print("FAILED", i, error.str(), flush=True)
+            if error.txn_requires_abort():
+                try:
+                    p.abort_transaction(20)
+                    print("INTENT-ABORT", i, flush=True)
+                except KafkaException:
+                    sys.exit(3)
+            else:
+                sys.exit(3)
+        i += 1
+    """
+)
+
+
+@dataclass
+class TxnChaosReport:
+    kills: int = 0
+    producer_restarts: int = 0
+    committed: set[int] = field(default_factory=set)
+    abort_intents: set[int] = field(default_factory=set)
+    visible_transactions: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.committed)
+
+    def summary(self) -> str:
+        return (
+            f"{self.kills} broker kills, {self.producer_restarts} producer restarts, "
+            f"{len(self.committed)} acknowledged commits, {len(self.abort_intents)} aborts, "
+            f"{self.visible_transactions} transactions visible, {len(self.problems)} problems"
+        )
+
+
+class _Producer:
+    """The producer process and what it printed."""
+
+    def __init__(self, bootstrap: str, report: TxnChaosReport) -> None:
+        self.bootstrap = bootstrap
+        self.report = report
+        self.next_index = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.lock = threading.Lock()
+
+    def ensure_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        if self.proc is not None:
+            self.report.producer_restarts += 1
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PRODUCER, self.bootstrap, str(self.next_index + 1)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            parts = line.split()
+            if len(parts) < 2 or not parts[1].isdigit():
+                continue
+            index = int(parts[1])
+            with self.lock:
+                self.next_index = max(self.next_index, index)
+                if parts[0] == "COMMITTED":
+                    self.report.committed.add(index)
+                elif parts[0] == "INTENT-ABORT":
+                    self.report.abort_intents.add(index)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _read_committed(bootstrap: str, expect_at_least: int, wait_s: float) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txn-chaos-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in (0, 1)])
+    values: list[bytes] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == -191:
+                    eof.add(message.partition())
+                    if len(eof) == 2 and len(values) >= expect_at_least:
+                        break
+                continue
+            eof.discard(message.partition())
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def run_txn_chaos(
+    kills: int,
+    *,
+    work_dir: Path,
+    seed: int | None = None,
+    say: Callable[[str], None] = print,
+) -> TxnChaosReport:
+    seed = random.randrange(1 << 30) if seed is None else seed
+    rng = random.Random(seed)
+    say(f"transactions chaos: {kills} kills, seed {seed}")
+    report = TxnChaosReport()
+    broker = BrokerProcess(
+        work_dir / "data",
+        {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"},
+    )
+    broker.start()
+    try:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
+            future.result(30)
+        producer = _Producer(broker.bootstrap, report)
+        producer.ensure_running()
+        while report.kills < kills:
+            deadline = time.monotonic() + rng.uniform(1.0, 3.0)
+            while time.monotonic() < deadline:
+                producer.ensure_running()
+                time.sleep(0.1)
+            broker.kill()
+            report.kills += 1
+            time.sleep(rng.uniform(0.0, 0.5))
+            broker.start()
+            say(f"  kill {report.kills}: {len(report.committed)} commits acknowledged so far")
+        time.sleep(2.0)
+        producer.stop()
+        time.sleep(TXN_TIMEOUT_MS / 1000 + 2.0)  # open transactions time out and are aborted
+        values = _read_committed(broker.bootstrap, len(report.committed) * RECORDS, 60.0)
+    finally:
+        broker.stop()
+    _check(report, values)
+    say(f"transactions chaos: {report.summary()}")
+    return report
+
+
+def _check(report: TxnChaosReport, values: list[bytes]) -> None:
+    seen = Counter(values)
+    for value, count in seen.items():
+        if count > 1:
+            report.problems.append(f"record {value!r} seen {count} times")
+    per_txn = Counter(int(v.split(b":")[0]) for v in seen)
+    report.visible_transactions = len(per_txn)
+    for index, count in per_txn.items():
+        if count != RECORDS:
+            report.problems.append(f"transaction {index}: {count} of {RECORDS} records visible")
+        if index in report.abort_intents:
+            report.problems.append(f"transaction {index} was aborted but is visible")
+    for index in report.committed:
+        if per_txn.get(index, 0) != RECORDS:
+            report.problems.append(f"acknowledged commit {index} is not visible")
