@@ -164,7 +164,13 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "PEM file holding the private key (plain or encrypted PKCS#8) and the certificate chain.",
         importance="high",
     ),
-    _b("ssl.keystore.password", "password", None, "Password of the key store file (PEM: unused)."),
+    _b(
+        "ssl.keystore.password",
+        "password",
+        None,
+        "Password of the key store file; not read (PEM stores only: the key's own password is "
+        "ssl.key.password).",
+    ),
     _b("ssl.key.password", "password", None, "Password of an encrypted private key."),
     _b("ssl.keystore.key", "password", None, "The private key inline (PEM)."),
     _b(
@@ -180,7 +186,12 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         None,
         "PEM file of the CA certificates trusted for client certificates.",
     ),
-    _b("ssl.truststore.password", "password", None, "Password of the trust store (PEM: unused)."),
+    _b(
+        "ssl.truststore.password",
+        "password",
+        None,
+        "Password of the trust store; not read (PEM trust stores have none).",
+    ),
     _b(
         "ssl.truststore.certificates",
         "password",
@@ -208,7 +219,12 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "TLS versions accepted.",
         choices=("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1"),
     ),
-    _b("ssl.protocol", "string", "TLSv1.3", "The TLS protocol family (accepted; see enabled)."),
+    _b(
+        "ssl.protocol",
+        "string",
+        "TLSv1.3",
+        "The TLS protocol family; not read (ssl.enabled.protocols decides the versions).",
+    ),
     _b(
         "ssl.cipher.suites",
         "list",
@@ -219,7 +235,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "ssl.endpoint.identification.algorithm",
         "string",
         "https",
-        "Host name check of certificates (a client setting; accepted on the broker).",
+        "Host name check of the peer's certificate; not read (a client setting: the broker has no "
+        "outgoing TLS connections).",
     ),
     _b(
         "sasl.enabled.mechanisms",
@@ -253,7 +270,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "connections.max.reauth.ms",
         "long",
         0,
-        "Accepted for compatibility (re-authentication, KIP-368, is not done).",
+        "Re-authentication of SASL connections (KIP-368). Not implemented: a value other than 0 is "
+        "refused at start-up.",
         min_value=0,
     ),
     _b(
@@ -624,14 +642,14 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "transaction.state.log.replication.factor",
         "short",
         1,
-        "Replication factor of __transaction_state (one node: 1).",
+        "Replication factor of __transaction_state; not read (one node: one copy).",
         min_value=1,
     ),
     _b(
         "transaction.state.log.min.isr",
         "int",
         1,
-        "min.insync.replicas of __transaction_state (one node: 1).",
+        "min.insync.replicas of __transaction_state; not read (one node: one copy).",
         min_value=1,
     ),
     _b(
@@ -677,7 +695,7 @@ _TOPIC_CODECS = _BROKER_CODECS
 #: start-up refuses a value other than the default, with this reason. A setting leaves this map
 #: when it is implemented (tests/config/test_settings_read.py checks every other one is read).
 NOT_IMPLEMENTED: dict[str, str] = {
-    "transactional.id.expiration.ms": "tidelog has no transactions yet",
+    "connections.max.reauth.ms": "SASL re-authentication (KIP-368) is not done",
 }
 
 #: Settings accepted for compatibility with Kafka configs and deliberately not read: a single
@@ -690,6 +708,12 @@ COMPATIBILITY_ONLY: frozenset[str] = frozenset(
         "unclean.leader.election.enable",
         "log.preallocate",
         "preallocate",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.protocol",
+        "ssl.endpoint.identification.algorithm",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
     }
 )
 
