@@ -22,6 +22,7 @@ from tidelog.broker.tools._common import (
     ToolError,
     add_bootstrap,
     add_tool_parser,
+    connect_error,
     parse_bootstrap,
 )
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = probe(server, args.timeout)
         except OSError as exc:
-            errors.append(f"{server}: {_reason(exc)}")
+            errors.append(f"{server}: {connect_error(exc)}")
             continue
         if not args.quiet:
             print(result.describe())
@@ -100,16 +101,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"no broker answered: {'; '.join(errors)}", file=sys.stderr)
     return EXIT_FAILURE
-
-
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return "timed out"
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve the host ({exc.strerror})"
-    return exc.strerror or str(exc)
 
 
 def request_bytes(correlation_id: int = _CORRELATION_ID) -> bytes:
