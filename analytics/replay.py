@@ -235,7 +235,66 @@ def _write_records(df: Any, out: Path, fmt: str) -> None:
     w.write.mode("overwrite").partitionBy("topic").format(fmt).save(str(out))
 
 
+def precheck(args: argparse.Namespace) -> str | None:
+    """What would make the replay fail, found before Spark starts (seconds saved, one line):
+    pyspark or pyarrow missing, no Java, a missing --log-dir, a broker that does not accept
+    connections. None when all is well."""
+    import importlib.util
+    import shutil
+    import socket
+
+    def installed(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ValueError:  # in sys.modules as None: blocked
+            return False
+
+    missing = [m for m in ("pyspark", "pyarrow") if not installed(m)]
+    if missing:
+        return (
+            f"{' and '.join(missing)} not installed: install the Spark extra "
+            "(pip install 'tidelog[spark]', or ./scripts/test's .venv), which brings "
+            "pyspark 4 and pyarrow"
+        )
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return (
+            "Spark needs Java 17: install it (apt-get install openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    if args.log_dir:
+        path = Path(args.log_dir)
+        if not path.exists():
+            return f"--log-dir {args.log_dir} does not exist"
+        if not path.is_dir():
+            return f"--log-dir {args.log_dir} is not a directory"
+    for flag in ("bootstrap_server", "lag_bootstrap_server"):
+        servers = getattr(args, flag, None)
+        if not servers:
+            continue
+        reasons = []
+        for server in (s.strip() for s in servers.split(",") if s.strip()):
+            host, _, port = server.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+                    break
+            except ValueError:
+                return f"--{flag.replace('_', '-')} {server!r} is not HOST:PORT"
+            except OSError as exc:
+                why = "connection refused" if isinstance(exc, ConnectionRefusedError) else exc
+                reasons.append(f"{server}: {why}")
+        else:
+            return (
+                f"no broker accepts connections at --{flag.replace('_', '-')} {servers} "
+                f"({'; '.join(reasons)})"
+            )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    problem = precheck(args)
+    if problem is not None:
+        print(f"replay: {problem}", file=sys.stderr)
+        return 1
     progress = Progress(3 if args.no_report else STEPS)
     try:
         opts = source_options(args)

@@ -29,6 +29,7 @@ from tidelog.broker.handlers._fetch_scan import (
     answer_max_bytes,
     answer_now,
     answer_one,
+    count_bytes_out,
     scan,
 )
 from tidelog.broker.handlers.base import RequestContext
@@ -66,7 +67,10 @@ def answer_at_once(
     total, errors = scan(broker.topics, [wanted], max_bytes)
     wait_s = request.max_wait.total_seconds()
     if answer_now(errors, total, min_bytes, wait_s, broker.stopping):
-        return answer_one(version, correlation_id, wanted, blocking_ok=False)
+        answer = answer_one(version, correlation_id, wanted, blocking_ok=False)
+        if answer is not None:
+            count_bytes_out(broker.metrics, [wanted])
+        return answer
     poll = _LongPoll(broker, version, correlation_id, request, wanted, max_bytes, min_bytes)
     return poll.start(wait_s)
 
@@ -83,6 +87,7 @@ class _LongPoll:
         "loop",
         "max_bytes",
         "min_bytes",
+        "ready_at",
         "request",
         "started",
         "timer",
@@ -112,6 +117,7 @@ class _LongPoll:
         self.loop = asyncio.get_running_loop()
         self.answer: asyncio.Future[Any] = self.loop.create_future()
         self.started = time.perf_counter()
+        self.ready_at = 0.0
         self.deadline = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.wake: asyncio.Future[bool] | None = None
@@ -159,6 +165,7 @@ class _LongPoll:
             if not answer_now(errors, total, self.min_bytes, remaining, broker.stopping):
                 self._arm()
                 return
+            self.ready_at = time.perf_counter()
             out = answer_one(self.version, self.correlation_id, w, blocking_ok=False)
             if out is None:  # a big read: in a worker thread, then answer
                 broker.spawn(self._answer_from_worker())
@@ -179,7 +186,11 @@ class _LongPoll:
 
     def _set(self, out: Any) -> None:
         if not self.answer.done():
-            self.broker.router.observe(API_KEY, time.perf_counter() - self.started)
+            now = time.perf_counter()
+            # The long poll's wait (until the wake that answers) is kept out of the latency.
+            waited = (self.ready_at or now) - self.started
+            self.broker.router.observe(API_KEY, now - self.started, waited=waited)
+            count_bytes_out(self.broker.metrics, [self.wanted])
             self.answer.set_result(out)
 
     def _failed(self) -> Any:

@@ -33,10 +33,12 @@ from tidelog.broker.handlers._fetch_scan import (
     answer_max_bytes,
     answer_now,
     answer_one,
+    count_bytes_out,
     requested,
     scan,
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.metrics import LONG_POLL_WAIT
 from tidelog.broker.router import RawBody
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
@@ -76,12 +78,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait.total_seconds(), 0.0)
     keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
+    waited_since = 0.0
     while True:
         total, errors = scan(ctx.broker.topics, wanted, max_bytes)
         remaining = deadline - loop.time()
         if not keys or answer_now(errors, total, min_bytes, remaining, ctx.broker.stopping):
             break
+        waited_since = waited_since or loop.time()
         await ctx.broker.partitions.wait_any(keys, remaining)  # type: ignore[arg-type]
+    if waited_since:  # the long poll's wait is kept out of the latency (the router reads it)
+        LONG_POLL_WAIT.set(loop.time() - waited_since)
+    count_bytes_out(ctx.broker.metrics, wanted)
     if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
         return await _one_answer(ctx, wanted[0])
     payloads = [await _records(ctx, w.read) for w in wanted]

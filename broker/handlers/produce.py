@@ -87,6 +87,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
     hw_before = partition_log.high_watermark
     try:
         info = partition_log.append(data, now_ms=broker.clock())
+        broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, len(data))
     except StorageError as exc:
         result.error = error_code_for(exc.error_name)
         result.message = str(exc) or None
@@ -258,6 +259,7 @@ def answer_at_once(
     hw_before = partition_log.high_watermark
     try:
         info = partition_log.append(records, now_ms=broker.clock())
+        broker.metrics.topic_in(name, info.last_offset - info.first_offset + 1, len(records))
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", name, index, exc.error_name, exc)
         body = encode_produce_one(

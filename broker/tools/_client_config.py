@@ -254,10 +254,12 @@ def _jaas(line: str, mechanism: str) -> dict[str, Any]:
             f"sasl.jaas.config: login module {module} is not supported by the tools "
             "(use PlainLoginModule or ScramLoginModule)"
         )
-    options = {
-        k: (quoted.replace('\\"', '"').replace("\\\\", "\\") if quoted is not None else bare)
-        for k, quoted, bare in _JAAS_OPTION.findall(m.group(3))
-    }
+    options: dict[str, str] = {}
+    for opt in _JAAS_OPTION.finditer(m.group(3)):
+        quoted = opt.group(2)
+        options[opt.group(1)] = (
+            re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else opt.group(3)
+        )
     if "username" not in options or "password" not in options:
         raise ClientConfigError(f"sasl.jaas.config: {module} needs username=... and password=...")
     if mechanism and mechanism.upper() not in _LOGIN_MODULES[module]:

@@ -220,11 +220,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failed or report.problems() else EXIT_OK
 
 
+#: Kafka's default index.interval.bytes: a broker adds an index entry about this often.
+INDEX_INTERVAL_BYTES = 4096
+
+
 def active_segment_note(name: str) -> str | None:
     """A note when ``name`` is an index of its partition's active segment (the newest ``.log``
-    in the directory, its index file still preallocated): the broker keeps that segment's
-    newest index entries in memory and writes them at roll or clean shutdown, so the file may
-    show fewer entries than the broker uses (the ``.log`` itself is complete)."""
+    in the directory, its index file still preallocated) and the ``.log`` holds more than an
+    index interval of batches past the last entry on disk: a running broker keeps that
+    segment's newest index entries in memory and writes them at roll or clean shutdown, so the
+    file may show fewer entries than the broker uses (the ``.log`` itself is complete)."""
     path = Path(name)
     try:
         base = base_offset_of(path)
@@ -234,10 +239,15 @@ def active_segment_note(name: str) -> str | None:
         with path.open("rb") as fh:
             fh.seek(max(0, size - entry))
             tail = fh.read(entry)
+        if not logs or base != max(logs) or size == 0 or tail.strip(b"\x00"):
+            return None  # not the newest segment, or a trimmed file (rolled or shut down)
+        log = path.with_suffix(".log")
+        offsets = read_offset_index(path.with_suffix(".index"))
+        covered = offsets[-1][1] if offsets else 0
+        if log.stat().st_size - covered <= INDEX_INTERVAL_BYTES:
+            return None
     except (OSError, SegmentFileError, ValueError):
         return None
-    if not logs or base != max(logs) or size == 0 or tail.strip(b"\x00"):
-        return None  # not the newest segment, or a trimmed file (rolled or shut down cleanly)
     return (
         f"Note: {path.name} belongs to the active segment of {path.parent.name}: a running "
         "broker writes this segment's newest index entries at roll or clean shutdown, so "
