@@ -1,9 +1,12 @@
 """``tidelog probe``: is a Kafka-protocol broker answering at HOST:PORT? (health checks).
 
 Sends one hand-built ApiVersions v0 request over a plain socket (no client library, so it is
-quick to start and works in a slim container) and reads the answer. Exit 0 when a broker
-answers (a KIP-511 UNSUPPORTED_VERSION answer counts: it is a Kafka broker answering), 1 when
-none does within ``--timeout`` seconds, 2 on a bad command line. Prints one line either way.
+quick to start and works in a slim container) and reads the answer. Without
+``--bootstrap-server`` it probes the broker's own first listener, as configured by the
+``TIDELOG_*`` variables (and ``--broker-config FILE``): what a container health check wants.
+Exit 0 when a broker answers (a KIP-511 UNSUPPORTED_VERSION answer counts: it is a Kafka
+broker answering), 1 when none does within ``--timeout`` seconds, 2 on a bad command line.
+Prints one line either way.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ _NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVer
 EXAMPLES = """\
   tidelog probe --bootstrap-server 127.0.0.1:9092
   tidelog probe --bootstrap-server broker:9092 --timeout 2 && echo up
-  HEALTHCHECK CMD tidelog probe --bootstrap-server 127.0.0.1:9092
+  HEALTHCHECK CMD tidelog probe --timeout 3     (the listener TIDELOG_LISTENERS names)
 """
 
 
@@ -74,7 +77,13 @@ def add_parser(subparsers: SubParsers) -> None:
         examples=EXAMPLES,
         run=run,
     )
-    add_bootstrap(p)
+    add_bootstrap(p, required=False)
+    p.add_argument(
+        "--broker-config",
+        metavar="FILE",
+        help="without --bootstrap-server: the broker's config file whose first listener to "
+        "probe (TIDELOG_* variables apply too)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -85,9 +94,26 @@ def add_parser(subparsers: SubParsers) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing, only set the status")
 
 
+def configured_address(config_file: str | None = None) -> str:
+    """HOST:PORT of the broker's first listener as its configuration names it (a wildcard host
+    is probed on 127.0.0.1)."""
+    from tidelog.config import ConfigError, load_broker_config, parse_listener
+
+    try:
+        config = load_broker_config(config_file)
+        host, port = parse_listener(config.listeners[0], "listeners", config.listener_protocols)
+    except ConfigError as exc:
+        raise ToolError(f"cannot tell the broker's listener: {exc}", 2) from None
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise ToolError("--timeout must be positive, e.g. --timeout 2", 2)
+    if not args.bootstrap_server:
+        args.bootstrap_server = configured_address(args.broker_config)
     errors = []
     for server in parse_bootstrap(args.bootstrap_server):
         try:
