@@ -112,7 +112,19 @@ def test_second_server_answers(tidelog: RunTool, fake_server) -> None:  # type: 
     assert r.code == 0 and r.out == ""
 
 
-def test_usage_errors(tidelog: RunTool) -> None:
-    assert tidelog("probe").code == 2
+def test_without_an_address_it_probes_the_configured_listener(
+    tidelog: RunTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("TIDELOG_LISTENERS", f"PLAINTEXT://0.0.0.0:{port}")
+    r = tidelog("probe", "--timeout", "2")
+    assert r.code == 1 and f"127.0.0.1:{port}: connection refused" in r.err
+
+
+def test_usage_errors(tidelog: RunTool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDELOG_LISTENERS", "not a listener")
+    assert tidelog("probe").code == 2  # no address, and none configured
     assert tidelog("probe", "--bootstrap-server", "nohostport").code == 2
     assert tidelog("probe", "--bootstrap-server", "h:1", "--timeout", "0").code == 2
