@@ -95,6 +95,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="format of the records (default parquet)",
     )
     p.add_argument(
+        "--csv-binary",
+        default="text",
+        choices=["text", "base64"],
+        help="with --format csv: keys and values as UTF-8 text where they decode (else base64, "
+        "named in key_encoding/value_encoding), or all base64 (default text)",
+    )
+    p.add_argument(
         "--group",
         help="also report this consumer group's lag (needs a broker: "
         "--bootstrap-server, or --lag-bootstrap-server with --log-dir)",
@@ -224,15 +231,38 @@ def spark_session(master: str | None, app: str = "tidelog-replay") -> Any:
     return spark
 
 
-def _write_records(df: Any, out: Path, fmt: str) -> None:
+def csv_columns(df: Any, binary: str = "text") -> Any:
+    """The records as CSV can hold them (no binary or array columns).
+
+    ``binary="text"``: a key or value that is valid UTF-8 is written as text, any other as
+    base64, and ``key_encoding`` / ``value_encoding`` say which (``utf8``, ``base64``; empty for
+    null). ``binary="base64"``: every key and value as base64. Headers become JSON."""
     from pyspark.sql import functions as F
 
     w = df
-    if fmt == "csv":  # CSV has no binary or array columns
-        w = df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
-        if "headers" in df.columns:
-            w = w.withColumn("headers", F.to_json("headers"))
-    w.write.mode("overwrite").partitionBy("topic").format(fmt).save(str(out))
+    for col in ("key", "value"):
+        if binary == "base64":
+            w = w.withColumn(col, F.base64(col))
+            continue
+        valid = F.expr(f"is_valid_utf8({col})")
+        w = w.withColumn(
+            f"{col}_encoding",
+            F.when(F.col(col).isNull(), F.lit(None)).when(valid, "utf8").otherwise("base64"),
+        ).withColumn(col, F.when(valid, F.decode(col, "UTF-8")).otherwise(F.base64(col)))
+    if "headers" in df.columns:
+        w = w.withColumn("headers", F.to_json("headers"))
+    return w
+
+
+def _write_records(df: Any, out: Path, fmt: str, csv_binary: str = "text") -> None:
+    w = df
+    writer_options: dict[str, str] = {}
+    if fmt == "csv":
+        w = csv_columns(df, csv_binary)
+        writer_options["header"] = "true"  # a header row names the columns
+    w.write.mode("overwrite").partitionBy("topic").format(fmt).options(**writer_options).save(
+        str(out)
+    )
 
 
 def precheck(args: argparse.Namespace) -> str | None:
@@ -327,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     progress.step(f"reading records and writing them as {args.format}")
     records_dir = out / "records"
-    _write_records(df, records_dir, args.format)
+    _write_records(df, records_dir, args.format, args.csv_binary)
     count = df.count()
     progress.say(f"  {count:,} records -> {records_dir}")
     written: list[Path] = []
