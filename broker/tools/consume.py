@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from tidelog.broker.tools._client_config import ClientConfigError, read_properties
 from tidelog.broker.tools._common import (
     EXIT_OK,
     Progress,
@@ -289,7 +290,13 @@ def _start_offset(args: argparse.Namespace) -> str | int:
 
 def _consumer(args: argparse.Namespace) -> Any:
     props = parse_properties(args.consumer_property, "--consumer-property")
-    group = args.group or props.get("group.id")
+    from_file: dict[str, str] = {}
+    if args.consumer_config:
+        try:
+            from_file = read_properties(args.consumer_config)
+        except ClientConfigError as exc:
+            raise ToolError(str(exc), 2) from None
+    group = args.group or props.get("group.id") or from_file.get("group.id")
     defaults: dict[str, Any] = {
         "client_id": "tidelog-console-consumer",
         "group_id": args.group,

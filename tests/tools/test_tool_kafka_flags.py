@@ -183,8 +183,10 @@ def test_consume_config_file_and_sigterm_count(
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM
     assert "Processed a total of 3 messages" in err.decode(), err
-    listed = tidelog("groups", *b, "--list").lines
-    assert "kf-term-group" in listed
+    # group.id from --consumer.config: a group member that commits, as Kafka's consumer does
+    described = tidelog("groups", *b, "--describe", "--group", "kf-term-group")
+    rows = [line.split() for line in described.lines if line.startswith("kf-term-group ")]
+    assert rows and rows[0][:4] == ["kf-term-group", "kf-term", "0", "3"], described.out
 
 
 def test_produce_flags(tidelog: RunTool, module_broker: Any, tmp_path: Path) -> None:
