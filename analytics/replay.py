@@ -172,6 +172,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         opts["path"] = str(Path(args.log_dir).resolve())
     else:
         opts["kafka.bootstrap.servers"] = args.bootstrap_server
+        # kafka.* client options (tidelog replay --command-config sets them)
+        opts.update(getattr(args, "client_options", None) or {})
     if args.topics:
         opts["subscribe"] = args.topics
     else:

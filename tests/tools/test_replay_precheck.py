@@ -59,3 +59,30 @@ def test_without_pyspark_it_says_how_to_install_the_extra(tmp_path: Path) -> Non
     assert r.returncode == 1
     assert "pyspark" in r.stderr and "pip install 'tidelog[spark]'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_command_config_becomes_kafka_source_options(tmp_path: Path) -> None:
+    from tidelog.analytics.options import parse_options
+    from tidelog.broker.tools.replay import kafka_options
+
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nrequest.timeout.ms=9000\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="u" password="p";\n'
+    )
+    opts = kafka_options(str(cfg))
+    assert opts["kafka.sasl.plain.username"] == "u"
+    parsed = parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", **opts})
+    assert dict(parsed.kafka_config) == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.plain.username": "u",
+        "sasl.plain.password": "p",
+        "request.timeout.ms": "9000",
+    }
+    bad = tmp_path / "bad.properties"
+    bad.write_text("no.such.setting=1\n")
+    r, seconds = _replay("--bootstrap-server", "127.0.0.1:1", "--topics", "t", "--output",
+                         str(tmp_path / "out"), "--command-config", str(bad))  # fmt: skip
+    assert r.returncode == 2 and "no.such.setting" in r.stderr and seconds < 20

@@ -17,7 +17,8 @@ from tools_fixtures import RunTool
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = ("topics", "produce", "consume", "groups", "get-offsets", "dump-log", "probe")
+TOOLS = ("topics", "produce", "consume", "groups", "get-offsets", "dump-log", "probe", "replay",
+         "config-reference")  # fmt: skip
 
 
 def _b(broker: Any) -> list[str]:
