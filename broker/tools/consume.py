@@ -256,6 +256,11 @@ def add_parser(subparsers: SubParsers) -> None:
         help="consumer properties file (Kafka's names; --consumer-property wins)",
     )
     p.add_argument(
+        "--formatter-config",
+        metavar="FILE",
+        help="properties file of formatter settings (print.key=true ...); --property wins",
+    )
+    p.add_argument(
         "--formatter",
         default="kafka.tools.DefaultMessageFormatter",
         help="only the default formatter (org.apache.kafka.tools.consumer."
@@ -296,7 +301,14 @@ def _consumer(args: argparse.Namespace) -> Any:
             from_file = read_properties(args.consumer_config)
         except ClientConfigError as exc:
             raise ToolError(str(exc), 2) from None
-    group = args.group or props.get("group.id") or from_file.get("group.id")
+    named = {g for g in (args.group, props.get("group.id"), from_file.get("group.id")) if g}
+    if len(named) > 1:
+        raise ToolError(
+            "The group ids provided in different places (--group, --consumer-property, "
+            f"--consumer.config) do not match: {', '.join(sorted(named))}",
+            2,
+        )
+    group = next(iter(named), None)
     defaults: dict[str, Any] = {
         "client_id": "tidelog-console-consumer",
         "group_id": args.group,
@@ -387,7 +399,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    props = parse_properties(args.property)
+    props: dict[str, str] = {}
+    if args.formatter_config:
+        try:
+            props.update(read_properties(args.formatter_config))
+        except ClientConfigError as exc:
+            raise ToolError(f"--formatter-config: {exc}", 2) from None
+    props.update(parse_properties(args.property))
     for part in ("key", "value"):
         if getattr(args, f"{part}_deserializer"):
             props[f"{part}.deserializer"] = getattr(args, f"{part}_deserializer")

@@ -138,7 +138,9 @@ def test_consume_missing_topic_same_with_and_without_group(
     assert "kf-missing" not in tidelog("topics", *b, "--list").lines
 
 
-def test_consume_include_deserializers_and_epoch(tidelog: RunTool, module_broker: Any) -> None:
+def test_consume_include_deserializers_and_epoch(
+    tidelog: RunTool, module_broker: Any, tmp_path: Path
+) -> None:
     from kafka import KafkaProducer
 
     b = _b(module_broker)
@@ -158,6 +160,14 @@ def test_consume_include_deserializers_and_epoch(tidelog: RunTool, module_broker
     )  # fmt: skip
     assert r.code == 0, r.err
     assert sorted(r.lines) == ["LeaderEpoch:0\t-7\tcd", "LeaderEpoch:0\t42\t\\x00ab"]
+    fmt = tmp_path / "formatter.properties"
+    fmt.write_text("print.key=true\nkey.deserializer=LongDeserializer\nkey.separator=|\n")
+    r = tidelog("consume", *b, "--topic", "kfi-two", "--from-beginning", "--max-messages", "1",
+                "--formatter-config", str(fmt), "--timeout-ms", "10000")  # fmt: skip
+    assert r.lines == ["-7|cd"], r.err
+    clash = tidelog("consume", *b, "--topic", "kfi-two", "--group", "a", "--consumer-property",
+                    "group.id=b")  # fmt: skip
+    assert clash.code == 2 and "do not match" in clash.err
     bad = tidelog("consume", *b, "--topic", "kfi-two", "--from-beginning", "--max-messages",
                   "1", "--value-deserializer", "LongDeserializer",
                   "--timeout-ms", "10000")  # fmt: skip
