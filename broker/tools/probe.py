@@ -12,12 +12,15 @@ Prints one line either way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
+import ssl
 import struct
 import sys
 import time
 from dataclasses import dataclass
 
+from tidelog.broker.tools._client_config import ClientConfigError, client_settings, read_properties
 from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -115,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.bootstrap_server:
         args.bootstrap_server = configured_address(args.broker_config)
     errors = []
+    tls = tls_context(args.command_config)
     for server in parse_bootstrap(args.bootstrap_server):
         try:
-            result = probe(server, args.timeout)
+            result = probe(server, args.timeout, tls)
         except OSError as exc:
             errors.append(f"{server}: {connect_error(exc)}")
             continue
@@ -135,14 +139,36 @@ def request_bytes(correlation_id: int = _CORRELATION_ID) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def probe(server: str, timeout: float) -> ProbeResult:
-    """Ask ``server`` (HOST:PORT) for its API versions; OSError when it does not answer
-    properly within ``timeout`` seconds."""
+def tls_context(command_config: str | None) -> ssl.SSLContext | None:
+    """The TLS context ``--command-config`` asks for (security.protocol SSL or SASL_SSL, its
+    PEM trust store, key store and host name check), None for a plain connection. ApiVersions
+    is answered before SASL authentication, so SASL needs nothing more here."""
+    if not command_config:
+        return None
+    try:
+        kw = client_settings(read_properties(command_config), "admin").kwargs
+    except ClientConfigError as exc:
+        raise ToolError(f"--command-config: {exc}", 2) from None
+    if kw.get("security_protocol") not in ("SSL", "SASL_SSL"):
+        return None
+    context = ssl.create_default_context(cafile=kw.get("ssl_cafile"))
+    context.check_hostname = bool(kw.get("ssl_check_hostname", True))
+    if kw.get("ssl_certfile"):
+        context.load_cert_chain(kw["ssl_certfile"], kw.get("ssl_keyfile"), kw.get("ssl_password"))
+    return context
+
+
+def probe(server: str, timeout: float, tls: ssl.SSLContext | None = None) -> ProbeResult:
+    """Ask ``server`` (HOST:PORT) for its API versions, over TLS when ``tls`` is given;
+    OSError when it does not answer properly within ``timeout`` seconds."""
     host, _, port = server.rpartition(":")
     host = host.strip("[]")
     start = time.monotonic()
     deadline = start + timeout
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection((host, int(port)), timeout=timeout))
+        if tls is not None:
+            sock = stack.enter_context(tls.wrap_socket(sock, server_hostname=host))
         sock.sendall(request_bytes())
         (size,) = struct.unpack(">i", _read_exact(sock, 4, deadline))
         if not 6 <= size <= 1 << 20:
