@@ -26,8 +26,8 @@ Per-partition figures (LEO, HW, log start, size) are read from the log manager a
 dict, read at scrape time too (a single atomic read). Committed group offsets are copied on the
 event loop thread (the scrape asks the loop and waits at most a second), so nothing the loop
 owns is iterated elsewhere. Internal topics (``__consumer_offsets``: 50 partitions) are folded
-into one series per topic with ``partition="all"`` (sums), unless ``metrics.partitions.internal``
-style detail is wanted: pass ``fold_internal=False``.
+into one series per topic with ``partition="all"`` (sums); ``Metrics(fold_internal=False)``
+lists their partitions one by one.
 
 Latency: ``tidelog_request_latency_seconds`` is the time a request was worked on, without the
 time a Fetch spent parked in its long poll (Kafka's RemoteTime), which is

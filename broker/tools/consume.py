@@ -390,12 +390,21 @@ def _check_group_apis(args: argparse.Namespace) -> None:
         )
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived: stop as on Ctrl-C (the count is still printed)."""
+class _Stop:
+    """Ctrl-C and SIGTERM ask the loop to stop between two records, so the count printed is
+    the number of records written; a second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.signum:
+            raise KeyboardInterrupt
+        self.signum = signum
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+class _Stopped(BaseException):
+    """The loop stopped on a signal (a BaseException: not a client error to report)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -425,7 +434,8 @@ def run(args: argparse.Namespace) -> int:
     counter = [0]
     complete = False
     consumer = None
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    stop = _Stop()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with client_errors(args.bootstrap_server):
             if args.group is not None:
@@ -439,14 +449,13 @@ def run(args: argparse.Namespace) -> int:
                     consumer.subscribe(sorted(found))
             else:
                 _assign(consumer, args, start)
-            complete = _loop(consumer, args, fmt, out, counter)
-    except (KeyboardInterrupt, _Terminated) as exc:
+            complete = _loop(consumer, args, fmt, out, counter, stop)
+    except (KeyboardInterrupt, _Stopped):
         print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
-        if isinstance(exc, _Terminated):
-            return 128 + signal.SIGTERM
-        raise
+        return 128 + (stop.signum or signal.SIGINT)  # 130 on Ctrl-C, 143 on SIGTERM
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if consumer is not None:
             close_quietly(consumer)
     print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
@@ -459,18 +468,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loop(
-    consumer: Any, args: argparse.Namespace, fmt: RecordFormat, out: BinaryIO, counter: list[int]
+    consumer: Any,
+    args: argparse.Namespace,
+    fmt: RecordFormat,
+    out: BinaryIO,
+    counter: list[int],
+    stop: _Stop,
 ) -> bool:
-    """Poll and print until --max-messages or --timeout-ms, counting in ``counter[0]`` (so an
-    interruption still knows the count); whether that ended it as asked."""
+    """Poll and print until --max-messages or --timeout-ms (or a signal: ``_Stopped``),
+    counting in ``counter[0]``; whether that ended it as asked."""
     limit = args.max_messages
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     last = time.monotonic()
     # A count on the terminal only while the records go elsewhere (a file, a pipe).
     with Progress(limit or 0, "consumed", "records", enabled=_show_progress()) as progress:
         while True:
-            n = _poll_once(consumer, fmt, out, limit, counter, timeout_s)
+            n = _poll_once(consumer, fmt, out, limit, counter, timeout_s, stop)
             progress.update(n)
+            if stop.signum:
+                raise _Stopped
             if limit is not None and counter[0] >= limit:
                 return True
             if n:
@@ -493,6 +509,7 @@ def _poll_once(
     limit: int | None,
     counter: list[int],
     timeout_s: float | None,
+    stop: _Stop,
 ) -> int:
     """One poll: print what came (at most up to ``limit``), adding each printed record to
     ``counter[0]`` as it goes; how many records were printed."""
@@ -506,7 +523,7 @@ def _poll_once(
             out.write(format_record(r, fmt))
             printed += 1
             counter[0] += 1
-            if limit is not None and counter[0] >= limit:
+            if (limit is not None and counter[0] >= limit) or stop.signum:
                 out.flush()
                 return printed
     if printed:

@@ -174,15 +174,17 @@ def test_consume_include_deserializers_and_epoch(
     assert bad.code == 1 and "long deserializer" in bad.err
 
 
-def test_consume_config_file_and_sigterm_count(
-    tidelog: RunTool, module_broker: Any, tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_consume_config_file_and_signal_count(
+    tidelog: RunTool, module_broker: Any, tmp_path: Path, sig: int
 ) -> None:
     b = _b(module_broker)
-    assert tidelog("produce", *b, "--topic", "kf-term", stdin=b"1\n2\n3\n").code == 0
+    topic, group = f"kf-sig-{sig}", f"kf-sig-group-{sig}"
+    assert tidelog("produce", *b, "--topic", topic, stdin=b"1\n2\n3\n").code == 0
     cfg = tmp_path / "consumer.properties"
-    cfg.write_text("group.id=kf-term-group\nauto.offset.reset=earliest\n")
+    cfg.write_text(f"group.id={group}\nauto.offset.reset=earliest\n")
     proc = subprocess.Popen(
-        _cli("consume", *b, "--topic", "kf-term", "--consumer.config", str(cfg)),
+        _cli("consume", *b, "--topic", topic, "--consumer.config", str(cfg)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),
@@ -190,14 +192,14 @@ def test_consume_config_file_and_sigterm_count(
     assert proc.stdout is not None
     lines = [proc.stdout.readline() for _ in range(3)]
     assert lines == [b"1\n", b"2\n", b"3\n"]
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert proc.returncode == 128 + sig  # 143 on SIGTERM, 130 on Ctrl-C
     assert "Processed a total of 3 messages" in err.decode(), err
     # group.id from --consumer.config: a group member that commits, as Kafka's consumer does
-    described = tidelog("groups", *b, "--describe", "--group", "kf-term-group")
-    rows = [line.split() for line in described.lines if line.startswith("kf-term-group ")]
-    assert rows and rows[0][:4] == ["kf-term-group", "kf-term", "0", "3"], described.out
+    described = tidelog("groups", *b, "--describe", "--group", group)
+    rows = [line.split() for line in described.lines if line.startswith(f"{group} ")]
+    assert rows and rows[0][:4] == [group, topic, "0", "3"], described.out
 
 
 def test_produce_flags(tidelog: RunTool, module_broker: Any, tmp_path: Path) -> None:
