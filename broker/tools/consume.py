@@ -10,7 +10,8 @@ any broker); with ``--group`` the consumer joins the group and commits its offse
 
 Exit 0 when the run ended as asked (``--max-messages`` reached, ``--timeout-ms`` of silence
 without ``--max-messages``); 1 when ``--timeout-ms`` passed before ``--max-messages`` records
-came, or the broker failed; 2 on a bad command line; 130 on Ctrl-C.
+came, or the broker failed; 2 on a bad command line; 130 on Ctrl-C, 143 on SIGTERM (after
+"Processed a total of N messages" with the records written so far).
 """
 
 from __future__ import annotations
