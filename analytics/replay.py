@@ -95,6 +95,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="format of the records (default parquet)",
     )
     p.add_argument(
+        "--csv-binary",
+        default="text",
+        choices=["text", "base64"],
+        help="with --format csv: keys and values as UTF-8 text where they decode (else base64, "
+        "named in key_encoding/value_encoding), or all base64 (default text)",
+    )
+    p.add_argument(
         "--group",
         help="also report this consumer group's lag (needs a broker: "
         "--bootstrap-server, or --lag-bootstrap-server with --log-dir)",
@@ -165,6 +172,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         opts["path"] = str(Path(args.log_dir).resolve())
     else:
         opts["kafka.bootstrap.servers"] = args.bootstrap_server
+        # kafka.* client options (tidelog replay --command-config sets them)
+        opts.update(getattr(args, "client_options", None) or {})
     if args.topics:
         opts["subscribe"] = args.topics
     else:
@@ -235,18 +244,100 @@ def spark_session(
     return spark
 
 
-def _write_records(df: Any, out: Path, fmt: str) -> None:
+def csv_columns(df: Any, binary: str = "text") -> Any:
+    """The records as CSV can hold them (no binary or array columns).
+
+    ``binary="text"``: a key or value that is valid UTF-8 is written as text, any other as
+    base64, and ``key_encoding`` / ``value_encoding`` say which (``utf8``, ``base64``; empty for
+    null). ``binary="base64"``: every key and value as base64. Headers become JSON."""
     from pyspark.sql import functions as F
 
     w = df
-    if fmt == "csv":  # CSV has no binary or array columns
-        w = df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
-        if "headers" in df.columns:
-            w = w.withColumn("headers", F.to_json("headers"))
-    w.write.mode("overwrite").partitionBy("topic").format(fmt).save(str(out))
+    for col in ("key", "value"):
+        if binary == "base64":
+            w = w.withColumn(col, F.base64(col))
+            continue
+        valid = F.expr(f"is_valid_utf8({col})")
+        w = w.withColumn(
+            f"{col}_encoding",
+            F.when(F.col(col).isNull(), F.lit(None)).when(valid, "utf8").otherwise("base64"),
+        ).withColumn(col, F.when(valid, F.decode(col, "UTF-8")).otherwise(F.base64(col)))
+    if "headers" in df.columns:
+        w = w.withColumn("headers", F.to_json("headers"))
+    return w
+
+
+def _write_records(df: Any, out: Path, fmt: str, csv_binary: str = "text") -> None:
+    w = df
+    writer_options: dict[str, str] = {}
+    if fmt == "csv":
+        w = csv_columns(df, csv_binary)
+        writer_options["header"] = "true"  # a header row names the columns
+    w.write.mode("overwrite").partitionBy("topic").format(fmt).options(**writer_options).save(
+        str(out)
+    )
+
+
+def precheck(args: argparse.Namespace) -> str | None:
+    """What would make the replay fail, found before Spark starts (seconds saved, one line):
+    pyspark or pyarrow missing, no Java, a missing --log-dir, a broker that does not accept
+    connections. None when all is well."""
+    import importlib.util
+    import shutil
+    import socket
+
+    def installed(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ValueError:  # in sys.modules as None: blocked
+            return False
+
+    missing = [m for m in ("pyspark", "pyarrow") if not installed(m)]
+    if missing:
+        return (
+            f"{' and '.join(missing)} not installed: install the Spark extra "
+            "(pip install 'tidelog[spark]', or ./scripts/test's .venv), which brings "
+            "pyspark 4 and pyarrow"
+        )
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return (
+            "Spark needs Java 17: install it (apt-get install openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    if args.log_dir:
+        path = Path(args.log_dir)
+        if not path.exists():
+            return f"--log-dir {args.log_dir} does not exist"
+        if not path.is_dir():
+            return f"--log-dir {args.log_dir} is not a directory"
+    for flag in ("bootstrap_server", "lag_bootstrap_server"):
+        servers = getattr(args, flag, None)
+        if not servers:
+            continue
+        reasons = []
+        for server in (s.strip() for s in servers.split(",") if s.strip()):
+            host, _, port = server.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+                    break
+            except ValueError:
+                return f"--{flag.replace('_', '-')} {server!r} is not HOST:PORT"
+            except OSError as exc:
+                why = "connection refused" if isinstance(exc, ConnectionRefusedError) else exc
+                reasons.append(f"{server}: {why}")
+        else:
+            return (
+                f"no broker accepts connections at --{flag.replace('_', '-')} {servers} "
+                f"({'; '.join(reasons)})"
+            )
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = precheck(args)
+    if problem is not None:
+        print(f"replay: {problem}", file=sys.stderr)
+        return 1
     progress = Progress(3 if args.no_report else STEPS)
     try:
         opts = source_options(args)
@@ -279,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     progress.step(f"reading records and writing them as {args.format}")
     records_dir = out / "records"
-    _write_records(df, records_dir, args.format)
+    _write_records(df, records_dir, args.format, args.csv_binary)
     count = df.count()
     progress.say(f"  {count:,} records -> {records_dir}")
     written: list[Path] = []

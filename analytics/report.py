@@ -1,5 +1,10 @@
 """`report.html`: the replay's analytics at a glance, with PNG charts (matplotlib) beside it and
-embedded in it, so the page works when moved alone."""
+embedded in it, so the page works when moved alone.
+
+Charts: throughput per minute with one panel per topic (up to ``PANEL_TOPICS`` topics; more
+share one panel on a log scale), so a busy topic does not flatten a quiet one; time axes in UTC
+(said on the axis) with concise, non-repeating tick labels; bytes in B/KB/MB; every axis
+labelled; lag bars carry their values; the images are drawn wide and fill the page width."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ h1{margin-bottom:.2em}.sub{color:#666;margin-top:0}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:1em 0}
 .card{border:1px solid #ddd;border-radius:8px;padding:10px 16px;min-width:140px}
 .card b{display:block;font-size:1.5em}.card span{color:#666;font-size:.9em}
-img{max-width:100%;border:1px solid #eee;margin:6px 0}
+img{width:100%;height:auto;border:1px solid #eee;margin:6px 0}
 table{border-collapse:collapse;margin:8px 0 20px;font-size:.9em}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
 td.l,th.l{text-align:left}.warn{color:#a40}"""
@@ -28,6 +33,12 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TB"
+
+
+#: At most this many topics get a throughput panel each; more share one log-scale panel.
+PANEL_TOPICS = 6
+#: Width of every chart, inches (at 100 dpi: 1200 px, the page's width).
+CHART_WIDTH = 12.0
 
 
 def _fmt(v: Any) -> str:
@@ -65,11 +76,12 @@ def charts(t: Tables, out: Path) -> dict[str, Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     out.mkdir(parents=True, exist_ok=True)
     made: dict[str, Path] = {}
+    byte_ticks = FuncFormatter(lambda v, _pos: human_bytes(v))
 
     def save(fig: Any, name: str, title: str) -> None:
         fig.tight_layout()
@@ -81,34 +93,19 @@ def charts(t: Tables, out: Path) -> dict[str, Path]:
     topics = [r["topic"] for r in t.topics]
     if t.per_minute:
         for metric, label in (("records", "records per minute"), ("bytes", "bytes per minute")):
-            fig, ax = plt.subplots(figsize=(10, 3.6))
-            for topic in topics:
-                pts = [r for r in t.per_minute if r["topic"] == topic]
-                ax.plot(
-                    [r["minute"] for r in pts], [r[metric] for r in pts], marker=".", label=topic
-                )
-            ax.set_ylabel(label)
-            ax.set_title(f"Throughput: {label}")
-            ax.legend(loc="upper left", fontsize="small")
-            ax.set_ylim(bottom=0)
-            minutes = sorted({r["minute"] for r in t.per_minute})
-            pad = dt.timedelta(
-                minutes=max(1, int((minutes[-1] - minutes[0]).total_seconds()) // 1200)
-            )
-            ax.set_xlim(minutes[0] - pad, minutes[-1] + pad)
-            ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))  # type: ignore[no-untyped-call]
-            fig.autofmt_xdate()
+            fig = _throughput(plt, t, topics, metric, label, byte_ticks)
             save(fig, f"{metric}_per_minute", f"{label.capitalize()}")
     if t.partitions:
-        fig, ax = plt.subplots(figsize=(10, 3.6))
+        fig, ax = plt.subplots(figsize=(CHART_WIDTH, 4))
         labels = [f"{r['topic']}-{r['partition']}" for r in t.partitions]
         ax.bar(range(len(labels)), [r["records"] for r in t.partitions], color="#4878a8")
         ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize="small")
+        ax.set_xlabel("partition (topic-partition)")
         ax.set_ylabel("records")
         ax.set_title("Records per partition (an uneven row means partition skew)")
         save(fig, "records_per_partition", "Records per partition")
     if t.size_histogram:
-        fig, ax = plt.subplots(figsize=(10, 3.6))
+        fig, ax = plt.subplots(figsize=(CHART_WIDTH, 4))
         buckets = sorted({(h["size_from"], h["size_to"]) for h in t.size_histogram})
         width = 0.8 / max(len(topics), 1)
         for i, topic in enumerate(topics):
@@ -124,31 +121,78 @@ def charts(t: Tables, out: Path) -> dict[str, Path]:
                 label=topic,
             )
         ax.set_xticks(
-            range(len(buckets)), [f"{a}-{b - 1}" for a, b in buckets], rotation=45, fontsize="small"
+            range(len(buckets)),
+            [f"{human_bytes(a)}-{human_bytes(b - 1)}" for a, b in buckets],
+            rotation=45,
+            fontsize="small",
         )
-        ax.set_xlabel("record size, bytes (key + value)")
+        ax.set_xlabel("record size (key + value)")
         ax.set_ylabel("records")
         ax.set_title("Record sizes")
         ax.legend(fontsize="small")
         save(fig, "record_sizes", "Record sizes")
     if t.top_keys:
         shown = topics[:3]
-        fig, axes = plt.subplots(1, len(shown), figsize=(10, 3.8), squeeze=False)
+        fig, axes = plt.subplots(1, len(shown), figsize=(CHART_WIDTH, 4.2), squeeze=False)
         for ax, topic in zip(axes[0], shown, strict=True):
             rows = [k for k in t.top_keys if k["topic"] == topic][:10][::-1]
             ax.barh([k["key"][:24] for k in rows], [k["records"] for k in rows], color="#c06030")
             ax.set_title(f"Top keys: {topic}", fontsize="medium")
+            ax.set_xlabel("records")
+            ax.set_ylabel("key")
             ax.tick_params(axis="y", labelsize="small")
         save(fig, "top_keys", "Top keys")
     if t.group_lag:
-        fig, ax = plt.subplots(figsize=(10, 3.6))
+        fig, ax = plt.subplots(figsize=(CHART_WIDTH, 4))
         labels = [f"{r['topic']}-{r['partition']}" for r in t.group_lag]
-        ax.bar(range(len(labels)), [r["lag"] for r in t.group_lag], color="#a03040")
+        bars = ax.bar(range(len(labels)), [r["lag"] for r in t.group_lag], color="#a03040")
+        ax.bar_label(bars, labels=[f"{int(r['lag']):,}" for r in t.group_lag], fontsize="small")
         ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize="small")
+        ax.set_xlabel("partition (topic-partition)")
         ax.set_ylabel("records behind")
         ax.set_title(f"Consumer group lag: {t.group_lag[0]['group']}")
         save(fig, "group_lag", "Consumer group lag")
     return made
+
+
+def _throughput(
+    plt: Any, t: Tables, topics: list[str], metric: str, label: str, byte_ticks: Any
+) -> Any:
+    """One panel per topic (each with its own y scale), or one log-scale panel for many."""
+    import matplotlib.dates as mdates
+
+    minutes = sorted({r["minute"] for r in t.per_minute})
+    pad = dt.timedelta(minutes=max(1, int((minutes[-1] - minutes[0]).total_seconds()) // 1200))
+    tz = minutes[0].tzinfo or dt.UTC
+    panels = topics if len(topics) <= PANEL_TOPICS else [""]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(CHART_WIDTH, 1.2 + 1.9 * len(panels)), sharex=True,
+        squeeze=False,
+    )  # fmt: skip
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        for topic in topics if panel == "" else [panel]:
+            pts = [r for r in t.per_minute if r["topic"] == topic]
+            ax.plot([r["minute"] for r in pts], [r[metric] for r in pts], marker=".", label=topic)
+        if panel == "":
+            ax.set_yscale("log")
+            ax.legend(loc="upper left", fontsize="small", ncol=2)
+            ax.set_ylabel(f"{label} (log)")
+        else:
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel(label if len(panels) == 1 else metric)
+            ax.set_title(panel, fontsize="medium", loc="left")
+        if metric == "bytes":
+            ax.yaxis.set_major_formatter(byte_ticks)
+        ax.grid(axis="y", alpha=0.3)
+    locator = mdates.AutoDateLocator(tz=tz)  # type: ignore[no-untyped-call]
+    bottom = axes[-1, 0]
+    bottom.xaxis.set_major_locator(locator)
+    concise = mdates.ConciseDateFormatter(locator, tz=tz)  # type: ignore[no-untyped-call]
+    bottom.xaxis.set_major_formatter(concise)
+    bottom.set_xlim(minutes[0] - pad, minutes[-1] + pad)
+    bottom.set_xlabel(f"time ({tz})")
+    fig.suptitle(f"Throughput: {label}" + (" per topic" if len(panels) > 1 else ""))
+    return fig
 
 
 def write_report(

@@ -40,7 +40,11 @@ def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run a tidelog broker until SIGTERM or SIGINT. Without --config it runs on "
         "built-in defaults (Kafka's, listening on 127.0.0.1:9092).",
     )
-    p.add_argument("--config", type=Path, help="YAML file of Kafka property names and values")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="settings file: YAML, or Java properties such as Kafka's server.properties",
+    )
     p.add_argument(
         "--override",
         action="append",
@@ -54,7 +58,17 @@ def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default INFO)",
     )
+    p.add_argument("--version", action="version", version=_version())
     p.set_defaults(func=serve)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"tidelog {version('tidelog')}"
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "tidelog (not installed)"
 
 
 def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tidelog", description="A single-node broker that speaks the Kafka protocol."
     )
+    parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     _add_serve(subparsers)

@@ -34,7 +34,7 @@ from tidelog.broker.handlers.base import (
     RawBody,
     RequestContext,
 )
-from tidelog.broker.metrics import metrics_of
+from tidelog.broker.metrics import EXCEPTION, LONG_POLL_WAIT, metrics_of
 from tidelog.broker.security.principal import ANONYMOUS
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
@@ -210,16 +210,19 @@ class Router:
             ctx = RequestContext(
                 spec.api_key, api_version, correlation_id, lean[1], client_host, -1, self.broker
             )
-            self._metrics.observe_request(spec.name, time.perf_counter() - started, True)
+            self._metrics.observe_request(spec.name, time.perf_counter() - started, EXCEPTION)
             return self.failed(ctx, lean[2])
         if type(answer) is bytes or type(answer) is list:
             # errors are per partition, as for every RawBody answer: not "failed"
             self._metrics.observe_request(spec.name, time.perf_counter() - started)
         return cast(Outcome | None, answer)
 
-    def observe(self, api_key: int, seconds: float, failed: bool = False) -> None:
-        """Count one answered request of ``api_key`` (for answers set outside ``dispatch``)."""
-        self._metrics.observe_request(self.specs[api_key].name, seconds, failed)
+    def observe(
+        self, api_key: int, seconds: float, failed: bool = False, waited: float = 0.0
+    ) -> None:
+        """Count one answered request of ``api_key`` (for answers set outside ``dispatch``);
+        ``waited``: the part of ``seconds`` spent in a long poll."""
+        self._metrics.observe_request(self.specs[api_key].name, seconds, failed, waited)
 
     def failed(self, ctx: RequestContext, request: Any) -> Answer:
         """Log a handler's unexpected exception (call from ``except``) and answer
@@ -252,22 +255,28 @@ class Router:
 
     async def _run(self, spec: HandlerSpec, ctx: RequestContext, request: Any) -> Answer:
         started = time.perf_counter()
-        failed = True
+        error: int = EXCEPTION
+        # A long poll (Fetch) tells how long it waited, to keep that out of the latency. No
+        # reset token: the handler may go on in a task, whose context is a copy.
+        is_fetch = spec.api_key == FETCH_KEY
+        if is_fetch:
+            LONG_POLL_WAIT.set(0.0)
         try:
             response = await spec.handle(ctx, request)
             if response is None or isinstance(response, Close):
-                failed = response is not None
+                error = EXCEPTION if response is not None else 0
                 return response
             if type(response) is bytes or type(response) is list:
-                failed = False
+                error = 0
                 return cast(Answer, response)  # framed by the handler itself
-            failed = bool(getattr(response, "error_code", 0))
+            error = int(getattr(response, "error_code", 0) or 0)
             return self.encode(ctx, response)
         except Exception:
-            failed = True
+            error = EXCEPTION
             return self.failed(ctx, request)
         finally:
-            self._metrics.observe_request(spec.name, time.perf_counter() - started, failed)
+            waited = LONG_POLL_WAIT.get() if is_fetch else 0.0
+            self._metrics.observe_request(spec.name, time.perf_counter() - started, error, waited)
 
     @staticmethod
     def encode(ctx: RequestContext, response: Any) -> bytes | list[bytes | memoryview]:

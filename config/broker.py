@@ -1,20 +1,27 @@
-"""Broker configuration: defaults < YAML file < ``TIDELOG_*`` environment < ``--override``.
+"""Broker configuration: defaults < config file < ``TIDELOG_*`` environment < ``--override``.
 
-The YAML file is a flat mapping of Kafka property names to values::
+The config file is a flat mapping of Kafka property names to values, in YAML::
 
     node.id: 1
     listeners: PLAINTEXT://127.0.0.1:9092
     log.dirs: ./data
 
+or a Java properties file, as Kafka's ``server.properties`` (``node.id=1``; chosen by the
+``.properties`` suffix, or when the file is not a YAML mapping).
+
 An environment variable ``TIDELOG_<NAME>`` sets ``<name>`` with dots written as underscores, in
 upper case (``TIDELOG_ADVERTISED_LISTENERS`` sets ``advertised.listeners``). An unknown name or a
-bad value raises ``ConfigError`` naming the property and what is allowed.
+bad value raises ``ConfigError`` naming the property and what is allowed. The variables that
+Kubernetes injects for a Service named ``tidelog`` (``TIDELOG_PORT``, ``TIDELOG_SERVICE_HOST``,
+``TIDELOG_PORT_9092_TCP_ADDR`` ...) are skipped with a warning instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +41,12 @@ from tidelog.config.definitions import (
 from tidelog.config.values import ConfigError, parse_value, unknown_name_error
 
 ENV_PREFIX = "TIDELOG_"
+#: Kubernetes' service-link variables for a Service named tidelog (docker links' names too).
+SERVICE_LINK_ENV = re.compile(
+    r"TIDELOG_(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
+    r"|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)"
+)
+log = logging.getLogger("tidelog.config")
 
 #: Sources, with DescribeConfigs' numbers (Kafka's ConfigSource).
 SOURCE_DYNAMIC_TOPIC = 1
@@ -308,11 +321,15 @@ def load_broker_config(
     """Read the YAML file (if any), the ``TIDELOG_*`` variables and ``KEY=VALUE`` overrides."""
     settings: dict[str, object] = {}
     if path is not None:
-        settings.update(_read_yaml(Path(path)))
+        settings.update(read_config_file(Path(path)))
     env = os.environ if environ is None else environ
     by_env = {env_name(n): n for n in list(BROKER_CONFIGS) + list(BROKER_ALIASES)}
+    skipped = []
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX):
+            continue
+        if key not in by_env and SERVICE_LINK_ENV.fullmatch(key):
+            skipped.append(key)
             continue
         if key not in by_env:
             raise unknown_name_error(key, by_env, what="environment variable")
@@ -322,7 +339,52 @@ def load_broker_config(
         if not sep:
             raise ConfigError(item, f"Override {item!r} must be written KEY=VALUE.")
         settings[_canonical(key)] = raw
+    if skipped:
+        log.warning(
+            "ignoring %s: Kubernetes service-link variables of a Service named tidelog, not "
+            "settings (set enableServiceLinks: false in the pod spec to drop them)",
+            ", ".join(sorted(skipped)),
+        )
     return defaults().with_overrides(settings)
+
+
+def read_config_file(path: Path) -> dict[str, object]:
+    """Settings of a YAML file or a Java properties file (``server.properties``)."""
+    if path.suffix.lower() == ".properties":
+        return _read_properties(path)
+    if path.suffix.lower() not in (".yaml", ".yml", ".json") and _looks_like_properties(path):
+        return _read_properties(path)
+    return _read_yaml(path)
+
+
+def _looks_like_properties(path: Path) -> bool:
+    """Whether the first setting line is ``name=value`` (properties) rather than YAML."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False  # _read_yaml reports it
+    for line in lines:
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        eq, colon = text.find("="), text.find(":")
+        return eq > 0 and (colon < 0 or eq < colon)
+    return False
+
+
+def _read_properties(path: Path) -> dict[str, object]:
+    import javaproperties
+
+    try:
+        with path.open(encoding="utf-8") as fh:
+            data = javaproperties.load(fh)
+    except OSError as e:
+        raise ConfigError(str(path), f"Cannot read config file {path}: {e.strerror}.") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(
+            str(path), f"Config file {path} is not a Java properties file: {e}"
+        ) from None
+    return {_canonical(str(key)): str(value).strip() for key, value in data.items()}
 
 
 def _read_yaml(path: Path) -> dict[str, object]:

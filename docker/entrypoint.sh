@@ -3,22 +3,26 @@
 #
 #   (no arguments)           tidelog serve
 #   --override k=v ...       tidelog serve --override k=v ...   (arguments starting with '-')
-#   serve|probe|topics|...   tidelog <that sub-command> ...     (any other tidelog command)
+#   serve|probe|topics|...   tidelog <that sub-command> ...     (any tidelog command)
 #   anything else            run it as is (e.g. `sh`)
 #
 # The broker reads TIDELOG_<PROPERTY> variables itself (config/broker.py); this script only
-# checks that the log directory is usable, so a bad volume fails with a message that says why.
+# checks that the log directories are usable, so a bad volume fails with a message that says
+# why. The directories are the ones `tidelog serve` would use with the same variables and
+# arguments (log.dirs, else log.dir; from the environment, --config or --override).
 set -eu
 
-LOG_DIRS="${TIDELOG_LOG_DIRS:-/var/lib/tidelog}"
-
 check_dirs() {
+  dirs=$(python -m tidelog.broker.tools._entrypoint log-dirs "$@" 2>/dev/null || true)
+  [ -n "$dirs" ] || return 0  # a bad configuration: `tidelog serve` reports it itself
   old_ifs=$IFS
-  IFS=,
-  for dir in $LOG_DIRS; do
-    if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
+  IFS='
+'
+  for dir in $dirs; do
+    if ! mkdir -p "$dir" 2>/dev/null || [ ! -d "$dir" ] || [ ! -w "$dir" ]; then
       echo "tidelog-entrypoint: log directory $dir is not writable by uid $(id -u);" \
-           "mount a volume owned by uid $(id -u) (chown $(id -u) on the host) or set TIDELOG_LOG_DIRS" >&2
+           "mount a volume owned by uid $(id -u) (chown $(id -u) on the host)," \
+           "or point TIDELOG_LOG_DIRS (log.dirs) elsewhere" >&2
       exit 1
     fi
   done
@@ -26,20 +30,22 @@ check_dirs() {
 }
 
 if [ "$#" -eq 0 ] || [ "${1#-}" != "$1" ]; then
-  check_dirs
+  check_dirs "$@"
   exec tidelog serve "$@"
 fi
 
 case "$1" in
   serve)
     shift
-    check_dirs
+    check_dirs "$@"
     exec tidelog serve "$@"
     ;;
-  topics|produce|consume|groups|get-offsets|dump-log|probe|replay)
-    exec tidelog "$@"
-    ;;
-  *)
-    exec "$@"
-    ;;
 esac
+
+# A tidelog sub-command (topics, config-reference, acls ... as tidelog itself lists them) goes
+# to tidelog, even when a program of that name exists (coreutils has `groups`); anything else
+# runs as is (sh, python ...).
+if python -m tidelog.broker.tools._entrypoint is-command "$1" 2>/dev/null; then
+  exec tidelog "$@"
+fi
+exec "$@"

@@ -29,6 +29,7 @@ from tidelog.broker.handlers._fetch_scan import (
     answer_max_bytes,
     answer_now,
     answer_one,
+    count_bytes_out,
     scan,
 )
 from tidelog.broker.handlers.base import Answer, BrokerView, RawBody, RequestContext
@@ -83,11 +84,13 @@ def fetch(
     wanted: list[Wanted],
     *,
     observe: bool = False,
+    waited: list[float] | None = None,
 ) -> FetchAnswer:
     """Scan ``wanted`` and answer now, or return a future of the answer (long poll, big read).
 
     ``observe``: count the request in the metrics when the future resolves (the router counts
-    what it awaits itself).
+    what it awaits itself); else the seconds the long poll waited are appended to ``waited``
+    (the router keeps them out of the request latency).
     """
     max_bytes = answer_max_bytes(broker, request)
     min_bytes = request.min_bytes
@@ -99,12 +102,14 @@ def fetch(
     if not waits or answer_now(errors, total, min_bytes, wait_s, broker.stopping):
         out = build_answer(broker, version, correlation_id, wanted, blocking_ok=False)
         if out is not None:
+            count_bytes_out(broker.metrics, wanted)
             return out
     delayed = _DelayedFetch(
-        broker, version, correlation_id, request, wanted, max_bytes, min_bytes, observe
+        broker, version, correlation_id, request, wanted, max_bytes, min_bytes, observe, waited
     )
     if not waits or answer_now(errors, total, min_bytes, wait_s, broker.stopping):
-        broker.spawn(delayed.answer_from_worker())  # a big read: in a worker thread
+        delayed.ready_at = delayed.started  # no wait, only a big read: in a worker thread
+        broker.spawn(delayed.answer_from_worker())
         return delayed.answer
     return delayed.start(wait_s)
 
@@ -164,10 +169,12 @@ class _DelayedFetch:
         "max_bytes",
         "min_bytes",
         "observe",
+        "ready_at",
         "request",
         "started",
         "timer",
         "version",
+        "waited",
         "wake",
         "wanted",
     )
@@ -182,6 +189,7 @@ class _DelayedFetch:
         max_bytes: int,
         min_bytes: int,
         observe: bool,
+        waited: list[float] | None = None,
     ) -> None:
         self.broker = broker
         self.version = version
@@ -191,11 +199,13 @@ class _DelayedFetch:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.observe = observe
+        self.waited = waited
         keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
         self.keys: list[tuple[str, int]] = list(dict.fromkeys(keys)) if len(keys) > 1 else keys
         self.loop = asyncio.get_running_loop()
         self.answer: asyncio.Future[Any] = self.loop.create_future()
         self.started = time.perf_counter()
+        self.ready_at = 0.0
         self.deadline = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.wake: asyncio.Future[bool] | None = None
@@ -257,6 +267,7 @@ class _DelayedFetch:
             if not answer_now(errors, total, self.min_bytes, remaining, broker.stopping):
                 self._arm()
                 return
+            self.ready_at = time.perf_counter()
             out = self.build(blocking_ok=False)
             if out is None:  # a big read: in a worker thread, then answer
                 broker.spawn(self.answer_from_worker())
@@ -275,8 +286,14 @@ class _DelayedFetch:
 
     def _set(self, out: Any) -> None:
         if not self.answer.done():
+            now = time.perf_counter()
+            # The long poll's wait (until the wake that answers) is kept out of the latency.
+            waited = (self.ready_at or now) - self.started
             if self.observe:
-                self.broker.router.observe(API_KEY, time.perf_counter() - self.started)
+                self.broker.router.observe(API_KEY, now - self.started, waited=waited)
+            elif self.waited is not None:
+                self.waited.append(waited)
+            count_bytes_out(self.broker.metrics, self.wanted)
             self.answer.set_result(out)
 
     def _context(self) -> RequestContext:

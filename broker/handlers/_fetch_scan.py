@@ -131,6 +131,13 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
     return total, errors
 
 
+def count_bytes_out(metrics: Any, wanted: list[Wanted]) -> None:
+    """Per-topic bytes out (Kafka's BytesOutPerSec) of an answer built from ``wanted``."""
+    for w in wanted:
+        if w.read is not None and w.topic is not None:
+            metrics.topic_out(w.topic, w.read.size_in_bytes)
+
+
 def answer_one(
     version: int, correlation_id: int, w: Wanted, *, blocking_ok: bool
 ) -> bytes | list[bytes | memoryview] | None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
+    from tidelog.broker.metrics import Metrics
     from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.router import Router
@@ -84,6 +85,7 @@ class BrokerView(Protocol):
     topics: Topics
     partitions: HighWatermarkWaiters
     held_answers: HeldAnswers
+    metrics: Metrics
     #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
     authorizer: Authorizer | None
     #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.

@@ -32,6 +32,7 @@ from typing import Any
 from tidelog.broker.handlers._fetch_poll import answer_at_once, fetch
 from tidelog.broker.handlers._fetch_scan import Wanted, requested
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.metrics import LONG_POLL_WAIT
 from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -57,9 +58,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
     if ctx.broker.authorizer is not None:
         _authorize(ctx, wanted)
-    answer = fetch(ctx.broker, ctx.api_version, ctx.correlation_id, request, wanted)
+    waited: list[float] = []
+    answer = fetch(ctx.broker, ctx.api_version, ctx.correlation_id, request, wanted, waited=waited)
     if isinstance(answer, asyncio.Future):
-        return await answer
+        out = await answer
+        if waited:  # the long poll's wait is kept out of the latency (the router reads it)
+            LONG_POLL_WAIT.set(waited[0])
+        return out
     return answer
 
 

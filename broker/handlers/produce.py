@@ -126,6 +126,7 @@ def append_partition(
     hw_before = partition_log.high_watermark
     try:
         info = partition_log.append(data, now_ms=broker.clock())
+        broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, len(data))
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
         return _Result(topic, partition, error_code_for(exc.error_name), str(exc) or None)

@@ -9,17 +9,33 @@ Every tool module (``broker/tools/<name>.py``) exposes ``add_parser(subparsers)`
 
 Tool modules import Kafka clients lazily (inside ``run``) so that ``tidelog serve`` and
 ``tidelog --help`` do not pay for them.
+
+Clients are built here, by ``admin_client``, ``consumer_client`` and ``producer_client``, from
+``--bootstrap-server`` and the Kafka client properties of ``--command-config`` (added to every
+parser by ``add_bootstrap``) and of the tool's own options (``--consumer.config``,
+``--producer-property`` ...); ``_client_config`` translates Kafka's property names. Before a
+client is built the bootstrap addresses are tried with a plain TCP connect, so a refused
+connection is reported at once instead of after the client's bootstrap timeout.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
+import re
+import socket
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from tidelog.broker.tools._client_config import (
+    ClientConfigError,
+    client_settings,
+    read_properties,
+)
 
 __all__ = [
     "EXIT_FAILURE",
@@ -30,7 +46,10 @@ __all__ = [
     "ToolError",
     "add_bootstrap",
     "add_tool_parser",
+    "admin_client",
     "client_errors",
+    "consumer_client",
+    "producer_client",
     "format_table",
     "parse_bootstrap",
     "parse_properties",
@@ -49,11 +68,32 @@ T = TypeVar("T")
 
 
 class ToolError(Exception):
-    """A failure to report in one line (the message says what to do about it)."""
+    """A failure to report in one line (the message says what to do about it).
 
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+    ``plain``: print the message as it is (a line in Kafka's tools' own words), without the
+    ``tidelog <tool>:`` prefix."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE, *, plain: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.plain = plain
+
+
+#: The arguments of the tool running now (set by ``run_tool``): ``admin_client("host:port")``
+#: then still honours that run's ``--command-config``.
+_CURRENT_ARGS: contextvars.ContextVar[argparse.Namespace | None] = contextvars.ContextVar(
+    "tidelog_tool_args", default=None
+)
+
+
+def tool_version() -> str:
+    """``tidelog <version>`` as ``--version`` prints it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"tidelog {version('tidelog')}"
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "tidelog (not installed)"
 
 
 def add_tool_parser(
@@ -73,16 +113,18 @@ def add_tool_parser(
         epilog="examples:\n" + examples.rstrip() + "\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=tool_version())
     parser.set_defaults(func=lambda args: run_tool(name, run, args))
     return parser
 
 
 def run_tool(name: str, run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a tool; a ToolError becomes its exit code and one line on stderr."""
+    token = _CURRENT_ARGS.set(args)
     try:
         return run(args)
     except ToolError as exc:
-        print(f"tidelog {name}: {exc}", file=sys.stderr)
+        print(str(exc) if exc.plain else f"tidelog {name}: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print(f"tidelog {name}: interrupted", file=sys.stderr)
@@ -91,14 +133,23 @@ def run_tool(name: str, run: Callable[[argparse.Namespace], int], args: argparse
         with contextlib.suppress(Exception):
             sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - silence the flush at exit
         return EXIT_OK
+    finally:
+        _CURRENT_ARGS.reset(token)
 
 
 def add_bootstrap(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--bootstrap-server`` and ``--command-config`` (every tool that talks to a broker)."""
     parser.add_argument(
         "--bootstrap-server",
         required=required,
         metavar="HOST:PORT[,HOST:PORT]",
         help="the broker(s) to connect to, e.g. 127.0.0.1:9092",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties file: security.protocol, sasl.mechanism, "
+        "sasl.jaas.config, ssl.truststore.location (PEM) ... and any client setting",
     )
 
 
@@ -137,14 +188,43 @@ def parse_bool(value: str, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def client_errors(bootstrap: str) -> Iterator[None]:
-    """Turn kafka-python's exceptions into one-line ToolErrors that say what to check."""
+def client_errors(bootstrap: str, template: str | None = None) -> Iterator[None]:
+    """Turn kafka-python's exceptions into one-line ToolErrors that say what to check.
+
+    ``template`` words a broker's error as Kafka's tool does, e.g. ``TOPIC_COMMAND_ERROR``:
+    ``Error while executing topic command : <the broker's message>``."""
     try:
         yield
     except (ToolError, BrokenPipeError, KeyboardInterrupt):
         raise
     except Exception as exc:
-        raise ToolError(describe_client_error(exc, bootstrap)) from exc
+        broker_said = broker_message(exc)
+        if broker_said is not None and template is not None:
+            raise ToolError(template.format(broker_said), plain=True) from exc
+        raise ToolError(broker_said or describe_client_error(exc, bootstrap)) from exc
+
+
+#: Kafka's tools' words for a failed command (kafka-topics, kafka-consumer-groups).
+TOPIC_COMMAND_ERROR = "Error while executing topic command : {}"
+GROUP_COMMAND_ERROR = "Error: Executing consumer group command failed due to {}"
+
+_ERROR_MESSAGE = re.compile(r"error_message=(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")")
+
+
+def broker_message(exc: BaseException) -> str | None:
+    """The broker's own words for a kafka-python error answer: its ``error_message`` when the
+    answer carried one, else the error code's description; None for a non-broker failure."""
+    from kafka.errors import BrokerResponseError
+
+    if not isinstance(exc, BrokerResponseError):
+        return None
+    m = _ERROR_MESSAGE.search(str(exc))
+    if m is not None:
+        text = (m.group(1) if m.group(1) is not None else m.group(2)) or ""
+        if text and text != "None":
+            return text.replace("\\'", "'")
+    description = getattr(exc, "description", "") or type(exc).__name__
+    return f"{description} ({getattr(exc, 'message', type(exc).__name__)})"
 
 
 def describe_client_error(exc: BaseException, bootstrap: str) -> str:
@@ -160,6 +240,117 @@ def describe_client_error(exc: BaseException, bootstrap: str) -> str:
     if name in ("UnsupportedVersionError", "IncompatibleBrokerVersion"):
         return f"the broker at {bootstrap} does not support this request yet ({text})"
     return f"{name}: {text}"
+
+
+def connect_error(exc: OSError) -> str:
+    """Why a TCP connect failed, in a few words."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host ({exc.strerror})"
+    return exc.strerror or str(exc)
+
+
+def check_reachable(servers: Sequence[str], timeout_s: float = 5.0) -> None:
+    """ToolError at once when no bootstrap server accepts a TCP connection (refused, unknown
+    host, timed out), instead of waiting out the client's bootstrap timeout."""
+    reasons = []
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            reasons.append(f"{server}: {connect_error(exc)}")
+    raise ToolError(
+        f"cannot connect to the broker: {'; '.join(reasons)}; check that it runs and the "
+        "--bootstrap-server address"
+    )
+
+
+def client_kwargs(
+    args: argparse.Namespace | None,
+    role: str,
+    files: Sequence[str | None] = (),
+    properties: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """kafka-python settings from ``--command-config`` (when ``args`` has one), then ``files``
+    (e.g. ``--consumer.config``), then ``properties`` (``--consumer-property``): later wins."""
+    merged: dict[str, str] = {}
+    paths = [getattr(args, "command_config", None), *files]
+    try:
+        for path in paths:
+            if path:
+                merged.update(read_properties(path))
+        for props in properties:
+            merged.update(props)
+        settings = client_settings(merged, role)
+    except ClientConfigError as exc:
+        raise ToolError(str(exc), 2) from None
+    if settings.ignored:
+        print(
+            f"WARN: ignoring Java-only client properties: {', '.join(settings.ignored)}",
+            file=sys.stderr,
+        )
+    return settings.kwargs
+
+
+def _build(cls: Any, role: str, kwargs: dict[str, Any]) -> Any:
+    servers = kwargs["bootstrap_servers"]
+    check_reachable(servers, min(5.0, kwargs.get("request_timeout_ms", 30000) / 1000))
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise ToolError(f"bad {role} setting: {exc}", 2) from exc
+
+
+def admin_client(
+    bootstrap: str | argparse.Namespace, timeout_ms: int = 30000, **overrides: Any
+) -> Any:
+    """A kafka-python KafkaAdminClient for ``bootstrap`` (a HOST:PORT list, or a tool's args
+    with ``bootstrap_server`` and ``command_config``); a plain string still takes the running
+    tool's ``--command-config``. ``overrides`` are kafka-python keyword arguments."""
+    from kafka import KafkaAdminClient
+
+    args = bootstrap if isinstance(bootstrap, argparse.Namespace) else _CURRENT_ARGS.get()
+    servers = bootstrap.bootstrap_server if isinstance(bootstrap, argparse.Namespace) else bootstrap
+    kwargs: dict[str, Any] = {"client_id": "tidelog-tools", "request_timeout_ms": timeout_ms}
+    kwargs.update(client_kwargs(args, "admin"))
+    kwargs.update(overrides)
+    kwargs["bootstrap_servers"] = parse_bootstrap(servers)
+    return _build(KafkaAdminClient, "admin", kwargs)
+
+
+def consumer_client(
+    args: argparse.Namespace,
+    defaults: Mapping[str, Any],
+    files: Sequence[str | None] = (),
+    properties: Sequence[Mapping[str, str]] = (),
+) -> Any:
+    """A KafkaConsumer: ``defaults`` (the tool's choices), then the client properties."""
+    from kafka import KafkaConsumer
+
+    kwargs = dict(defaults)
+    kwargs.update(client_kwargs(args, "consumer", files, properties))
+    kwargs["bootstrap_servers"] = parse_bootstrap(args.bootstrap_server)
+    return _build(KafkaConsumer, "consumer", kwargs)
+
+
+def producer_client(
+    args: argparse.Namespace,
+    defaults: Mapping[str, Any],
+    files: Sequence[str | None] = (),
+    properties: Sequence[Mapping[str, str]] = (),
+) -> Any:
+    """A KafkaProducer: ``defaults`` (the tool's choices), then the client properties."""
+    from kafka import KafkaProducer
+
+    kwargs = dict(defaults)
+    kwargs.update(client_kwargs(args, "producer", files, properties))
+    kwargs["bootstrap_servers"] = parse_bootstrap(args.bootstrap_server)
+    return _build(KafkaProducer, "producer", kwargs)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -255,17 +446,6 @@ def close_quietly(obj: Any) -> None:
     """Close a Kafka client, ignoring errors (the answer has been printed already)."""
     with contextlib.suppress(Exception):
         obj.close()
-
-
-def admin_client(bootstrap: str, timeout_ms: int = 30000) -> Any:
-    """A kafka-python KafkaAdminClient for ``bootstrap`` (imported here: tools load lazily)."""
-    from kafka import KafkaAdminClient
-
-    return KafkaAdminClient(
-        bootstrap_servers=parse_bootstrap(bootstrap),
-        client_id="tidelog-tools",
-        request_timeout_ms=timeout_ms,
-    )
 
 
 def topic_matcher(pattern: str | None) -> Callable[[str], bool]:

@@ -10,19 +10,23 @@ any broker); with ``--group`` the consumer joins the group and commits its offse
 
 Exit 0 when the run ended as asked (``--max-messages`` reached, ``--timeout-ms`` of silence
 without ``--max-messages``); 1 when ``--timeout-ms`` passed before ``--max-messages`` records
-came, or the broker failed; 2 on a bad command line; 130 on Ctrl-C.
+came, or the broker failed; 2 on a bad command line; 130 on Ctrl-C, 143 on SIGTERM (after
+"Processed a total of N messages" with the records written so far).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import signal
+import struct
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from tidelog.broker.tools._client_config import ClientConfigError, read_properties
 from tidelog.broker.tools._common import (
-    EXIT_FAILURE,
     EXIT_OK,
     Progress,
     SubParsers,
@@ -31,8 +35,8 @@ from tidelog.broker.tools._common import (
     add_tool_parser,
     client_errors,
     close_quietly,
+    consumer_client,
     parse_bool,
-    parse_bootstrap,
     parse_properties,
     stderr_is_tty,
 )
@@ -50,8 +54,9 @@ EXAMPLES = """\
 """
 
 _BOOL_PROPS = ("print.timestamp", "print.key", "print.value", "print.partition", "print.offset",
-               "print.headers")  # fmt: skip
+               "print.headers", "print.epoch")  # fmt: skip
 _TEXT_PROPS = ("key.separator", "line.separator", "headers.separator", "null.literal")
+_DESERIALIZER_PROPS = ("key.deserializer", "value.deserializer", "headers.deserializer")
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 GROUP_APIS = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Heartbeat"}
 
@@ -66,6 +71,10 @@ class RecordFormat:
     print_partition: bool = False
     print_offset: bool = False
     print_headers: bool = False
+    print_epoch: bool = False
+    key_deserializer: str | None = None
+    value_deserializer: str | None = None
+    headers_deserializer: str | None = None
     key_separator: bytes = b"\t"
     line_separator: bytes = b"\n"
     headers_separator: bytes = b","
@@ -73,9 +82,12 @@ class RecordFormat:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> RecordFormat:
-        unknown = sorted(set(props) - set(_BOOL_PROPS) - set(_TEXT_PROPS))
+        unknown = sorted(
+            n for n in set(props) - set(_BOOL_PROPS) - set(_TEXT_PROPS) - set(_DESERIALIZER_PROPS)
+            if not n.startswith(tuple(f"{d}." for d in _DESERIALIZER_PROPS))  # their configs
+        )  # fmt: skip
         if unknown:
-            known = ", ".join((*_BOOL_PROPS, *_TEXT_PROPS))
+            known = ", ".join((*_BOOL_PROPS, *_TEXT_PROPS, *_DESERIALIZER_PROPS))
             raise ToolError(f"unknown --property {', '.join(unknown)}; known: {known}", 2)
         kw: dict[str, Any] = {}
         for name in _BOOL_PROPS:
@@ -84,7 +96,60 @@ class RecordFormat:
         for name in _TEXT_PROPS:
             if name in props:
                 kw[name.replace(".", "_")] = props[name].encode()
+        for name in _DESERIALIZER_PROPS:
+            if props.get(name):
+                kw[name.replace(".", "_")] = deserializer_kind(props[name], name)
         return cls(**kw)
+
+
+#: Kafka's deserializer classes (by simple name) as the kinds this tool decodes.
+DESERIALIZERS = {
+    "StringDeserializer": "string", "ByteArrayDeserializer": "raw",
+    "BytesDeserializer": "bytes", "ByteBufferDeserializer": "bytes",
+    "LongDeserializer": "long", "IntegerDeserializer": "integer", "ShortDeserializer": "short",
+    "DoubleDeserializer": "double", "FloatDeserializer": "float", "UUIDDeserializer": "uuid",
+    "VoidDeserializer": "void",
+}  # fmt: skip
+_FIXED = {"long": (8, ">q"), "integer": (4, ">i"), "short": (2, ">h"), "double": (8, ">d"),
+          "float": (4, ">f")}  # fmt: skip
+
+
+def deserializer_kind(name: str, option: str) -> str:
+    """A Java deserializer class name (or a kind: string, long, bytes ...) as its kind."""
+    simple = name.strip().rsplit(".", 1)[-1]
+    if simple in DESERIALIZERS:
+        return DESERIALIZERS[simple]
+    if simple.lower() in set(DESERIALIZERS.values()):
+        return simple.lower()
+    raise ToolError(
+        f"{option} {name!r} is not one this tool decodes; use one of "
+        f"{', '.join(sorted(DESERIALIZERS))} (org.apache.kafka.common.serialization.*)",
+        2,
+    )
+
+
+def deserialize(data: bytes, kind: str | None) -> bytes:
+    """Bytes of a key, value or header as the Java deserializer's toString() prints them."""
+    if kind is None or kind in ("raw", "string"):
+        return data
+    if kind == "bytes":  # org.apache.kafka.common.utils.Bytes.toString: \xNN for the unprintable
+        return "".join(
+            chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02X}" for b in data
+        ).encode()
+    if kind == "void":
+        return b"null"
+    if kind == "uuid":
+        import uuid
+
+        return str(uuid.UUID(data.decode("utf-8", "replace"))).encode()
+    size, code = _FIXED[kind]
+    if len(data) != size:
+        raise ToolError(
+            f"a {len(data)}-byte field cannot be read by the {kind} deserializer "
+            f"(it needs {size} bytes); choose another deserializer"
+        )
+    value = struct.unpack(code, data)[0]
+    return (repr(float(value)) if kind in ("double", "float") else str(value)).encode()
 
 
 def format_record(r: Any, fmt: RecordFormat) -> bytes:
@@ -97,21 +162,33 @@ def format_record(r: Any, fmt: RecordFormat) -> bytes:
         cols.append(f"Partition:{r.partition}".encode())
     if fmt.print_offset:
         cols.append(f"Offset:{r.offset}".encode())
+    if fmt.print_epoch:
+        epoch = getattr(r, "leader_epoch", None)
+        cols.append(f"LeaderEpoch:{'NONE' if epoch is None or epoch < 0 else epoch}".encode())
     if fmt.print_headers:
         headers = list(r.headers or ())
+        header_kind = fmt.headers_deserializer
         if not headers:
             cols.append(b"NO_HEADERS")
         else:
             cols.append(
                 fmt.headers_separator.join(
-                    k.encode() + b":" + (fmt.null_literal if v is None else bytes(v))
+                    k.encode()
+                    + b":"
+                    + (fmt.null_literal if v is None else deserialize(bytes(v), header_kind))
                     for k, v in headers
                 )
             )
     if fmt.print_key:
-        cols.append(fmt.null_literal if r.key is None else bytes(r.key))
+        key = r.key
+        cols.append(
+            fmt.null_literal if key is None else deserialize(bytes(key), fmt.key_deserializer)
+        )
     if fmt.print_value:
-        cols.append(fmt.null_literal if r.value is None else bytes(r.value))
+        value = r.value
+        cols.append(
+            fmt.null_literal if value is None else deserialize(bytes(value), fmt.value_deserializer)
+        )
     return fmt.key_separator.join(cols) + fmt.line_separator
 
 
@@ -127,7 +204,11 @@ def add_parser(subparsers: SubParsers) -> None:
         run=run,
     )
     add_bootstrap(p)
-    p.add_argument("--topic", required=True, help="topic to read")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", help="topic to read")
+    which.add_argument(
+        "--include", metavar="REGEX", help="read every topic whose whole name matches REGEX"
+    )
     p.add_argument("--group", help="consumer group to join (offsets are committed)")
     p.add_argument(
         "--from-beginning",
@@ -167,8 +248,32 @@ def add_parser(subparsers: SubParsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a kafka-python consumer setting in Kafka spelling, e.g. fetch.max.bytes=1048576",
+        help="a consumer setting in Kafka's spelling, e.g. fetch.max.bytes=1048576 (repeatable)",
     )
+    p.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="consumer properties file (Kafka's names; --consumer-property wins)",
+    )
+    p.add_argument(
+        "--formatter-config",
+        metavar="FILE",
+        help="properties file of formatter settings (print.key=true ...); --property wins",
+    )
+    p.add_argument(
+        "--formatter",
+        default="kafka.tools.DefaultMessageFormatter",
+        help="only the default formatter (org.apache.kafka.tools.consumer."
+        "DefaultMessageFormatter) is offered; its --property options shape the output",
+    )
+    for part in ("key", "value"):
+        p.add_argument(
+            f"--{part}-deserializer",
+            metavar="CLASS",
+            help=f"decode {part}s: StringDeserializer, LongDeserializer, IntegerDeserializer, "
+            "BytesDeserializer ... (or --property {part}.deserializer=...)",
+        )
 
 
 def _start_offset(args: argparse.Namespace) -> str | int:
@@ -190,46 +295,80 @@ def _start_offset(args: argparse.Namespace) -> str | int:
 
 
 def _consumer(args: argparse.Namespace) -> Any:
-    from kafka import KafkaConsumer
-
-    settings: dict[str, Any] = {
-        "bootstrap_servers": parse_bootstrap(args.bootstrap_server),
+    props = parse_properties(args.consumer_property, "--consumer-property")
+    from_file: dict[str, str] = {}
+    if args.consumer_config:
+        try:
+            from_file = read_properties(args.consumer_config)
+        except ClientConfigError as exc:
+            raise ToolError(str(exc), 2) from None
+    named = {g for g in (args.group, props.get("group.id"), from_file.get("group.id")) if g}
+    if len(named) > 1:
+        raise ToolError(
+            "The group ids provided in different places (--group, --consumer-property, "
+            f"--consumer.config) do not match: {', '.join(sorted(named))}",
+            2,
+        )
+    group = next(iter(named), None)
+    defaults: dict[str, Any] = {
         "client_id": "tidelog-console-consumer",
         "group_id": args.group,
-        "enable_auto_commit": args.group is not None,
+        "enable_auto_commit": group is not None,
         "auto_offset_reset": "earliest" if args.from_beginning else "latest",
         "isolation_level": args.isolation_level,
         "allow_auto_create_topics": False,  # a typo in --topic should not create a topic
     }
-    for key, value in parse_properties(args.consumer_property, "--consumer-property").items():
-        settings[key.replace(".", "_").replace("-", "_")] = int(value) if value.isdigit() else value
-    try:
-        return KafkaConsumer(**settings)
-    except (TypeError, ValueError, AssertionError) as exc:
-        raise ToolError(f"bad consumer setting: {exc}", 2) from exc
+    consumer = consumer_client(args, defaults, [args.consumer_config], [props])
+    args.group = consumer.config.get("group_id")  # --consumer.config may name the group
+    return consumer
+
+
+def _topic_partitions(consumer: Any, args: argparse.Namespace) -> dict[str, set[int]]:
+    """The partitions of --topic (or of the topics --include matches), waiting a little for a
+    topic just created; ToolError when there is none (the same with and without --group)."""
+    wait_s = 10.0 if args.timeout_ms is None else max(1.0, min(10.0, args.timeout_ms / 1000))
+    deadline = time.monotonic() + wait_s
+    while True:
+        if args.include is not None:
+            try:
+                regex = re.compile(args.include)
+            except re.error as exc:
+                raise ToolError(
+                    f"--include {args.include!r} is not a regular expression: {exc}", 2
+                ) from None
+            names = [t for t in consumer.topics() if regex.fullmatch(t)]
+            found = {t: consumer.partitions_for_topic(t) or set() for t in names}
+            found = {t: ps for t, ps in found.items() if ps}
+        else:
+            ps = consumer.partitions_for_topic(args.topic)
+            found = {args.topic: ps} if ps else {}
+        if found or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if not found:
+        if args.include is not None:
+            raise ToolError(f"no topic matches --include {args.include!r}")
+        raise ToolError(
+            f"topic '{args.topic}' does not exist (create it with `tidelog topics --create`)"
+        )
+    return found
 
 
 def _assign(consumer: Any, args: argparse.Namespace, start: str | int) -> None:
     from kafka import TopicPartition
 
-    wait_s = 10.0 if args.timeout_ms is None else max(1.0, min(10.0, args.timeout_ms / 1000))
-    deadline = time.monotonic() + wait_s
-    partitions = consumer.partitions_for_topic(args.topic)
-    while not partitions and time.monotonic() < deadline:
-        time.sleep(0.2)
-        partitions = consumer.partitions_for_topic(args.topic)
-    if not partitions:
-        raise ToolError(
-            f"topic '{args.topic}' does not exist (create it with `tidelog topics --create`)"
-        )
+    found = _topic_partitions(consumer, args)
     if args.partition is not None:
+        partitions = found[args.topic]
         if args.partition not in partitions:
             raise ToolError(
                 f"topic '{args.topic}' has no partition {args.partition} "
                 f"(it has {', '.join(str(p) for p in sorted(partitions))})"
             )
         partitions = {args.partition}
-    tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
+        tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
+    else:
+        tps = [TopicPartition(t, p) for t in sorted(found) for p in sorted(found[t])]
     consumer.assign(tps)
     if start == "earliest":
         consumer.seek_to_beginning(*tps)
@@ -252,59 +391,109 @@ def _check_group_apis(args: argparse.Namespace) -> None:
         )
 
 
+class _Stop:
+    """Ctrl-C and SIGTERM ask the loop to stop between two records, so the count printed is
+    the number of records written; a second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.signum:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+
+class _Stopped(BaseException):
+    """The loop stopped on a signal (a BaseException: not a client error to report)."""
+
+
 def run(args: argparse.Namespace) -> int:
-    fmt = RecordFormat.from_properties(parse_properties(args.property))
+    props: dict[str, str] = {}
+    if args.formatter_config:
+        try:
+            props.update(read_properties(args.formatter_config))
+        except ClientConfigError as exc:
+            raise ToolError(f"--formatter-config: {exc}", 2) from None
+    props.update(parse_properties(args.property))
+    for part in ("key", "value"):
+        if getattr(args, f"{part}_deserializer"):
+            props[f"{part}.deserializer"] = getattr(args, f"{part}_deserializer")
+    fmt = RecordFormat.from_properties(props)
+    if args.formatter.rsplit(".", 1)[-1] != "DefaultMessageFormatter":
+        raise ToolError(
+            f"--formatter {args.formatter}: only DefaultMessageFormatter is offered "
+            "(shape its output with --property print.key=true ...)",
+            2,
+        )
     start = _start_offset(args)
     if args.max_messages is not None and args.max_messages < 1:
         raise ToolError("--max-messages must be at least 1", 2)
+    if args.include is not None and args.partition is not None:
+        raise ToolError("--partition goes with --topic, not --include", 2)
     out: BinaryIO = sys.stdout.buffer
-    count = 0
+    counter = [0]
+    complete = False
     consumer = None
+    stop = _Stop()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with client_errors(args.bootstrap_server):
             if args.group is not None:
                 _check_group_apis(args)
             consumer = _consumer(args)
             if args.group is not None and args.partition is None:
-                consumer.subscribe([args.topic])
+                found = _topic_partitions(consumer, args)  # a missing topic fails as without
+                if args.include is not None:
+                    consumer.subscribe(pattern=f"^(?:{args.include})$")
+                else:
+                    consumer.subscribe(sorted(found))
             else:
                 _assign(consumer, args, start)
-            count, complete = _loop(consumer, args, fmt, out)
-    except KeyboardInterrupt:
-        print(f"Processed a total of {count} messages", file=sys.stderr)
-        raise
+            complete = _loop(consumer, args, fmt, out, counter, stop)
+    except (KeyboardInterrupt, _Stopped):
+        print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
+        return 128 + (stop.signum or signal.SIGINT)  # 130 on Ctrl-C, 143 on SIGTERM
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if consumer is not None:
             close_quietly(consumer)
-    print(f"Processed a total of {count} messages", file=sys.stderr)
+    print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
     if not complete:
         raise ToolError(
-            f"timed out after {args.timeout_ms} ms with {count} of {args.max_messages} messages"
+            f"timed out after {args.timeout_ms} ms with {counter[0]} of {args.max_messages} "
+            "messages"
         )
-    return EXIT_OK if complete else EXIT_FAILURE
+    return EXIT_OK
 
 
 def _loop(
-    consumer: Any, args: argparse.Namespace, fmt: RecordFormat, out: BinaryIO
-) -> tuple[int, bool]:
-    """Poll and print until --max-messages or --timeout-ms; (count, whether that ended it as
-    asked)."""
-    count = 0
+    consumer: Any,
+    args: argparse.Namespace,
+    fmt: RecordFormat,
+    out: BinaryIO,
+    counter: list[int],
+    stop: _Stop,
+) -> bool:
+    """Poll and print until --max-messages or --timeout-ms (or a signal: ``_Stopped``),
+    counting in ``counter[0]``; whether that ended it as asked."""
     limit = args.max_messages
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     last = time.monotonic()
     # A count on the terminal only while the records go elsewhere (a file, a pipe).
     with Progress(limit or 0, "consumed", "records", enabled=_show_progress()) as progress:
         while True:
-            n = _poll_once(consumer, fmt, out, limit, count, timeout_s)
-            count += n
+            n = _poll_once(consumer, fmt, out, limit, counter, timeout_s, stop)
             progress.update(n)
-            if limit is not None and count >= limit:
-                return count, True
+            if stop.signum:
+                raise _Stopped
+            if limit is not None and counter[0] >= limit:
+                return True
             if n:
                 last = time.monotonic()
             elif timeout_s is not None and time.monotonic() - last >= timeout_s:
-                return count, limit is None
+                return limit is None
 
 
 def _show_progress() -> bool:
@@ -319,20 +508,23 @@ def _poll_once(
     fmt: RecordFormat,
     out: BinaryIO,
     limit: int | None,
-    count: int,
+    counter: list[int],
     timeout_s: float | None,
+    stop: _Stop,
 ) -> int:
-    """One poll: print what came (at most up to ``limit``); how many records were printed."""
+    """One poll: print what came (at most up to ``limit``), adding each printed record to
+    ``counter[0]`` as it goes; how many records were printed."""
     wait_ms = 1000 if timeout_s is None else max(1, min(1000, int(timeout_s * 1000)))
     batches = consumer.poll(
-        timeout_ms=wait_ms, max_records=None if limit is None else limit - count
+        timeout_ms=wait_ms, max_records=None if limit is None else limit - counter[0]
     )
     printed = 0
     for records in batches.values():
         for r in records:
             out.write(format_record(r, fmt))
             printed += 1
-            if limit is not None and count + printed >= limit:
+            counter[0] += 1
+            if (limit is not None and counter[0] >= limit) or stop.signum:
                 out.flush()
                 return printed
     if printed:

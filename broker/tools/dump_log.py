@@ -21,6 +21,7 @@ from tidelog.broker.tools._common import (
     ToolError,
     add_tool_parser,
 )
+from tidelog.broker.tools._offsets_json import offsets_key_value
 from tidelog.broker.tools._segment_files import (
     INT32_MAX,
     LogBatch,
@@ -103,6 +104,12 @@ def add_parser(subparsers: SubParsers) -> None:
         help="only run the check that decides an index rebuild at start-up",
     )
     p.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets records (keys and values as JSON; implies "
+        "--print-data-log)",
+    )
+    p.add_argument(
         "--max-bytes",
         type=int,
         default=INT32_MAX,
@@ -167,15 +174,21 @@ def run(args: argparse.Namespace) -> int:
         raise ToolError("--files needs at least one file", 2)
     out, err = sys.stdout, sys.stderr
     report = _Report()
+    if args.offsets_decoder:
+        args.print_data_log = True
     deep = args.deep_iteration or args.print_data_log
     failed = False
     for name in files:
         out.write(f"Dumping {name}\n")
         suffix = Path(name).suffix
+        note = active_segment_note(name) if suffix in (".index", ".timeindex") else None
+        if note is not None:
+            err.write(note)
         try:
             if suffix == ".log":
                 _dump_log(name, out, report, deep, args.print_data_log,
-                          args.skip_record_metadata, args.max_bytes)  # fmt: skip
+                          args.skip_record_metadata, args.max_bytes,
+                          args.offsets_decoder)  # fmt: skip
             elif suffix == ".index":
                 _dump_index(name, out, report, args.index_sanity_check, args.verify_index_only,
                             args.max_message_size)  # fmt: skip
@@ -207,6 +220,41 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failed or report.problems() else EXIT_OK
 
 
+#: Kafka's default index.interval.bytes: a broker adds an index entry about this often.
+INDEX_INTERVAL_BYTES = 4096
+
+
+def active_segment_note(name: str) -> str | None:
+    """A note when ``name`` is an index of its partition's active segment (the newest ``.log``
+    in the directory, its index file still preallocated) and the ``.log`` holds more than an
+    index interval of batches past the last entry on disk: a running broker keeps that
+    segment's newest index entries in memory and writes them at roll or clean shutdown, so the
+    file may show fewer entries than the broker uses (the ``.log`` itself is complete)."""
+    path = Path(name)
+    try:
+        base = base_offset_of(path)
+        logs = [base_offset_of(p) for p in path.parent.glob("*.log")]
+        entry = 8 if path.suffix == ".index" else 12
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            fh.seek(max(0, size - entry))
+            tail = fh.read(entry)
+        if not logs or base != max(logs) or size == 0 or tail.strip(b"\x00"):
+            return None  # not the newest segment, or a trimmed file (rolled or shut down)
+        log = path.with_suffix(".log")
+        offsets = read_offset_index(path.with_suffix(".index"))
+        covered = offsets[-1][1] if offsets else 0
+        if log.stat().st_size - covered <= INDEX_INTERVAL_BYTES:
+            return None
+    except (OSError, SegmentFileError, ValueError):
+        return None
+    return (
+        f"Note: {path.name} belongs to the active segment of {path.parent.name}: a running "
+        "broker writes this segment's newest index entries at roll or clean shutdown, so "
+        "entries it holds in memory may be missing here (the .log file is complete)\n"
+    )
+
+
 # ---------------------------------------------------------------- .log
 
 
@@ -218,6 +266,7 @@ def _dump_log(
     print_data: bool,
     skip_metadata: bool,
     max_bytes: int,
+    offsets_decoder: bool = False,
 ) -> None:
     out.write(f"Log starting offset: {base_offset_of(name)}\n")
     size = os.path.getsize(name)
@@ -230,7 +279,8 @@ def _dump_log(
         for batch in iter_log_batches(name, 0, max_bytes):
             out.write(_batch_line(batch, valid_bytes))
             if deep:
-                _dump_records(batch, name, out, report, last_offset, print_data, skip_metadata)
+                _dump_records(batch, name, out, report, last_offset, print_data, skip_metadata,
+                              offsets_decoder)  # fmt: skip
             valid_bytes += batch.size
             progress.update(batch.size)
     trailing = end - valid_bytes
@@ -282,6 +332,7 @@ def _dump_records(
     last_offset: list[int],
     print_data: bool,
     skip_metadata: bool,
+    offsets_decoder: bool = False,
 ) -> None:
     try:
         decoded, checks = _decode(batch)
@@ -295,7 +346,10 @@ def _dump_records(
             report.non_consecutive.setdefault(os.path.abspath(name), {})[last_offset[0]] = r.offset
         last_offset[0] = r.offset
         line = [] if skip_metadata else [_record_metadata(batch, r, ts_type, checks, i)]
-        if print_data and not batch.is_control:
+        if print_data and not batch.is_control and offsets_decoder:
+            key_text, payload = offsets_key_value(r.key, r.value)
+            line.append(f"{'| ' if skip_metadata else ' '}key: {key_text} payload: {payload}")
+        elif print_data and not batch.is_control:
             prefix = "| " if skip_metadata else " "
             if r.key is not None:
                 line.append(f"{prefix}key: {_text(r.key)}")

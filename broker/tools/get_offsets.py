@@ -1,7 +1,7 @@
 """``tidelog get-offsets``: offsets of partitions by time (kafka-get-offsets.sh).
 
-Prints ``topic:partition:offset`` per partition, sorted as Kafka's GetOffsetShell sorts them
-(by the ``topic-partition`` string). ``--time`` is -1/latest (the next offset to be written,
+Prints ``topic:partition:offset`` per partition, sorted by topic name, then by partition
+number (``t:2`` before ``t:10``). ``--time`` is -1/latest (the next offset to be written,
 i.e. the high watermark), -2/earliest (log start), -3/max-timestamp (the record with the largest
 timestamp) or a timestamp in ms (the first offset whose timestamp is at least that). Partitions
 with no such offset (a timestamp after the last record) are left out, as Kafka does.
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     rules = _rules(args.topic_partitions) if args.topic_partitions else None
     match = topic_matcher(args.topic)
     with client_errors(args.bootstrap_server):
-        admin = admin_client(args.bootstrap_server)
+        admin = admin_client(args)
         try:
             from kafka import TopicPartition
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             answer = admin.list_partition_offsets(dict.fromkeys(tps, ts))
         finally:
             close_quietly(admin)
-    for tp in sorted(answer, key=lambda t: f"{t.topic}-{t.partition}"):
+    for tp in sorted(answer, key=lambda t: (t.topic, t.partition)):
         offset = int(answer[tp].offset)
         if offset >= 0:
             print(f"{tp.topic}:{tp.partition}:{offset}")

@@ -9,13 +9,18 @@ default, with a warning) shows the new offsets, ``--execute`` commits them.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import re
 import sys
+import time
 from datetime import datetime
 from typing import Any
 
 from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
+    GROUP_COMMAND_ERROR,
     SubParsers,
     ToolError,
     add_bootstrap,
@@ -41,7 +46,7 @@ EXAMPLES = """\
 """
 
 LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH, DELETE_GROUPS = 16, 15, 9, 42
-OFFSET_COMMIT, FIND_COORDINATOR = 8, 10
+OFFSET_COMMIT, FIND_COORDINATOR, OFFSET_DELETE = 8, 10, 47
 NEEDED = {
     "list": {LIST_GROUPS: "ListGroups"},
     "describe": {FIND_COORDINATOR: "FindCoordinator", DESCRIBE_GROUPS: "DescribeGroups",
@@ -49,7 +54,12 @@ NEEDED = {
     "reset_offsets": {FIND_COORDINATOR: "FindCoordinator", DESCRIBE_GROUPS: "DescribeGroups",
                       OFFSET_FETCH: "OffsetFetch", OFFSET_COMMIT: "OffsetCommit"},
     "delete": {FIND_COORDINATOR: "FindCoordinator", DELETE_GROUPS: "DeleteGroups"},
+    "delete_offsets": {FIND_COORDINATOR: "FindCoordinator", OFFSET_DELETE: "OffsetDelete"},
 }  # fmt: skip
+ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
+_DURATION = re.compile(
+    r"(-)?P(?:([0-9.]+)D)?(?:T(?:([0-9.]+)H)?(?:([0-9.]+)M)?(?:([0-9.]+)S)?)?", re.IGNORECASE
+)
 ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
 
 
@@ -70,11 +80,27 @@ def add_parser(subparsers: SubParsers) -> None:
         "--reset-offsets", action="store_true", help="move a group's committed offsets"
     )
     actions.add_argument("--delete", action="store_true", help="delete groups")
+    actions.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="delete a group's committed offsets of --topic (the group must not consume it)",
+    )
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id")
     p.add_argument("--all-groups", action="store_true", help="every group (describe/delete)")
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--members", action="store_true", help="--describe: the members")
-    view.add_argument("--state", action="store_true", help="--describe: state and coordinator")
+    p.add_argument("--offsets", action="store_true", help="--describe: offsets and lag (default)")
+    p.add_argument("--members", action="store_true", help="--describe: the members")
+    p.add_argument(
+        "--verbose", action="store_true", help="--describe --members: each one's partitions"
+    )
+    p.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATE[,STATE]",
+        help="--describe: state and coordinator; --list: each group's state, or only groups "
+        "in these states (e.g. Stable,Empty)",
+    )
     p.add_argument(
         "--topic",
         action="append",
@@ -90,6 +116,18 @@ def add_parser(subparsers: SubParsers) -> None:
     to.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
     to.add_argument("--shift-by", type=int, metavar="N", help="move by N (may be negative)")
     to.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="reset to the first offset at or after now minus this ISO-8601 duration "
+        "(e.g. PT1H30M, P1D)",
+    )
+    to.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="reset to the offsets of a CSV plan (topic,partition,offset or "
+        "group,topic,partition,offset lines, as --export writes)",
+    )
+    to.add_argument(
         "--to-datetime",
         metavar="YYYY-MM-DDTHH:mm:SS.sss",
         help="reset to the first offset at or after this time (local time unless it ends "
@@ -98,6 +136,7 @@ def add_parser(subparsers: SubParsers) -> None:
     run_mode = p.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
     run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    p.add_argument("--export", action="store_true", help="--reset-offsets: print the plan as CSV")
     p.add_argument("--timeout-ms", type=int, default=30000, metavar="MS", help="(30000)")
 
 
@@ -119,20 +158,47 @@ def parse_datetime(value: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def parse_duration_ms(value: str) -> int:
+    """An ISO-8601 duration as Java's Duration.parse reads it (``PnDTnHnMnS``) -> ms."""
+    m = _DURATION.fullmatch(value.strip())
+    if m is None or not any(m.groups()[1:]):
+        raise ToolError(
+            f"--by-duration {value!r} is not an ISO-8601 duration such as PT1H30M or P1DT2H", 2
+        )
+    sign, days, hours, minutes, seconds = m.groups()
+    try:
+        total = (float(days or 0) * 86400 + float(hours or 0) * 3600
+                 + float(minutes or 0) * 60 + float(seconds or 0))  # fmt: skip
+    except ValueError:
+        raise ToolError(f"--by-duration {value!r}: numbers must be like 1 or 1.5", 2) from None
+    return int(total * 1000) * (-1 if sign else 1)
+
+
 def _check(args: argparse.Namespace) -> str:
-    action = next(a for a in ("list", "describe", "reset_offsets", "delete") if getattr(args, a))
+    action = next(a for a in ACTIONS if getattr(args, a))
     if action != "list" and not args.group and not args.all_groups:
         raise ToolError(f"--{action.replace('_', '-')} needs --group GROUP", 2)
+    if args.members and args.state is not None:
+        raise ToolError("--members and --state are different views: choose one", 2)
+    if args.verbose and not args.members:
+        raise ToolError("--verbose applies to --describe --members", 2)
+    if args.export and action != "reset_offsets":
+        raise ToolError("--export applies to --reset-offsets", 2)
+    if action == "delete_offsets" and (len(args.group) != 1 or not args.topic):
+        raise ToolError("--delete-offsets needs one --group GROUP and --topic TOPIC", 2)
     if action == "reset_offsets":
-        if not args.topic and not args.all_topics:
+        if not args.topic and not args.all_topics and not args.from_file:
             raise ToolError("--reset-offsets needs --topic TOPIC or --all-topics", 2)
         if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime,
+                    args.by_duration, args.from_file,
                     args.to_offset is not None, args.shift_by is not None)):  # fmt: skip
             raise ToolError(
                 "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, "
-                "--to-datetime T, --shift-by N, --to-current",
+                "--to-datetime T, --by-duration D, --shift-by N, --to-current, --from-file F",
                 2,
             )
+        if args.by_duration:
+            parse_duration_ms(args.by_duration)
     return action
 
 
@@ -149,21 +215,72 @@ def _require_apis(args: argparse.Namespace, action: str) -> None:
 def run(args: argparse.Namespace) -> int:
     action = _check(args)
     _require_apis(args, action)
-    with client_errors(args.bootstrap_server):
-        admin = admin_client(args.bootstrap_server, args.timeout_ms)
+    with client_errors(args.bootstrap_server, GROUP_COMMAND_ERROR):
+        admin = admin_client(args, args.timeout_ms)
         try:
             if action == "list":
-                for gid in sorted(_group_ids(admin)):
-                    print(gid)
-                return EXIT_OK
+                return _list(admin, args)
             groups = sorted(_group_ids(admin)) if args.all_groups else args.group
             if action == "describe":
                 return _describe(admin, args, groups)
             if action == "delete":
                 return _delete(admin, groups)
+            if action == "delete_offsets":
+                return _delete_offsets(admin, args, groups[0])
             return _reset(admin, args, groups)
         finally:
             close_quietly(admin)
+
+
+def _list(admin: Any, args: argparse.Namespace) -> int:
+    """--list: ids; with --state a GROUP STATE table, only the states named when given."""
+    if args.state is None:
+        for gid in sorted(_group_ids(admin)):
+            print(gid)
+        return EXIT_OK
+    wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
+    rows = []
+    for g in admin.list_groups():
+        gid = str(g.get("group_id") if isinstance(g, dict) else g[0])
+        state = str(g.get("group_state") or "") if isinstance(g, dict) else ""
+        if not state:
+            state = _state(admin.describe_groups([gid]).get(gid, {}))
+        if not wanted or state.lower() in wanted:
+            rows.append([gid, state])
+    print(format_table(["GROUP", "STATE"], sorted(rows)))
+    return EXIT_OK
+
+
+def _delete_offsets(admin: Any, args: argparse.Namespace, gid: str) -> int:
+    """kafka-consumer-groups --delete-offsets: the group's committed offsets of --topic."""
+    from kafka import TopicPartition
+
+    committed = admin.list_group_offsets({gid: None}).get(gid, {})
+    tps: list[Any] = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            tps.extend(TopicPartition(topic, int(p)) for p in parts.split(","))
+        else:
+            tps.extend(tp for tp in committed if tp.topic == topic)
+            if not any(tp.topic == topic for tp in committed):
+                tps.append(TopicPartition(topic, 0))
+    result = admin.delete_group_offsets(gid, tps)
+    failed = {tp: e for tp, e in result.items() if getattr(e, "errno", 0)}
+    if failed:
+        print("\nError: Encounter some partition level error, see the follow-up details:",
+              file=sys.stderr)  # fmt: skip
+    else:
+        topics = ", ".join(dict.fromkeys(spec.partition(":")[0] for spec in args.topic))
+        print(f"Request succeed for deleting offsets with topic {topics} group {gid}")
+    print()
+    print(format_table(
+        ["TOPIC", "PARTITION", "STATUS"],
+        [[tp.topic, tp.partition,
+          f"Error: : {failed[tp].description}" if tp in failed else "Successful"]
+         for tp in sorted(result, key=lambda t: (t.topic, t.partition))],
+    ))  # fmt: skip
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 def _group_ids(admin: Any) -> list[str]:
@@ -226,7 +343,7 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             status = EXIT_FAILURE
             continue
         print()
-        if args.state:
+        if args.state is not None:
             coordinator = _coordinator(admin)
             print(format_table(
                 ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
@@ -237,11 +354,14 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             if not members:
                 print(f"Consumer group '{gid}' has no active members.")
                 continue
-            print(format_table(
-                ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-                [[gid, m.get("member_id", ""), m.get("client_host", ""), m.get("client_id", ""),
-                  len(_assigned(m))] for m in members],
-            ))  # fmt: skip
+            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+            rows = [[gid, m.get("member_id", ""), m.get("client_host", ""),
+                     m.get("client_id", ""), len(_assigned(m))] for m in members]  # fmt: skip
+            if args.verbose:
+                headers.append("ASSIGNMENT")
+                for row, m in zip(rows, members, strict=True):
+                    row.append(_assignment_text(_assigned(m)))
+            print(format_table(headers, rows))
             continue
         if not members:
             print(f"Consumer group '{gid}' has no active members.\n")
@@ -270,6 +390,18 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             rows,
         ))  # fmt: skip
     return status
+
+
+def _assignment_text(pairs: list[tuple[str, int]]) -> str:
+    """``topic(0,1), other(2)`` as --members --verbose prints a member's partitions."""
+    if not pairs:
+        return "-"
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in pairs:
+        by_topic.setdefault(topic, []).append(partition)
+    return ", ".join(
+        sorted(f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in by_topic.items())
+    )
 
 
 def _coordinator(admin: Any) -> str:
@@ -334,7 +466,9 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
     from kafka.admin import OffsetSpec
     from kafka.structs import OffsetAndMetadata
 
-    if not args.dry_run and not args.execute:
+    plan = read_reset_plan(args.from_file) if args.from_file else None
+    exported: list[list[Any]] = []
+    if not args.dry_run and not args.execute and not args.export:
         print(
             "WARN: No action will be performed as the --execute option is missing. "
             "In a future major release, the default behavior of this command will be to "
@@ -352,7 +486,8 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
                 f"current state is {state} (stop its consumers first)"
             )
         committed = admin.list_group_offsets({gid: None}).get(gid, {})
-        tps = _targets(admin, args, committed)
+        planned = plan.get(gid, plan.get("", {})) if plan is not None else None
+        tps = list(planned) if planned is not None else _targets(admin, args, committed)
         earliest = {
             tp: int(o.offset)
             for tp, o in admin.list_partition_offsets(
@@ -361,8 +496,9 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
         }
         latest = _end_offsets(admin, tps)
         by_time: dict[Any, int] = {}
-        if args.to_datetime:
-            ts = parse_datetime(args.to_datetime)
+        if args.to_datetime or args.by_duration:
+            ts = (parse_datetime(args.to_datetime) if args.to_datetime
+                  else int(time.time() * 1000) - parse_duration_ms(args.by_duration))  # fmt: skip
             by_time = {
                 tp: int(o.offset)
                 for tp, o in admin.list_partition_offsets(dict.fromkeys(tps, ts)).items()
@@ -382,6 +518,8 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
                 target = (current if current is not None else hi) + args.shift_by
             elif args.to_current:
                 target = current if current is not None else hi
+            elif planned is not None:
+                target = planned[tp]
             else:
                 found = by_time.get(tp, -1)
                 target = found if found >= 0 else hi
@@ -394,9 +532,47 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             if bad:
                 tp, err = next(iter(bad.items()))
                 raise ToolError(f"committing the new offsets failed for {tp}: {err.__name__}")
+        if args.export:
+            exported.extend([gid, tp.topic, tp.partition, off] for tp, off in new.items())
+            continue
         print()
         print(format_table(
             ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
             [[gid, tp.topic, tp.partition, off] for tp, off in new.items()],
         ))  # fmt: skip
+    if args.export:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for row in exported:
+            writer.writerow(row if len(groups) > 1 else row[1:])
+        sys.stdout.write(out.getvalue())
     return EXIT_OK
+
+
+def read_reset_plan(path: str) -> dict[str, dict[Any, int]]:
+    """A --from-file CSV plan: ``topic,partition,offset`` lines (group "" = every --group) or
+    ``group,topic,partition,offset`` lines, as --export writes them."""
+    from kafka import TopicPartition
+
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    except OSError as exc:
+        raise ToolError(f"--from-file {path}: {exc.strerror}") from None
+    plan: dict[str, dict[Any, int]] = {}
+    for number, row in enumerate(rows, 1):
+        if len(row) not in (3, 4):
+            raise ToolError(
+                f"--from-file {path} line {number}: expected topic,partition,offset or "
+                "group,topic,partition,offset",
+                2,
+            )
+        gid, topic, partition, offset = row if len(row) == 4 else ["", *row]
+        try:
+            tp = TopicPartition(topic.strip(), int(partition))
+            plan.setdefault(gid.strip(), {})[tp] = int(offset)
+        except ValueError:
+            raise ToolError(
+                f"--from-file {path} line {number}: partition and offset must be numbers", 2
+            ) from None
+    return plan

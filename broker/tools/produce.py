@@ -27,8 +27,8 @@ from tidelog.broker.tools._common import (
     add_tool_parser,
     client_errors,
     parse_bool,
-    parse_bootstrap,
     parse_properties,
+    producer_client,
     stderr_is_tty,
 )
 from tidelog.broker.tools.probe import served_apis
@@ -160,6 +160,8 @@ def add_parser(subparsers: SubParsers) -> None:
     p.add_argument("--topic", required=True, help="topic to send to")
     p.add_argument(
         "--property",
+        "--reader-property",
+        dest="property",
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -176,6 +178,8 @@ def add_parser(subparsers: SubParsers) -> None:
     )
     p.add_argument(
         "--acks",
+        "--request-required-acks",
+        dest="acks",
         default="all",
         choices=sorted(ACKS),
         help="acknowledgements: 0 none, 1 leader, -1/all committed (default all)",
@@ -186,7 +190,18 @@ def add_parser(subparsers: SubParsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a kafka-python producer setting in Kafka spelling, e.g. linger.ms=5 (repeatable)",
+        help="a producer setting in Kafka's spelling, e.g. linger.ms=5 (repeatable)",
+    )
+    p.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        help="producer properties file (Kafka's names; --producer-property wins)",
+    )
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="send each record on its own and wait for its acknowledgement",
     )
     p.add_argument(
         "--timeout-ms",
@@ -198,7 +213,6 @@ def add_parser(subparsers: SubParsers) -> None:
 
 
 def _producer(args: argparse.Namespace) -> Any:
-    from kafka import KafkaProducer
     from kafka.codec import has_snappy
 
     codec = None if args.compression_codec == "none" else args.compression_codec
@@ -208,32 +222,17 @@ def _producer(args: argparse.Namespace) -> Any:
             "(pip install python-snappy), or choose gzip, lz4 or zstd"
         )
     acks = ACKS[args.acks]
-    settings: dict[str, Any] = {
-        "bootstrap_servers": parse_bootstrap(args.bootstrap_server),
+    defaults: dict[str, Any] = {
         "client_id": "tidelog-console-producer",
         "acks": acks,
         "compression_type": codec,
         # Idempotence as Kafka's console producer has it (acks=all), when the broker can give
         # out producer ids; else plain acks=all.
         "enable_idempotence": acks == "all" and INIT_PRODUCER_ID in served_apis(args),
-        "linger_ms": 5,
+        "linger_ms": 0 if args.sync else 5,
     }
-    for key, value in parse_properties(args.producer_property, "--producer-property").items():
-        settings[key.replace(".", "_").replace("-", "_")] = _coerce(value)
-    try:
-        return KafkaProducer(**settings)
-    except (TypeError, ValueError, AssertionError) as exc:
-        raise ToolError(f"bad producer setting: {exc}", 2) from exc
-
-
-def _coerce(value: str) -> Any:
-    low = value.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    try:
-        return int(value)
-    except ValueError:
-        return value
+    props = parse_properties(args.producer_property, "--producer-property")
+    return producer_client(args, defaults, [args.producer_config], [props])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -254,6 +253,10 @@ def run(args: argparse.Namespace) -> int:
                     args.topic, value=value, key=key, headers=headers, partition=args.partition
                 )
                 future.add_errback(failures.append)
+                if args.sync:
+                    producer.flush(timeout=args.timeout_ms / 1000)
+                    if failures:
+                        break
                 sent += 1
                 progress.update(1)
             producer.flush(timeout=args.timeout_ms / 1000)

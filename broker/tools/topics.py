@@ -13,6 +13,7 @@ from typing import Any
 
 from tidelog.broker.tools._common import (
     EXIT_OK,
+    TOPIC_COMMAND_ERROR,
     SubParsers,
     ToolError,
     add_bootstrap,
@@ -38,6 +39,8 @@ EXAMPLES = """\
 """
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
+#: Kafka's internal topics (Topic.isInternal): never deleted by this tool.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_parser(subparsers: SubParsers) -> None:
@@ -89,6 +92,22 @@ def add_parser(subparsers: SubParsers) -> None:
         "--exclude-internal", action="store_true", help="leave out internal topics (__*)"
     )
     p.add_argument(
+        "--topics-with-overrides",
+        action="store_true",
+        help="--describe: only topics with configs set, topic lines only",
+    )
+    p.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="--describe: only partitions whose ISR is smaller than their replicas "
+        "(none on one node)",
+    )
+    p.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="--describe: only partitions without a leader",
+    )
+    p.add_argument(
         "--timeout-ms", type=int, default=30000, metavar="MS", help="request timeout (30000)"
     )
 
@@ -97,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     configs = parse_properties(args.config, "--config")
     _check_args(args, configs)
     admin = None
-    with client_errors(args.bootstrap_server):
-        admin = admin_client(args.bootstrap_server, args.timeout_ms)
+    with client_errors(args.bootstrap_server, TOPIC_COMMAND_ERROR):
+        admin = admin_client(args, args.timeout_ms)
         try:
             if args.create:
                 return _create(admin, args, configs)
@@ -129,6 +148,10 @@ def _check_args(args: argparse.Namespace, configs: dict[str, str]) -> None:
         raise ToolError("--alter needs --partitions N, --config KEY=VALUE or --delete-config", 2)
     if args.replication_factor is not None and not args.create:
         raise ToolError("--replication-factor applies to --create only", 2)
+    filters = [f for f in ("topics_with_overrides", "under_replicated_partitions",
+                           "unavailable_partitions") if getattr(args, f)]  # fmt: skip
+    if filters and not args.describe:
+        raise ToolError(f"--{filters[0].replace('_', '-')} applies to --describe only", 2)
 
 
 def _error_name(exc: BaseException) -> str:
@@ -174,9 +197,21 @@ def _create(admin: Any, args: argparse.Namespace, configs: dict[str, str]) -> in
 
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
+    """Delete the matching topics; internal ones are refused (named on stderr, exit 1) while
+    the others are deleted."""
     names = _require(_matching(admin, args), args)
+    refused = [n for n in names if n in INTERNAL_TOPICS]
+    names = [n for n in names if n not in INTERNAL_TOPICS]
     if names:
         admin.delete_topics(names)
+    if refused:
+        deleted = f" (deleted: {', '.join(names)})" if names else ""
+        raise ToolError(
+            f"Error while executing topic command : Topic {', '.join(refused)} "
+            f"{'is a kafka internal topic' if len(refused) == 1 else 'are kafka internal topics'}"
+            f" and is not allowed to be marked for deletion.{deleted}",
+            plain=True,
+        )
     return EXIT_OK
 
 
@@ -235,18 +270,29 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     configs = _non_default_configs(
         admin, [ConfigResource(ConfigResourceType.TOPIC, n) for n in names]
     )
+    # As kafka-topics: a partition filter shows partition lines only; --topics-with-overrides
+    # shows the topic lines of topics with configs set, without partitions.
+    only_partitions = args.under_replicated_partitions or args.unavailable_partitions
     for name in names:
         topic = topics.get(name)
         if topic is None:
             continue
         parts = sorted(topic.get("partitions", []), key=lambda p: p["partition_index"])
         rf = len(parts[0]["replica_nodes"]) if parts else 0
-        cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.get(name, {}).items()))
-        print(
-            f"Topic: {name}\tTopicId: {topic.get('topic_id', '')}\tPartitionCount: "
-            f"{len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}"
-        )
+        overrides = configs.get(name, {})
+        cfg = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+        if not only_partitions and (overrides or not args.topics_with_overrides):
+            print(
+                f"Topic: {name}\tTopicId: {topic.get('topic_id', '')}\tPartitionCount: "
+                f"{len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}"
+            )
+        if args.topics_with_overrides:
+            continue
         for p in parts:
+            if args.under_replicated_partitions and len(p["isr_nodes"]) >= len(p["replica_nodes"]):
+                continue
+            if args.unavailable_partitions and p["leader_id"] >= 0:
+                continue
             tp = TopicPartition(name, p["partition_index"])
             print(
                 f"\tTopic: {name}\tPartition: {p['partition_index']}\tLeader: "

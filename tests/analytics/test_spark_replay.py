@@ -257,3 +257,38 @@ def test_streaming_available_now_picks_up_new_records(
     _wait_for_checkpoint(replay_broker, more)
     for way in ("wire", "files"):
         assert run(way) == sorted(audit + more)  # exactly the new ones were added
+
+
+def test_csv_has_a_header_and_text_keys_and_values(spark: Any, tmp_path: Path) -> None:
+    import base64
+    import csv
+
+    from tidelog.analytics.replay import _write_records
+
+    rows = [("t", 0, 0, b"key-1", "héllo".encode()), ("t", 0, 1, b"\xff\x00", None),
+            ("t", 0, 2, None, b"\x80bin")]  # fmt: skip
+    df = spark.createDataFrame(
+        rows, "topic string, partition int, offset long, key binary, value binary"
+    )
+    for mode in ("text", "base64"):
+        out = tmp_path / mode
+        _write_records(df, out, "csv", mode)
+        got = []
+        for part in sorted((out / "topic=t").glob("*.csv")):
+            with open(part, newline="", encoding="utf-8") as fh:
+                text = fh.read()
+            if text:
+                header = text.splitlines()[0].split(",")  # every part file has one
+                assert header[:4] == ["partition", "offset", "key", "value"], header
+                got += list(csv.DictReader(text.splitlines()))
+        got.sort(key=lambda r: int(r["offset"]))
+        if mode == "text":
+            assert [(r["key"], r["key_encoding"]) for r in got] == [
+                ("key-1", "utf8"), (base64.b64encode(b"\xff\x00").decode(), "base64"), ("", ""),
+            ]  # fmt: skip
+            assert [(r["value"], r["value_encoding"]) for r in got] == [
+                ("héllo", "utf8"), ("", ""), (base64.b64encode(b"\x80bin").decode(), "base64"),
+            ]  # fmt: skip
+        else:
+            assert got[0]["key"] == base64.b64encode(b"key-1").decode()
+            assert "key_encoding" not in got[0]

@@ -75,3 +75,21 @@ def test_poll_cycle_script_runs() -> None:
     assert re.fullmatch(
         r"cycle [0-9.]+ us, produce alone [0-9.]+ us, fetch long poll -?[0-9.]+ us\n", proc.stdout
     ), proc.stdout
+
+
+def test_metrics_cost_script_runs() -> None:
+    """``scripts/bench/metrics_cost.py`` times every per-request metrics hook."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench" / "metrics_cost.py"),
+            *("--number", "1000", "--repeat", "1"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = [line.rsplit(None, 2)[0] for line in proc.stdout.splitlines()]
+    assert names == ["observe_request", "observe_request waited", "topic_in", "topic_out"]

@@ -133,9 +133,9 @@ def test_dockerfile_broker_stage(stages: list[Stage], broker_stage: Stage) -> No
     assert json_list(broker_stage.last("VOLUME")) == ["/var/lib/tidelog"]
     env = env_of(stages, broker_stage)
     assert env["TIDELOG_LOG_DIRS"] == "/var/lib/tidelog"
-    assert healthcheck_cmd(broker_stage)[:4] == [
-        "tidelog", "probe", "--bootstrap-server", "127.0.0.1:9092",
-    ]  # fmt: skip
+    # The health check probes the listener the configuration names (no fixed address).
+    assert healthcheck_cmd(broker_stage)[:2] == ["tidelog", "probe"]
+    assert "--bootstrap-server" not in healthcheck_cmd(broker_stage)
     entry = json_list(broker_stage.last("ENTRYPOINT"))
     copies = [c.split() for c in broker_stage.all("COPY")]
     on_path = {entry[0], f"/usr/local/bin/{entry[0]}"}  # python images have it on PATH
@@ -163,8 +163,34 @@ def test_image_environment_is_a_valid_broker_config(
     assert {parse_listener(x)[1] for x in config.listeners} <= exposed
     assert parse_listener(config.listeners[0])[0] == "0.0.0.0"  # reachable from outside
     assert config.advertised_listeners
-    health_port = int(healthcheck_cmd(broker_stage)[3].rpartition(":")[2])
-    assert health_port == parse_listener(config.listeners[0])[1]
+    port = parse_listener(config.listeners[0])[1]
+    assert config.get("metrics.port") in exposed  # the metrics port is exposed too
+    from tidelog.broker.tools.probe import configured_address
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        assert configured_address() == f"127.0.0.1:{port}"
+        mp.setenv("TIDELOG_LISTENERS", "PLAINTEXT://0.0.0.0:19999")
+        assert configured_address() == "127.0.0.1:19999"  # follows the configured listener
+
+
+def test_labels_pins_and_init(stages: list[Stage], compose: dict[str, object]) -> None:
+    base = stages[0]
+    labels = " ".join(base.all("LABEL"))
+    for key in ("title", "description", "version", "licenses", "source"):
+        assert f"org.opencontainers.image.{key}=" in labels
+    installs = [r for s in stages for r in s.all("RUN") if "pip install" in r]
+    assert installs and all("--constraint docker/constraints.txt" in r for r in installs)
+    pins = (DOCKER / "constraints.txt").read_text().split()
+    pinned = {line.split("==")[0] for line in pins if "==" in line}
+    assert {"kio", "kafka-python", "uvloop", "pyspark", "pyarrow", "javaproperties"} <= pinned
+    replay = next(s for s in stages if s.name == "replay")
+    assert json_list(replay.last("ENTRYPOINT"))[:2] == ["/usr/bin/tini", "--"]
+    assert any("tini" in r for r in replay.all("RUN"))
+    services = compose["services"]
+    assert isinstance(services, dict)
+    assert services["replay"]["init"] is True
 
 
 def test_env_names_follow_the_config_package() -> None:
@@ -234,6 +260,7 @@ def _image_env(stages: list[Stage], broker_stage: Stage, port: int, data: Path) 
             "TIDELOG_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
             "TIDELOG_LOG_DIRS": str(data),
             "TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "1",  # quicker start
+            "TIDELOG_METRICS_PORT": str(_free_port()),
             "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
             "PYTHONPATH": str(ROOT),
         }
@@ -257,9 +284,7 @@ def test_entry_point_serves_and_is_healthy(
     port = _free_port()
     data = tmp_path / "var-lib-tidelog"
     env = _image_env(stages, broker_stage, port, data)
-    health = [
-        a.replace("127.0.0.1:9092", f"127.0.0.1:{port}") for a in healthcheck_cmd(broker_stage)
-    ]
+    health = healthcheck_cmd(broker_stage)  # as the image runs it: it finds the port itself
     log = tmp_path / "broker.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -314,3 +339,46 @@ def test_entry_point_runs_other_commands(
     echo = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "echo", "hi"], env=env,
                           capture_output=True, timeout=60)  # fmt: skip
     assert echo.stdout == b"hi\n"
+    # Every tidelog sub-command goes to tidelog, config-reference included.
+    from tidelog.broker.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert commands is not None
+    for name in sorted(commands):
+        r = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), name, "--help"], env=env,
+                           capture_output=True, timeout=60)  # fmt: skip
+        assert r.returncode == 0, (name, r.stderr)
+        assert f"tidelog {name}".encode() in r.stdout, name
+    ref = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "config-reference"], env=env,
+                         capture_output=True, timeout=60)  # fmt: skip
+    assert ref.returncode == 0 and b"log.dirs" in ref.stdout, ref.stderr
+    unknown = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "no-such-command"], env=env,
+                             capture_output=True, timeout=60)  # fmt: skip
+    assert unknown.returncode == 127 and b"no-such-command" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "args"),
+    [
+        ({"TIDELOG_LOG_DIR": "{bad}"}, []),  # log.dir when log.dirs is unset
+        ({}, ["--override", "log.dirs={bad}"]),
+        ({}, ["serve", "--override", "log.dir={good}", "--override", "log.dirs={bad}"]),
+    ],
+)
+def test_log_dir_check_follows_the_setting_that_names_the_dir(
+    stages: list[Stage], broker_stage: Stage, tmp_path: Path, extra_env: dict[str, str],
+    args: list[str],
+) -> None:  # fmt: skip
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    paths = {"bad": str(blocker / "data"), "good": str(tmp_path / "ok")}
+    env = _image_env(stages, broker_stage, _free_port(), tmp_path / "unused")
+    del env["TIDELOG_LOG_DIRS"]
+    env.update({k: v.format(**paths) for k, v in extra_env.items()})
+    argv = [a.format(**paths) for a in args]
+    r = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), *argv], env=env,
+                       capture_output=True, timeout=60)  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert f"log directory {paths['bad']} is not writable".encode() in r.stderr
+    assert not (tmp_path / "unused").exists()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
 import struct
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -112,7 +115,59 @@ def test_second_server_answers(tidelog: RunTool, fake_server) -> None:  # type: 
     assert r.code == 0 and r.out == ""
 
 
-def test_usage_errors(tidelog: RunTool) -> None:
-    assert tidelog("probe").code == 2
+def test_without_an_address_it_probes_the_configured_listener(
+    tidelog: RunTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("TIDELOG_LISTENERS", f"PLAINTEXT://0.0.0.0:{port}")
+    r = tidelog("probe", "--timeout", "2")
+    assert r.code == 1 and f"127.0.0.1:{port}: connection refused" in r.err
+
+
+def test_usage_errors(tidelog: RunTool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDELOG_LISTENERS", "not a listener")
+    assert tidelog("probe").code == 2  # no address, and none configured
     assert tidelog("probe", "--bootstrap-server", "nohostport").code == 2
     assert tidelog("probe", "--bootstrap-server", "h:1", "--timeout", "0").code == 2
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_probe_over_tls_with_command_config(tidelog: RunTool, tmp_path: Path) -> None:
+    """--command-config security.protocol=SSL: the probe speaks TLS (a TLS front of a fake
+    broker that answers ApiVersions stands in for a TLS listener)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with server_ctx.wrap_socket(conn, server_side=True) as tls:
+            size = struct.unpack(">i", tls.recv(4))[0]
+            body = b""
+            while len(body) < size:
+                body += tls.recv(size - len(body))
+            correlation = body[4:8]
+            answer = correlation + struct.pack(">hi", 0, 1) + struct.pack(">hhh", 18, 0, 3)
+            tls.sendall(struct.pack(">i", len(answer)) + answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(
+        f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={cert}\n"
+    )
+    r = tidelog("probe", "--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(cfg))
+    thread.join(10)
+    listener.close()
+    assert r.code == 0, r.err
+    assert "answers ApiVersions: 1 APIs" in r.out
