@@ -35,6 +35,7 @@ log = logging.getLogger("tidelog.topics")
 
 __all__ = (
     "INTERNAL_TOPICS",
+    "LEADER_EPOCH",
     "REGISTRY_FILE",
     "TopicError",
     "TopicInfo",
@@ -54,6 +55,12 @@ MAX_TOPIC_NAME_LENGTH = 249
 #: Kafka's Long.MAX_VALUE: a flush setting at or above it means "never forced".
 _LONG_MAX = 2**63 - 1
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+#: The leader epoch of every partition: one node leads every partition from its creation on and
+#: no election ever happens (Metadata, ListOffsets and OffsetForLeaderEpoch report it; appended
+#: batches carry it in their partitionLeaderEpoch field, as Kafka's appendAsLeader stamps them).
+LEADER_EPOCH = 0
 
 
 def nonzero_topic_id(value: object) -> uuid.UUID | None:

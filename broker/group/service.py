@@ -21,6 +21,7 @@ from tidelog.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from tidelog.broker.group.coordinator import GroupCoordinator
 from tidelog.broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
 from tidelog.broker.group.timer import LoopTimer
+from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import error_code_for
 from tidelog.storage import StorageError
 from tidelog.storage.record_codec import iter_records
@@ -84,7 +85,9 @@ class BrokerCoordinatorLog:
         hw_before = partition_log.high_watermark
         try:
             info = partition_log.append(
-                encode_records(records, timestamp_ms), now_ms=self._broker.clock()
+                encode_records(records, timestamp_ms),
+                now_ms=self._broker.clock(),
+                leader_epoch=LEADER_EPOCH,
             )
         except StorageError as exc:
             raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc

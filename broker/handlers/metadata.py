@@ -22,6 +22,7 @@ from kio.static.constants import uuid_zero
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.topics import (
     INTERNAL_TOPICS,
+    LEADER_EPOCH,
     TopicError,
     TopicInfo,
     nonzero_topic_id,
@@ -50,7 +51,7 @@ def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations:
             error_code=ErrorCode.none,
             partition_index=i,
             leader_id=node,
-            leader_epoch=0,
+            leader_epoch=LEADER_EPOCH,
             replica_nodes=(node,),
             isr_nodes=(node,),
             offline_replicas=(),

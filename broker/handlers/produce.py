@@ -28,7 +28,7 @@ from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.router import Close, RawBody
-from tidelog.broker.topics import INTERNAL_TOPICS
+from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
     ProducePartitionAnswer,
@@ -86,7 +86,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         return result
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(data, now_ms=broker.clock())
+        info = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         result.error = error_code_for(exc.error_name)
         result.message = str(exc) or None
@@ -257,7 +257,7 @@ def answer_at_once(
         return None
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(records, now_ms=broker.clock())
+        info = partition_log.append(records, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", name, index, exc.error_name, exc)
         body = encode_produce_one(
