@@ -6,6 +6,11 @@ Kafka does, so the client refreshes its metadata); acks=1 answers once appended;
 once the HW covers the appended batch (at once, unless a flush policy holds the HW back until the
 group-commit fsync), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 
+A batch refused for some of its records (keyless records on a compacted topic) answers
+INVALID_RECORD with ``record_errors`` naming each refused record's index and Kafka's message
+(KIP-467, v8+), so clients fail only those records (librdkafka: INVALID_RECORD for them,
+_INVALID_DIFFERENT_RECORD for the others of the batch).
+
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
@@ -56,6 +61,8 @@ class _Result:
     next_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
+    #: KIP-467: the records of the batch that were refused, ``(batch index, message)``.
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 def _check_producer_state(
@@ -90,6 +97,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
     except StorageError as exc:
         result.error = error_code_for(exc.error_name)
         result.message = str(exc) or None
+        result.record_errors = getattr(exc, "record_errors", ())
         log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
         return result
     broker.after_append(partition_log, hw_before)
@@ -145,7 +153,14 @@ def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
                     else None
                 ),
                 log_start_offset=r.log_start_offset if ok else -1,
-                record_errors=(),
+                record_errors=tuple(
+                    build(
+                        types.BatchIndexAndErrorMessage,
+                        batch_index=i,
+                        batch_index_error_message=m,
+                    )
+                    for i, m in r.record_errors
+                ),
                 error_message=r.message,
             )
         )
@@ -188,7 +203,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
     """The answer through protocol.lean (same bytes as kio's writer, a fraction of the work)."""
-    if len(results) == 1:  # what producers send most: one batch for one partition
+    if len(results) == 1 and not results[0].record_errors:  # most common: one partition
         r = results[0]
         if r.error == ErrorCode.none:
             body = encode_produce_one(
@@ -224,6 +239,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
                 log_append_time_ms=r.log_append_time_ms if ok else -1,
                 log_start_offset=r.log_start_offset if ok else -1,
                 error_message=r.message if ctx.api_version >= 8 else None,
+                record_errors=r.record_errors if ctx.api_version >= 8 else (),
             )
         )
     return RawBody((encode_produce_body(ctx.api_version, list(by_topic.items())),))
@@ -260,6 +276,13 @@ def answer_at_once(
         info = partition_log.append(records, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", name, index, exc.error_name, exc)
+        record_errors = getattr(exc, "record_errors", ())
+        if record_errors and version >= 8:
+            answer = ProducePartitionAnswer(
+                index, int(error_code_for(exc.error_name)), -1, -1, -1, str(exc), record_errors
+            )
+            body = encode_produce_body(version, [(name, [answer])])
+            return frame_answer(correlation_id, version >= 9, body)
         body = encode_produce_one(
             version,
             name,

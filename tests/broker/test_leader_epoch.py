@@ -6,10 +6,10 @@ import struct
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import pytest
-from conftest import BrokerProcess
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka_wire import WireClient
@@ -21,7 +21,7 @@ from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 
 
-def _create(broker: BrokerProcess, name: str) -> None:
+def _create(broker: Any, name: str) -> None:
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics([NewTopic(name, 1, 1)])
@@ -57,7 +57,7 @@ def _segment_batches(log_dir: Path, topic: str) -> list[bytes]:
     return out
 
 
-def test_appended_batches_are_stamped_with_leader_epoch_zero(broker: BrokerProcess) -> None:
+def test_appended_batches_are_stamped_with_leader_epoch_zero(broker: Any) -> None:
     _create(broker, "epochs")
     with WireClient(broker.bootstrap) as client:
         # The Java producer writes -1 and expects the broker to stamp it; librdkafka writes 0.
@@ -99,7 +99,7 @@ def test_appended_batches_are_stamped_with_leader_epoch_zero(broker: BrokerProce
     ],
 )
 def test_offset_for_leader_epoch(
-    module_broker: BrokerProcess, current: int, asked: int, expected: tuple[int, int, int]
+    module_broker: Any, current: int, asked: int, expected: tuple[int, int, int]
 ) -> None:
     topic = f"ofle-{uuid.uuid4().hex[:8]}"
     _create(module_broker, topic)
