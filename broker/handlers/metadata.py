@@ -36,7 +36,7 @@ log = logging.getLogger("tidelog.metadata")
 
 #: Kafka's AclOperation codes allowed on a topic with no authorizer: READ, WRITE, CREATE,
 #: DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: ... and on the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 #: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
@@ -65,7 +65,7 @@ def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations:
         topic_id=info.topic_id,
         is_internal=info.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_TOPIC_OPERATIONS if include_operations else _UNSET_OPERATIONS,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else _UNSET_OPERATIONS,
     )
 
 
