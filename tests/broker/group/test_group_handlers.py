@@ -70,7 +70,7 @@ def test_specs_advertise_the_implemented_ranges() -> None:
         "LeaveGroup": (13, 0, 5),
         "OffsetCommit": (8, 2, 8),
         "OffsetFetch": (9, 1, 8),
-        "ListGroups": (16, 0, 4),
+        "ListGroups": (16, 0, 5),
         "DescribeGroups": (15, 0, 5),
         "DeleteGroups": (42, 0, 2),
         "OffsetDelete": (47, 0, 0),
