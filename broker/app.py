@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partitions import HighWatermarkWaiters
@@ -126,6 +127,8 @@ class Broker:
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
+        # Group configs and Kafka-only broker settings set by admin tools (broker/dynamic_configs).
+        self.dynamic_configs = DynamicConfigs(self.log_dirs[0] / DYNAMIC_CONFIGS_FILE, config.get)
         # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
         # are loaded, stopped before storage shuts down.
         self.log_cleaner = LogCleaner(
