@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
+from tidelog.broker.group.consumer import install as install_consumer_groups
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partitions import HighWatermarkWaiters
@@ -147,6 +148,7 @@ class Broker:
         self.producer_ids = ProducerIdManager.for_broker(self)
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services
+        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
         self.services.append(self.producer_ids)
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.

@@ -20,10 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.config import GroupConfig
+from tidelog.broker.group.consumer.records import CONSUMER_KEY_VERSIONS
+from tidelog.broker.group.consumer.records import key_version as consumer_key_version
 from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
 from tidelog.broker.group.membership import GroupMembership
 from tidelog.broker.group.offsets import (
@@ -79,6 +82,8 @@ class GroupCoordinator(GroupMembership):
         super().__init__(config, log_, timer if timer is not None else LoopTimer())
         #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
         self.partition_exists = partition_exists
+        #: KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator.
+        self.consumer_groups: Any = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -93,6 +98,11 @@ class GroupCoordinator(GroupMembership):
                 count += 1
                 self._replay(record.key, record.value, metadata)
         self._finish_load(metadata)
+        if self.consumer_groups is not None:
+            for gid in list(self.groups):
+                if self.consumer_groups.owns(gid) and self.groups[gid].is_empty:
+                    del self.groups[gid]  # offsets of a consumer group, not a classic group
+            self.consumer_groups.start_timers()
         self.status = "active"
         self._schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
@@ -127,6 +137,9 @@ class GroupCoordinator(GroupMembership):
         metadata: dict[str, GroupMetadataValue | None],
     ) -> None:
         if key is None:
+            return
+        if self.consumer_groups is not None and consumer_key_version(key) in CONSUMER_KEY_VERSIONS:
+            self.consumer_groups.replay(key, value)
             return
         try:
             k = decode_key(key)
@@ -214,6 +227,13 @@ class GroupCoordinator(GroupMembership):
         error = self._inactive_error()
         if error is not None:
             return all_(error)
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            error = self.consumer_groups.validate_offset_commit(
+                group_id, member_id, generation_id, api_version
+            )
+            if error is not ErrorCode.none:
+                return all_(error)
+            return await self._commit_accepted(group_id, partitions, retention_ms)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -230,7 +250,12 @@ class GroupCoordinator(GroupMembership):
         member = group.members.get(member_id)
         if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             self._reschedule_heartbeat(group, member)
+        return await self._commit_accepted(group_id, partitions, retention_ms)
 
+    async def _commit_accepted(
+        self, group_id: str, partitions: Sequence[CommitPartition], retention_ms: int
+    ) -> list[PartitionError]:
+        """Write the commits of a validated request (classic or consumer group)."""
         now = self._now()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -299,6 +324,8 @@ class GroupCoordinator(GroupMembership):
             return OffsetFetchResult(error)
         group = self.groups.get(group_id)
         dead = group is None or group.is_in(GroupState.DEAD)
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            dead = False
         if topics is None:
             if dead:
                 return OffsetFetchResult(ErrorCode.none)
@@ -330,11 +357,18 @@ class GroupCoordinator(GroupMembership):
         if error is not None:
             return error, []
         wanted = {s.strip().lower() for s in states_filter}
-        return ErrorCode.none, [
+        listed = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]
+        if self.consumer_groups is not None:
+            listed += [
+                ListedGroup(gid, "consumer", g.state, "consumer")
+                for gid, g in self.consumer_groups.groups.items()
+                if not wanted or g.state.lower() in wanted
+            ]
+        return ErrorCode.none, listed
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
         error = self._inactive_error()
@@ -343,6 +377,14 @@ class GroupCoordinator(GroupMembership):
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if (
+                group is None
+                and self.consumer_groups is not None
+                and self.consumer_groups.owns(gid)
+            ):
+                # Kafka 4: "Group <id> is not a classic group."
+                out.append(DescribedGroup(gid, ErrorCode.group_id_not_found, state=""))
+                continue
             if group is None:
                 out.append(DescribedGroup(gid, ErrorCode.none))
                 continue
@@ -389,6 +431,16 @@ class GroupCoordinator(GroupMembership):
         waits: list[tuple[int, str, Awaitable[None]]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if (
+                group is None
+                and self.consumer_groups is not None
+                and self.consumer_groups.owns(gid)
+            ):
+                if self.consumer_groups.has_members(gid):
+                    results.append((gid, ErrorCode.non_empty_group))
+                    continue
+                self.consumer_groups.drop_if_empty(gid)
+                group = ClassicGroup(gid, self._now())  # deleted below like an empty group
             if group is None or group.is_in(GroupState.DEAD):
                 results.append((gid, ErrorCode.group_id_not_found))
                 continue

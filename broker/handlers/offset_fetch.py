@@ -1,10 +1,12 @@
-"""OffsetFetch (API 9) v1-8: read committed offsets back.
+"""OffsetFetch (API 9) v1-9: read committed offsets back.
 
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no
 error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
 accepts a null topic list (every partition the group has committed); v5+ answers the leader
 epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+) needs no waiting
-here: without transactional offset commits every stored offset is stable.
+here: without transactional offset commits every stored offset is stable. v9 (KIP-848) names the
+member and its epoch: for a consumer group, an unknown member is UNKNOWN_MEMBER_ID and another
+epoch STALE_MEMBER_EPOCH.
 """
 
 from __future__ import annotations
@@ -29,10 +31,22 @@ def _wanted(topics: Sequence[Any] | None) -> Wanted:
     return [(t.name, [int(i) for i in t.partition_indexes]) for t in topics]
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> OffsetFetchResult:
+def _fetch(
+    ctx: RequestContext,
+    group_id: str,
+    wanted: Wanted,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> OffsetFetchResult:
     groups = coordinator(ctx)
     if groups is None:
         return OffsetFetchResult(ErrorCode.coordinator_not_available)
+    consumer = groups.consumer_groups
+    if consumer is not None and consumer.owns(group_id):
+        # v9+ (KIP-848): a named member must exist with its current epoch.
+        error = consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+        if error is not ErrorCode.none:
+            return OffsetFetchResult(error)
     return groups.fetch_offsets(group_id, wanted)
 
 
@@ -72,7 +86,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         out = []
         for group in request.groups:
             wanted = _wanted(group.topics)
-            result = _fetch(ctx, group.group_id, wanted)
+            result = _fetch(
+                ctx,
+                group.group_id,
+                wanted,
+                getattr(group, "member_id", None),
+                int(getattr(group, "member_epoch", -1)),
+            )
             out.append(
                 types.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -91,4 +111,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-SPEC = HandlerSpec(API_KEY, "OffsetFetch", 1, 8, handle)
+SPEC = HandlerSpec(API_KEY, "OffsetFetch", 1, 9, handle)

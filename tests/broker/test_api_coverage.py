@@ -59,8 +59,6 @@ REFUSED: dict[int, str] = {
     65: "transactions: planned",
     66: "transactions: planned",
     67: "inter-broker (controller only)",
-    68: "KIP-848 consumer groups: planned",
-    69: "KIP-848 consumer groups: planned",
     70: "inter-broker (controller only)",
     71: "client telemetry (KIP-714): not supported",
     72: "client telemetry (KIP-714): not supported",
