@@ -1,0 +1,195 @@
+"""ConsumerGroupHeartbeat, ConsumerGroupDescribe and OffsetCommit/OffsetFetch v9 of consumer
+groups, in encoded frames through a real broker's router; the group survives a restart."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from group_wire import WireBroker
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.group.consumer import records as rec
+from tidelog.storage.record_codec import iter_records
+
+HEARTBEAT, DESCRIBE, COMMIT, FETCH, LIST, JOIN = 68, 69, 8, 9, 16, 11
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Iterator[WireBroker]:
+    wire = WireBroker(tmp_path / "data", "group.consumer.session.timeout.ms=60000")
+    wire.broker.topics.create_topic("t", 4)
+    yield wire
+    wire.close()
+
+
+def heartbeat(
+    w: WireBroker,
+    group: str,
+    member_id: str,
+    epoch: int,
+    *,
+    topics: tuple[str, ...] | None = ("t",),
+    owned: dict[uuid.UUID, list[int]] | None = None,
+    instance_id: str | None = None,
+    version: int = 1,
+) -> Any:
+    tp = tuple(
+        w.nested(HEARTBEAT, version, "TopicPartitions", topic_id=t, partitions=tuple(ps))
+        for t, ps in (owned or {}).items()
+    )
+    request = w.request(
+        HEARTBEAT,
+        version,
+        "ConsumerGroupHeartbeatRequest",
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=instance_id,
+        rack_id=None,
+        rebalance_timeout=timedelta(milliseconds=30000 if epoch == 0 else -1),
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=tp if (owned is not None or epoch == 0) else None,
+    )
+    return w.call(HEARTBEAT, version, request)
+
+
+def assigned(response: Any) -> dict[uuid.UUID, list[int]]:
+    assert response.assignment is not None
+    return {t.topic_id: sorted(t.partitions) for t in response.assignment.topic_partitions}
+
+
+def commit(w: WireBroker, group: str, member_id: str, epoch: int, version: int = 9) -> Any:
+    part = w.nested(
+        COMMIT, version, "OffsetCommitRequestPartition",
+        partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata="",
+    )  # fmt: skip
+    topic = w.nested(COMMIT, version, "OffsetCommitRequestTopic", name="t", partitions=(part,))
+    request = w.request(
+        COMMIT, version, "OffsetCommitRequest",
+        group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+        group_instance_id=None, retention_time=timedelta(milliseconds=-1), topics=(topic,),
+    )  # fmt: skip
+    return w.call(COMMIT, version, request).topics[0].partitions[0].error_code
+
+
+def describe(w: WireBroker, *groups: str) -> Any:
+    request = w.request(
+        DESCRIBE, 1, "ConsumerGroupDescribeRequest",
+        group_ids=groups, include_authorized_operations=False,
+    )  # fmt: skip
+    return w.call(DESCRIBE, 1, request).groups
+
+
+def test_join_share_reconcile_and_leave(w: WireBroker) -> None:
+    topic_id = w.broker.topics.get("t").topic_id  # type: ignore[union-attr]
+    a = heartbeat(w, "g", "member-a", 0)
+    assert (a.error_code, a.member_id, a.member_epoch) == (ErrorCode.none, "member-a", 1)
+    assert assigned(a) == {topic_id: [0, 1, 2, 3]}
+    assert a.heartbeat_interval == timedelta(milliseconds=5000)
+    b = heartbeat(w, "g", "member-b", 0)
+    assert (b.member_epoch, assigned(b)) == (2, {})  # its partitions are not released yet
+    # a must revoke two partitions before b gets them
+    a2 = heartbeat(w, "g", "member-a", 1, owned={topic_id: [0, 1, 2, 3]})
+    assert a2.member_epoch == 1 and len(assigned(a2)[topic_id]) == 2
+    kept = assigned(a2)[topic_id]
+    a3 = heartbeat(w, "g", "member-a", 1, owned={topic_id: kept})
+    assert a3.member_epoch == 2
+    b2 = heartbeat(w, "g", "member-b", 2, owned={})
+    assert sorted(assigned(b2)[topic_id] + kept) == [0, 1, 2, 3]
+    (group,) = describe(w, "g")
+    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 2, 2)
+    assert group.assignor_name == "uniform"
+    assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 2, "member-b": 2}
+    left = heartbeat(w, "g", "member-b", -1, topics=None)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    (group,) = describe(w, "g")
+    assert group.group_epoch == 3 and [m.member_id for m in group.members] == ["member-a"]
+
+
+def test_heartbeat_errors(w: WireBroker) -> None:
+    heartbeat(w, "g", "m", 0)
+    assert heartbeat(w, "g", "other", 1).error_code == ErrorCode.unknown_member_id
+    fenced = heartbeat(w, "g", "m", 5)
+    assert fenced.error_code == ErrorCode.fenced_member_epoch
+    assert "greater member epoch" in fenced.error_message
+    assert heartbeat(w, "", "m", 0).error_code == ErrorCode.invalid_request
+    assert heartbeat(w, "nope", "m", 3).error_code == ErrorCode.group_id_not_found
+    bad_assignor = w.request(
+        HEARTBEAT, 1, "ConsumerGroupHeartbeatRequest",
+        group_id="g", member_id="x", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=("t",),
+        subscribed_topic_regex=None, server_assignor="sticky", topic_partitions=(),
+    )  # fmt: skip
+    assert w.call(HEARTBEAT, 1, bad_assignor).error_code == ErrorCode.unsupported_assignor
+
+
+def test_offset_commit_and_fetch_check_member_epochs(w: WireBroker) -> None:
+    heartbeat(w, "g", "m", 0)
+    assert commit(w, "g", "m", 1) == ErrorCode.none
+    assert commit(w, "g", "m", 0) == ErrorCode.stale_member_epoch
+    assert commit(w, "g", "ghost", 1) == ErrorCode.unknown_member_id
+    assert commit(w, "g", "m", 1, version=8) == ErrorCode.unsupported_version
+    group = w.nested(
+        FETCH, 9, "OffsetFetchRequestGroup", group_id="g", member_id="m", member_epoch=0,
+        topics=(w.nested(FETCH, 9, "OffsetFetchRequestTopics", name="t", partition_indexes=(0,)),),
+    )  # fmt: skip
+    stale = w.call(FETCH, 9, w.request(FETCH, 9, "OffsetFetchRequest", groups=(group,)))
+    assert stale.groups[0].error_code == ErrorCode.stale_member_epoch
+    group = w.nested(
+        FETCH, 9, "OffsetFetchRequestGroup", group_id="g", member_id="m", member_epoch=1,
+        topics=(w.nested(FETCH, 9, "OffsetFetchRequestTopics", name="t", partition_indexes=(0,)),),
+    )  # fmt: skip
+    ok = w.call(FETCH, 9, w.request(FETCH, 9, "OffsetFetchRequest", groups=(group,)))
+    assert ok.groups[0].error_code == ErrorCode.none
+    assert ok.groups[0].topics[0].partitions[0].committed_offset == 7
+
+
+def test_group_and_offsets_survive_a_restart_from_kafka_records(w: WireBroker) -> None:
+    topic_id = w.broker.topics.get("t").topic_id  # type: ignore[union-attr]
+    heartbeat(w, "g", "m", 0, instance_id="i-1")
+    assert commit(w, "g", "m", 1) == ErrorCode.none
+    # The records on disk are Kafka 4's consumer group records.
+    versions = set()
+    for p in range(w.broker.topics.get("__consumer_offsets").partitions):  # type: ignore[union-attr]
+        log = w.broker.topics.get_log("__consumer_offsets", p)
+        assert log is not None
+        data = log.read(0, 1 << 20, upper_bound=log.log_end_offset).read_bytes()
+        versions |= {rec.key_version(r.key) for r in iter_records(data) if r.key}
+    assert {3, 4, 5, 6, 7, 8} <= versions
+    w.restart()
+    (group,) = describe(w, "g")
+    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 1, 1)
+    (member,) = group.members
+    assert (member.member_id, member.instance_id, member.member_epoch) == ("m", "i-1", 1)
+    assert {t.topic_id: sorted(t.partitions) for t in member.assignment.topic_partitions} == {
+        topic_id: [0, 1, 2, 3]
+    }
+    # The member carries on with its epoch; its offsets are still there.
+    again = heartbeat(w, "g", "m", 1, owned={topic_id: [0, 1, 2, 3]})
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 1)
+    assert commit(w, "g", "m", 1) == ErrorCode.none
+
+
+def test_describe_and_list_report_the_group_type(w: WireBroker) -> None:
+    heartbeat(w, "modern", "m", 0)
+    missing, modern = describe(w, "missing", "modern")
+    assert (missing.error_code, missing.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group missing not found.",
+    )
+    assert modern.error_code == ErrorCode.none
+    listed = w.call(
+        LIST,
+        5,
+        w.request(LIST, 5, "ListGroupsRequest", states_filter=(), types_filter=("consumer",)),
+    )
+    assert [(g.group_id, g.group_type, g.protocol_type) for g in listed.groups] == [
+        ("modern", "consumer", "consumer")
+    ]
