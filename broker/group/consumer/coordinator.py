@@ -382,6 +382,7 @@ class ConsumerGroups:
             state=0,
         )
         group.target[new_id] = target
+        group.members[new_id] = new  # same subscription: no new group epoch
         writes.append(self._target_member_record(group.group_id, new_id, target))
         writes.append(self._member_metadata_record(group.group_id, new))
         return new

@@ -193,3 +193,62 @@ def test_describe_and_list_report_the_group_type(w: WireBroker) -> None:
     assert [(g.group_id, g.group_type, g.protocol_type) for g in listed.groups] == [
         ("modern", "consumer", "consumer")
     ]
+
+
+def test_static_member_rejoins_with_its_assignment(w: WireBroker) -> None:
+    topic_id = w.broker.topics.get("t").topic_id  # type: ignore[union-attr]
+    first = heartbeat(w, "g", "m1", 0, instance_id="box-1")
+    heartbeat(w, "g", "other", 0)
+    mine = assigned(heartbeat(w, "g", "m1", 1, owned={topic_id: [0, 1, 2, 3]}))
+    assert first.member_epoch == 1 and len(mine[topic_id]) == 2
+    step = heartbeat(w, "g", "m1", 1, owned=mine)
+    assert step.member_epoch == 2
+    taken = heartbeat(w, "g", "m2", 0, instance_id="box-1")
+    assert taken.error_code == ErrorCode.unreleased_instance_id
+    left = heartbeat(w, "g", "m1", -2, topics=None, instance_id="box-1")
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -2)
+    back = heartbeat(w, "g", "m2", 0, instance_id="box-1")
+    assert back.error_code == ErrorCode.none and back.member_id == "m2"
+    assert assigned(back) == mine  # same partitions, no rebalance
+    (group,) = describe(w, "g")
+    assert sorted(m.member_id for m in group.members) == ["m2", "other"]
+    assert group.group_epoch == 2  # a static member coming back does not bump the epoch
+
+
+def test_regex_subscription_follows_new_topics(w: WireBroker) -> None:
+    request = w.request(
+        HEARTBEAT, 1, "ConsumerGroupHeartbeatRequest",
+        group_id="rx", member_id="m", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=None,
+        subscribed_topic_regex="orders-.*", server_assignor="range", topic_partitions=(),
+    )  # fmt: skip
+    w.broker.topics.create_topic("orders-eu", 2)
+    w.broker.topics.create_topic("payments", 2)
+    joined = w.call(HEARTBEAT, 1, request)
+    eu = w.broker.topics.get("orders-eu").topic_id  # type: ignore[union-attr]
+    assert assigned(joined) == {eu: [0, 1]}
+    w.broker.topics.create_topic("orders-us", 1)
+    us = w.broker.topics.get("orders-us").topic_id  # type: ignore[union-attr]
+    later = heartbeat(w, "rx", "m", 1, topics=None, owned={eu: [0, 1]})
+    assert later.member_epoch == 2 and assigned(later) == {eu: [0, 1], us: [0]}
+    (group,) = describe(w, "rx")
+    assert group.assignor_name == "range"
+    assert group.members[0].subscribed_topic_regex == "orders-.*"
+
+
+def test_empty_groups_switch_protocols_both_ways(w: WireBroker) -> None:
+    protocol = w.nested(JOIN, 5, "JoinGroupRequestProtocol", name="range", metadata=b"")
+    join = w.request(
+        JOIN, 5, "JoinGroupRequest",
+        group_id="switch", session_timeout=timedelta(seconds=10),
+        rebalance_timeout=timedelta(seconds=10), member_id="", group_instance_id=None,
+        protocol_type="consumer", protocols=(protocol,),
+    )  # fmt: skip
+    heartbeat(w, "switch", "m", 0)
+    assert w.call(JOIN, 5, join).error_code == ErrorCode.inconsistent_group_protocol
+    heartbeat(w, "switch", "m", -1, topics=None)
+    # empty consumer group -> a classic member may take the id over (downgrade)
+    assert w.call(JOIN, 5, join).error_code == ErrorCode.member_id_required
+    (group,) = describe(w, "switch")
+    assert group.error_code == ErrorCode.group_id_not_found
+    assert group.error_message == "Group switch is not a consumer group."
