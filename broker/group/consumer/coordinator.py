@@ -68,6 +68,15 @@ from tidelog.broker.group.consumer.model import (
     Partitions,
     reconcile,
 )
+from tidelog.broker.group.consumer.state_records import (
+    apply_record,
+    current_assignment_record,
+    epoch_record,
+    member_metadata_record,
+    partition_metadata_record,
+    target_member_record,
+    tombstone,
+)
 from tidelog.broker.group.log import CoordinatorLogError, KeyValue
 from tidelog.broker.group.schemas import SchemaError
 
@@ -265,17 +274,17 @@ class ConsumerGroups:
             member.member_id not in group.members
             or updated.subscription_key() != member.subscription_key()
         ):
-            writes.append(self._member_metadata_record(group.group_id, updated))
+            writes.append(member_metadata_record(group.group_id, updated))
             bump = True
         group.members[updated.member_id] = updated
         metadata = self._subscribed_metadata(group)
         if metadata != group.subscribed_metadata:
             group.subscribed_metadata = metadata
-            writes.append(self._partition_metadata_record(group))
+            writes.append(partition_metadata_record(group))
             bump = True
         if bump:
             group.group_epoch += 1
-            writes.append(self._epoch_record(rec.METADATA_KEY, group.group_id, group.group_epoch))
+            writes.append(epoch_record(rec.METADATA_KEY, group.group_id, group.group_epoch))
         if group.group_epoch > group.assignment_epoch:
             writes.extend(self._compute_target(group, updated))
         before = group.members[updated.member_id]
@@ -289,7 +298,7 @@ class ConsumerGroups:
         )
         if after != before or joining:
             group.members[after.member_id] = after
-            writes.append(self._current_assignment_record(group.group_id, after))
+            writes.append(current_assignment_record(group.group_id, after))
         self._schedule_session(group.group_id, after.member_id, session_ms)
         self._schedule_rebalance(group.group_id, after)
         send_assignment = (
@@ -383,8 +392,8 @@ class ConsumerGroups:
         )
         group.target[new_id] = target
         group.members[new_id] = new  # same subscription: no new group epoch
-        writes.append(self._target_member_record(group.group_id, new_id, target))
-        writes.append(self._member_metadata_record(group.group_id, new))
+        writes.append(target_member_record(group.group_id, new_id, target))
+        writes.append(member_metadata_record(group.group_id, new))
         return new
 
     def _leave(
@@ -401,7 +410,7 @@ class ConsumerGroups:
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             kept = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
             group.members[member.member_id] = kept
-            writes.append(self._current_assignment_record(group.group_id, kept))
+            writes.append(current_assignment_record(group.group_id, kept))
             self.host.cancel(_rebalance_key(group.group_id, member.member_id))
             log.info("static member %s of group %s left for now", member.member_id, group.group_id)
         else:
@@ -416,22 +425,18 @@ class ConsumerGroups:
         group.members.pop(mid, None)
         self.host.cancel(_session_key(gid, mid))
         self.host.cancel(_rebalance_key(gid, mid))
-        writes.append(
-            (rec.encode_key(rec.ConsumerKey(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, gid, mid)), None)
-        )
+        writes.append(tombstone(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, gid, mid))
         if mid in group.target:
             group.target.pop(mid)
-            writes.append(
-                (rec.encode_key(rec.ConsumerKey(rec.TARGET_ASSIGNMENT_MEMBER_KEY, gid, mid)), None)
-            )
-        writes.append((rec.encode_key(rec.ConsumerKey(rec.MEMBER_METADATA_KEY, gid, mid)), None))
+            writes.append(tombstone(rec.TARGET_ASSIGNMENT_MEMBER_KEY, gid, mid))
+        writes.append(tombstone(rec.MEMBER_METADATA_KEY, gid, mid))
         if bump:
             metadata = self._subscribed_metadata(group)
             if metadata != group.subscribed_metadata:
                 group.subscribed_metadata = metadata
-                writes.append(self._partition_metadata_record(group))
+                writes.append(partition_metadata_record(group))
             group.group_epoch += 1
-            writes.append(self._epoch_record(rec.METADATA_KEY, gid, group.group_epoch))
+            writes.append(epoch_record(rec.METADATA_KEY, gid, group.group_epoch))
 
     # ------------------------------------------------------------------ timers
     def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
@@ -510,132 +515,21 @@ class ConsumerGroups:
         writes: list[KeyValue] = []
         for member_id, parts in new_target.items():
             if group.target.get(member_id) != parts:
-                writes.append(self._target_member_record(group.group_id, member_id, parts))
+                writes.append(target_member_record(group.group_id, member_id, parts))
         group.target = dict(new_target)
         group.assignment_epoch = group.group_epoch
         writes.append(
-            self._epoch_record(
-                rec.TARGET_ASSIGNMENT_METADATA_KEY, group.group_id, group.assignment_epoch
-            )
+            epoch_record(rec.TARGET_ASSIGNMENT_METADATA_KEY, group.group_id, group.assignment_epoch)
         )
         return writes
-
-    # ------------------------------------------------------------------ records
-    def _epoch_record(self, key_version: int, group_id: str, epoch: int) -> KeyValue:
-        return rec.encode_key(rec.ConsumerKey(key_version, group_id)), rec.encode_epoch_value(epoch)
-
-    def _partition_metadata_record(self, group: ConsumerGroup) -> KeyValue:
-        topics = [
-            rec.TopicMetadata(tid, name, n)
-            for name, (tid, n) in sorted(group.subscribed_metadata.items())
-        ]
-        return (
-            rec.encode_key(rec.ConsumerKey(rec.PARTITION_METADATA_KEY, group.group_id)),
-            rec.encode_partition_metadata_value(topics),
-        )
-
-    def _member_metadata_record(self, group_id: str, m: ConsumerMember) -> KeyValue:
-        value = rec.MemberMetadataValue(
-            m.instance_id,
-            m.rack_id,
-            m.client_id,
-            m.client_host,
-            m.subscribed_topic_names,
-            m.subscribed_topic_regex,
-            m.rebalance_timeout_ms,
-            m.server_assignor,
-        )
-        return (
-            rec.encode_key(rec.ConsumerKey(rec.MEMBER_METADATA_KEY, group_id, m.member_id)),
-            rec.encode_member_metadata_value(value),
-        )
-
-    def _target_member_record(self, group_id: str, member_id: str, parts: Partitions) -> KeyValue:
-        return (
-            rec.encode_key(rec.ConsumerKey(rec.TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id)),
-            rec.encode_target_member_value(parts),
-        )
-
-    def _current_assignment_record(self, group_id: str, m: ConsumerMember) -> KeyValue:
-        value = rec.CurrentAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation
-        )
-        return (
-            rec.encode_key(
-                rec.ConsumerKey(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, group_id, m.member_id)
-            ),
-            rec.encode_current_assignment_value(value),
-        )
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of ``__consumer_offsets`` at start-up."""
         try:
-            k = rec.decode_key(key)
-            self._replay(k, value)
+            apply_record(self.groups, rec.decode_key(key), value)
         except (SchemaError, ValueError) as exc:
             log.warning("skipping a consumer group record that does not parse: %s", exc)
-
-    def _replay(self, k: rec.ConsumerKey, value: bytes | None) -> None:
-        group = self.groups.get(k.group_id)
-        if k.version == rec.METADATA_KEY:
-            if value is None:
-                self.groups.pop(k.group_id, None)
-                return
-            group = group or self.groups.setdefault(k.group_id, ConsumerGroup(k.group_id))
-            group.group_epoch = rec.decode_epoch_value(value)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = self.groups.setdefault(k.group_id, ConsumerGroup(k.group_id))
-        mid = k.member_id or ""
-        if k.version == rec.PARTITION_METADATA_KEY:
-            group.subscribed_metadata = (
-                {}
-                if value is None
-                else {
-                    t.topic_name: (t.topic_id, t.num_partitions)
-                    for t in rec.decode_partition_metadata_value(value)
-                }
-            )
-        elif k.version == rec.TARGET_ASSIGNMENT_METADATA_KEY:
-            group.assignment_epoch = 0 if value is None else rec.decode_epoch_value(value)
-        elif k.version == rec.TARGET_ASSIGNMENT_MEMBER_KEY:
-            if value is None:
-                group.target.pop(mid, None)
-            else:
-                group.target[mid] = rec.decode_target_member_value(value)
-        elif k.version == rec.MEMBER_METADATA_KEY:
-            if value is None:
-                group.members.pop(mid, None)
-                return
-            v = rec.decode_member_metadata_value(value)
-            base = group.members.get(mid, ConsumerMember(member_id=mid))
-            group.members[mid] = replace(
-                base,
-                instance_id=v.instance_id,
-                rack_id=v.rack_id,
-                client_id=v.client_id,
-                client_host=v.client_host,
-                subscribed_topic_names=v.subscribed_topic_names,
-                subscribed_topic_regex=v.subscribed_topic_regex,
-                rebalance_timeout_ms=v.rebalance_timeout_ms,
-                server_assignor=v.server_assignor,
-            )
-        elif k.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
-            if value is None:
-                return  # the member metadata tombstone removes the member
-            c = rec.decode_current_assignment_value(value)
-            base = group.members.get(mid, ConsumerMember(member_id=mid))
-            group.members[mid] = replace(
-                base,
-                member_epoch=c.member_epoch,
-                previous_member_epoch=c.previous_member_epoch,
-                state=c.state,
-                assigned=c.assigned,
-                pending_revocation=c.pending_revocation,
-            )
 
     # ------------------------------------------------------------------ offsets
     def validate_offset_commit(
@@ -672,7 +566,7 @@ class ConsumerGroups:
             return group is None
         del self.groups[group_id]
         writes: list[KeyValue] = [
-            (rec.encode_key(rec.ConsumerKey(v, group_id)), None)
+            tombstone(v, group_id)
             for v in (
                 rec.TARGET_ASSIGNMENT_METADATA_KEY,
                 rec.PARTITION_METADATA_KEY,
