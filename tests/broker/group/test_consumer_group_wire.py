@@ -252,3 +252,25 @@ def test_empty_groups_switch_protocols_both_ways(w: WireBroker) -> None:
     (group,) = describe(w, "switch")
     assert group.error_code == ErrorCode.group_id_not_found
     assert group.error_message == "Group switch is not a consumer group."
+
+
+def test_member_keeping_revoked_partitions_is_fenced_after_its_rebalance_timeout(
+    w: WireBroker,
+) -> None:
+    topic_id = w.broker.topics.get("t").topic_id  # type: ignore[union-attr]
+    slow = w.request(
+        HEARTBEAT, 1, "ConsumerGroupHeartbeatRequest",
+        group_id="g", member_id="slow", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(milliseconds=300), subscribed_topic_names=("t",),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=(),
+    )  # fmt: skip
+    assert assigned(w.call(HEARTBEAT, 1, slow)) == {topic_id: [0, 1, 2, 3]}
+    heartbeat(w, "g", "fast", 0)
+    # slow is told to revoke two partitions but keeps reporting all four
+    revoke = heartbeat(w, "g", "slow", 1, owned={topic_id: [0, 1, 2, 3]})
+    assert len(assigned(revoke)[topic_id]) == 2
+    w.sleep(0.6)
+    fenced = heartbeat(w, "g", "slow", 1, owned={topic_id: [0, 1, 2, 3]})
+    assert fenced.error_code == ErrorCode.unknown_member_id
+    got = heartbeat(w, "g", "fast", 2, owned={})
+    assert assigned(got) == {topic_id: [0, 1, 2, 3]}
