@@ -278,3 +278,39 @@ def test_classic_and_consumer_groups_on_one_topic(fast_broker: Any) -> None:
     finally:
         classic.close()
         modern.consumers[0].close()
+
+
+def test_tidelog_groups_describes_a_consumer_group(
+    fast_broker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidelog.broker.cli import main
+
+    _topic(fast_broker, "tool6", records=6)
+    member = Members([_consumer(fast_broker, "tooled", **{"client.id": "tool-client"})])
+    member.consumers[0].subscribe(["tool6"])
+    member.poll_until(lambda: len(set(member.seen)) == 6 and len(member.assignments()[0]) == 6)
+    try:
+        base = ["groups", "--bootstrap-server", fast_broker.bootstrap, "--group", "tooled"]
+        capsys.readouterr()
+        assert main([*base, "--describe", "--state"]) == 0
+        lines = [x for x in capsys.readouterr().out.splitlines() if x.strip()]
+        assert lines[0].split() == [
+            "GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+            "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS",
+        ]  # fmt: skip
+        state = lines[1].split()
+        assert state[0] == "tooled" and state[-5:-2] == ["uniform", "Stable", "1"]
+        assert state[-1] == "1"
+        assert main([*base, "--describe", "--members"]) == 0
+        lines = [x for x in capsys.readouterr().out.splitlines() if x.strip()]
+        assert lines[0].split()[-4:] == [
+            "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT",
+        ]  # fmt: skip
+        row = lines[1].split()
+        assert row[0] == "tooled" and "tool-client" in row
+        assert row[-4:] == ["1", "tool6:0,1,2,3,4,5", "1", "tool6:0,1,2,3,4,5"]
+        assert main([*base, "--describe"]) == 0
+        offsets = [x.split() for x in capsys.readouterr().out.splitlines() if "tool6" in x]
+        assert sorted((r[2], r[3], r[5]) for r in offsets) == [(str(p), "1", "0") for p in range(6)]
+    finally:
+        member.consumers[0].close()
