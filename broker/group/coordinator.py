@@ -473,14 +473,20 @@ class GroupCoordinator(GroupMembership):
         if not group_id:
             return OffsetDeleteResult(ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer = self.consumer_groups
+        is_subscribed: Callable[[str], bool]
+        if group is None and consumer is not None and consumer.owns(group_id):
+            is_subscribed = lambda topic: bool(consumer.is_subscribed(group_id, topic))  # noqa: E731
+        elif group is None or group.is_in(GroupState.DEAD):
             return OffsetDeleteResult(ErrorCode.group_id_not_found)
-        if group.is_in(*_LIVE) and not group.uses_consumer_protocol():
+        elif group.is_in(*_LIVE) and not group.uses_consumer_protocol():
             return OffsetDeleteResult(ErrorCode.non_empty_group)
+        else:
+            is_subscribed = group.is_subscribed_to
         results: list[PartitionError] = []
         doomed: list[tuple[str, int]] = []
         for topic, partitions in topics:
-            subscribed = group.is_subscribed_to(topic)
+            subscribed = is_subscribed(topic)
             for partition in partitions:
                 if subscribed:
                     results.append(

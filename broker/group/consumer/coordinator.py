@@ -582,6 +582,11 @@ class ConsumerGroups:
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return True
 
+    def is_subscribed(self, group_id: str, topic: str) -> bool:
+        """OffsetDelete: a topic a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        group = self.groups.get(group_id)
+        return group is not None and topic in self._subscribed_metadata(group)
+
     def topic_names(self) -> dict[uuid.UUID, str]:
         return {tid: name for name, (tid, _n) in self.host.topics().items()}
 

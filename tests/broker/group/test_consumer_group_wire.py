@@ -274,3 +274,34 @@ def test_member_keeping_revoked_partitions_is_fenced_after_its_rebalance_timeout
     assert fenced.error_code == ErrorCode.unknown_member_id
     got = heartbeat(w, "g", "fast", 2, owned={})
     assert assigned(got) == {topic_id: [0, 1, 2, 3]}
+
+
+def test_offset_delete_and_delete_groups_of_consumer_groups(w: WireBroker) -> None:
+    offset_delete, delete_groups = 47, 42
+    w.broker.topics.create_topic("u", 1)
+    heartbeat(w, "g", "m", 0)
+    assert commit(w, "g", "m", 1) == ErrorCode.none
+
+    def delete_offset(topic: str) -> Any:
+        part = w.nested(offset_delete, 0, "OffsetDeleteRequestPartition", partition_index=0)
+        t = w.nested(offset_delete, 0, "OffsetDeleteRequestTopic", name=topic, partitions=(part,))
+        request = w.request(offset_delete, 0, "OffsetDeleteRequest", group_id="g", topics=(t,))
+        return w.call(offset_delete, 0, request)
+
+    subscribed = delete_offset("t")
+    assert subscribed.error_code == ErrorCode.none
+    assert subscribed.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
+    assert delete_offset("u").topics[0].partitions[0].error_code == ErrorCode.none
+
+    def delete_group() -> Any:
+        request = w.request(delete_groups, 2, "DeleteGroupsRequest", groups_names=("g",))
+        return w.call(delete_groups, 2, request).results[0].error_code
+
+    assert delete_group() == ErrorCode.non_empty_group
+    heartbeat(w, "g", "m", -1, topics=None)
+    assert delete_group() == ErrorCode.none
+    (gone,) = describe(w, "g")
+    assert gone.error_code == ErrorCode.group_id_not_found
+    w.restart()  # the tombstones keep it deleted
+    (gone,) = describe(w, "g")
+    assert gone.error_code == ErrorCode.group_id_not_found
