@@ -305,3 +305,22 @@ def test_offset_delete_and_delete_groups_of_consumer_groups(w: WireBroker) -> No
     w.restart()  # the tombstones keep it deleted
     (gone,) = describe(w, "g")
     assert gone.error_code == ErrorCode.group_id_not_found
+
+
+def test_empty_classic_group_is_upgraded_with_its_offsets(w: WireBroker) -> None:
+    # An admin commit makes an empty classic ("simple") group holding an offset.
+    assert commit(w, "legacy", "", -1, version=8) == ErrorCode.none
+    joined = heartbeat(w, "legacy", "m", 0)
+    assert joined.error_code == ErrorCode.none
+    (group,) = describe(w, "legacy")
+    assert group.error_code == ErrorCode.none and group.group_state in ("Stable", "Reconciling")
+    listed = w.call(
+        LIST, 5, w.request(LIST, 5, "ListGroupsRequest", states_filter=(), types_filter=())
+    )
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [("legacy", "consumer")]
+    fetch = w.nested(
+        FETCH, 9, "OffsetFetchRequestGroup", group_id="legacy", member_id="m", member_epoch=1,
+        topics=(w.nested(FETCH, 9, "OffsetFetchRequestTopics", name="t", partition_indexes=(0,)),),
+    )  # fmt: skip
+    got = w.call(FETCH, 9, w.request(FETCH, 9, "OffsetFetchRequest", groups=(fetch,)))
+    assert got.groups[0].topics[0].partitions[0].committed_offset == 7
