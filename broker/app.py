@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
+from tidelog.broker.group.consumer import install as install_consumer_groups
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
@@ -138,6 +140,8 @@ class Broker:
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
+        # Group configs and Kafka-only broker settings set by admin tools (broker/dynamic_configs).
+        self.dynamic_configs = DynamicConfigs(self.log_dirs[0] / DYNAMIC_CONFIGS_FILE, config.get)
         # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
         # are loaded, stopped before storage shuts down.
         self.log_cleaner = LogCleaner(
@@ -171,6 +175,7 @@ class Broker:
         self.producer_ids = ProducerIdManager.for_broker(self)
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services
+        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
         self.services.append(self.producer_ids)
         # The transaction coordinator (broker/txn/): sets ``transactions`` and ``txn_offsets``.
         self.transactions: Any = None

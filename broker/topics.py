@@ -38,12 +38,14 @@ log = logging.getLogger("tidelog.topics")
 
 __all__ = (
     "INTERNAL_TOPICS",
+    "LEADER_EPOCH",
     "REGISTRY_FILE",
     "TopicError",
     "TopicInfo",
     "TopicRegistryError",
     "Topics",
     "log_config_from",
+    "nonzero_topic_id",
     "topic_name_error",
 )
 
@@ -59,6 +61,23 @@ MAX_TOPIC_NAME_LENGTH = 249
 #: Kafka's Long.MAX_VALUE: a flush setting at or above it means "never forced".
 _LONG_MAX = 2**63 - 1
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+#: The leader epoch of every partition: one node leads every partition from its creation on and
+#: no election ever happens (Metadata, ListOffsets and OffsetForLeaderEpoch report it; appended
+#: batches carry it in their partitionLeaderEpoch field, as Kafka's appendAsLeader stamps them).
+LEADER_EPOCH = 0
+
+
+def nonzero_topic_id(value: object) -> uuid.UUID | None:
+    """A topic id from the wire, or None when it is absent or all zeros (Kafka's ZERO_UUID).
+
+    Kafka tells a request by id from one by name by whether the id is non-zero, never by the
+    name (the Java Admin sends an empty string as the name of a topic it asks for by id).
+    """
+    if isinstance(value, uuid.UUID) and value.int != 0:
+        return value
+    return None
 
 
 class TopicRegistryError(Exception):

@@ -614,6 +614,62 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=0,
     ),
     _b("group.max.size", "int", INT_MAX, "Most members in one group.", min_value=1),
+    # Consumer groups of KIP-848 (group.protocol=consumer); Kafka 4's names and defaults.
+    _b(
+        "group.consumer.session.timeout.ms",
+        "int",
+        45000,
+        "A consumer-group member that sends no heartbeat for this long is fenced.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.min.session.timeout.ms",
+        "int",
+        45000,
+        "Smallest consumer.session.timeout.ms a group config may set.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.max.session.timeout.ms",
+        "int",
+        60000,
+        "Largest consumer.session.timeout.ms a group config may set.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        5000,
+        "How often consumer-group members are told to heartbeat.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.min.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Smallest consumer.heartbeat.interval.ms a group config may set.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.max.heartbeat.interval.ms",
+        "int",
+        15000,
+        "Largest consumer.heartbeat.interval.ms a group config may set.",
+        min_value=1,
+    ),
+    _b(
+        "group.consumer.assignors",
+        "list",
+        "uniform,range",
+        "Server-side assignors of consumer groups; the first is the default.",
+    ),
+    _b(
+        "group.consumer.max.size",
+        "int",
+        INT_MAX,
+        "Most members in one consumer group.",
+        min_value=1,
+    ),
     # Producers.
     _b(
         "producer.id.expiration.ms",

@@ -68,6 +68,8 @@ class ProducePartitionAnswer:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    #: KIP-467 (v8+): ``(batch index, message)`` of each refused record.
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 def _uvarint(value: int) -> bytes:
@@ -217,7 +219,11 @@ def encode_produce_body(
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                out += _array_len(0, flexible)  # record errors: none
+                out += _array_len(len(p.record_errors), flexible)
+                for batch_index, message in p.record_errors:
+                    out += _I32.pack(batch_index) + _nullable_string(message, flexible)
+                    if flexible:
+                        out += b"\x00"
                 out += _nullable_string(p.error_message, flexible)
             if flexible:
                 out += b"\x00"

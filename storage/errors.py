@@ -52,9 +52,18 @@ class UnsupportedMessageFormatError(CorruptRecordError):
 
 
 class InvalidRecordError(StorageError):
-    """A well-formed batch that breaks a rule (record count vs offsets, control batch)."""
+    """A well-formed batch that breaks a rule (record count vs offsets, control batch).
+
+    ``record_errors`` names the refused records when the rule is per record (KIP-467):
+    ``(batch index, message)`` pairs, the index counting records from the first batch of the
+    append, as Kafka's ``RecordError(batchIndex, message)``.
+    """
 
     error_name = "INVALID_RECORD"
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class MessageTooLargeError(StorageError):

@@ -204,7 +204,7 @@ class PartitionLog:
             allow_control=allow_control,
         )
         if config.compact_enabled:  # Kafka's LogValidator: keys only, compacted topics only
-            require_record_keys(records, batches)
+            require_record_keys(records, batches, f"{self.topic}-{self.partition}")
         append_time = now if config.log_append_time else None
         # Producer state looks only at idempotent batches (producer id >= 0): skip it for the
         # common single non-idempotent batch (batches is never empty).

@@ -104,6 +104,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._pending_dir_deletes: list[tuple[Path, int]] = []
+        self._before_delete: list[Callable[[str, int], None]] = []
         self._lock = threading.Lock()
         self._checkpoint_locks = {d: threading.Lock() for d in self.log_dirs}
         self._dir_locks: list[LogDirLock] = []
@@ -304,9 +305,19 @@ class LogManager:
             self._log_dir_of[key] = log_dir
             return log
 
+    def add_before_delete_hook(self, hook: Callable[[str, int], None]) -> None:
+        """Call ``hook(topic, partition)`` before a log is deleted (the cleaner stops its pass)."""
+        self._before_delete.append(hook)
+
     def delete_log(self, topic: str, partition: int) -> None:
-        """Close the log and rename its dir ``<topic>-<partition>.<uuid hex>-delete``."""
+        """Close the log and rename its dir ``<topic>-<partition>.<uuid hex>-delete``.
+
+        Hooks run first, so a cleaning pass over the partition ends before its files go
+        (Kafka's LogManager.asyncDelete aborts the cleaning of the partition).
+        """
         key = (topic, partition)
+        for hook in self._before_delete:
+            hook(topic, partition)
         with self._lock:
             log = self._logs.pop(key, None)
             log_dir = self._log_dir_of.pop(key, None)

@@ -75,11 +75,12 @@ def record_timestamps(header: RecordBatchHeader, batch: bytes) -> Iterator[tuple
         pos = record_end
 
 
-def _keys_present(data: bytes, count: int) -> bool:
-    """True when every record of a records section has a key (nothing else is decoded)."""
+def _keyless_records(data: bytes, count: int) -> list[int]:
+    """Indexes of the records without a key in a records section (nothing else is decoded)."""
     n = len(data)
     pos = 0
-    for _ in range(count):
+    out: list[int] = []
+    for i in range(count):
         length, pos = _varint(data, pos, n)
         end = pos + length
         if length < 6 or end > n:
@@ -89,29 +90,47 @@ def _keys_present(data: bytes, count: int) -> bool:
         _, cursor = _varint(data, cursor, end)  # offset delta
         key_length, _ = _varint(data, cursor, end)
         if key_length < 0:
-            return False
+            out.append(i)
         pos = end
-    return True
+    return out
 
 
 def require_record_keys(
     records: bytes | bytearray | memoryview,
     batches: Sequence[tuple[int, RecordBatchHeader]],
+    topic_partition: str = "",
 ) -> None:
     """Refuse keyless records (``InvalidRecordError``, INVALID_RECORD) for a compacted log.
 
     ``batches`` are ``(position, header)`` as ``storage.batch.validate_records`` returns them
     (CRC already checked). Control batches are skipped. A compressed batch is decompressed.
+    The error lists every keyless record (KIP-467) with Kafka's LogValidator messages, so a
+    client fails only those records.
     """
     view = memoryview(records)
+    keyless: list[int] = []
+    first_index = 0
     for position, header in batches:
+        count = header.records_count
         if header.attributes & CONTROL_MASK:
+            first_index += max(count, 0)
             continue
         size = header.batch_length + LOG_OVERHEAD
         body = decompress(header.compression, view[position + BATCH_HEADER_SIZE : position + size])
         try:
-            ok = _keys_present(body, header.records_count)
+            keyless.extend(first_index + i for i in _keyless_records(body, count))
         except (IndexError, CorruptRecordError) as exc:
             raise CorruptRecordError(f"batch at position {position}: {exc}") from None
-        if not ok:
-            raise InvalidRecordError("Compacted topic cannot accept message without key")
+        first_index += count
+    if keyless:
+        what = (
+            "Compacted topic cannot accept message without key in topic partition "
+            f"{topic_partition}."
+        )
+        errors = tuple((i, what) for i in keyless)
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{what}')" for i in keyless[:3])
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(keyless)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )

@@ -24,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.config import GroupConfig
+from tidelog.broker.group.consumer.records import CONSUMER_KEY_VERSIONS
+from tidelog.broker.group.consumer.records import key_version as consumer_key_version
 from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
 from tidelog.broker.group.membership import GroupMembership
 from tidelog.broker.group.metadata_log import GroupMetadataLog
@@ -102,6 +105,8 @@ class GroupCoordinator:
         self.leave_group = self.membership.leave_group
         #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
         self.partition_exists = partition_exists
+        #: KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator.
+        self.consumer_groups: Any = None
 
     @property
     def status(self) -> str:
@@ -128,6 +133,11 @@ class GroupCoordinator:
                 count += 1
                 self._replay(record.key, record.value, metadata)
         self._finish_load(metadata)
+        if self.consumer_groups is not None:
+            for gid in list(self.groups):
+                if self.consumer_groups.owns(gid) and self.groups[gid].is_empty:
+                    del self.groups[gid]  # offsets of a consumer group, not a classic group
+            self.consumer_groups.start_timers()
         self.status = "active"
         self._schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
@@ -162,6 +172,9 @@ class GroupCoordinator:
         metadata: dict[str, GroupMetadataValue | None],
     ) -> None:
         if key is None:
+            return
+        if self.consumer_groups is not None and consumer_key_version(key) in CONSUMER_KEY_VERSIONS:
+            self.consumer_groups.replay(key, value)
             return
         try:
             k = decode_key(key)
@@ -249,6 +262,13 @@ class GroupCoordinator:
         error = self.metadata_log.inactive_error()
         if error is not None:
             return all_(error)
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            error = self.consumer_groups.validate_offset_commit(
+                group_id, member_id, generation_id, api_version
+            )
+            if error is not ErrorCode.none:
+                return all_(error)
+            return await self._commit_accepted(group_id, partitions, retention_ms)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -267,7 +287,12 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             self.rebalancer.reschedule_heartbeat(group, member)
+        return await self._commit_accepted(group_id, partitions, retention_ms)
 
+    async def _commit_accepted(
+        self, group_id: str, partitions: Sequence[CommitPartition], retention_ms: int
+    ) -> list[PartitionError]:
+        """Write the commits of a validated request (classic or consumer group)."""
         now = self.metadata_log.now()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -336,6 +361,8 @@ class GroupCoordinator:
             return OffsetFetchResult(error)
         group = self.groups.get(group_id)
         dead = group is None or group.is_in(GroupState.DEAD)
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            dead = False
         if topics is None:
             if dead:
                 return OffsetFetchResult(ErrorCode.none)
@@ -367,11 +394,18 @@ class GroupCoordinator:
         if error is not None:
             return error, []
         wanted = {s.strip().lower() for s in states_filter}
-        return ErrorCode.none, [
+        listed = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]
+        if self.consumer_groups is not None:
+            listed += [
+                ListedGroup(gid, "consumer", g.state, "consumer")
+                for gid, g in self.consumer_groups.groups.items()
+                if not wanted or g.state.lower() in wanted
+            ]
+        return ErrorCode.none, listed
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
         error = self.metadata_log.inactive_error()
@@ -380,6 +414,14 @@ class GroupCoordinator:
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if (
+                group is None
+                and self.consumer_groups is not None
+                and self.consumer_groups.owns(gid)
+            ):
+                # Kafka 4: "Group <id> is not a classic group."
+                out.append(DescribedGroup(gid, ErrorCode.group_id_not_found, state=""))
+                continue
             if group is None:
                 out.append(DescribedGroup(gid, ErrorCode.none))
                 continue
@@ -426,6 +468,17 @@ class GroupCoordinator:
         waits: list[tuple[int, str, Awaitable[None]]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if (
+                group is None
+                and self.consumer_groups is not None
+                and self.consumer_groups.owns(gid)
+            ):
+                if self.consumer_groups.has_members(gid):
+                    results.append((gid, ErrorCode.non_empty_group))
+                    continue
+                self.consumer_groups.drop_if_empty(gid)
+                # deleted below like an empty group
+                group = ClassicGroup(gid, self.metadata_log.now())
             if group is None or group.is_in(GroupState.DEAD):
                 results.append((gid, ErrorCode.group_id_not_found))
                 continue
@@ -458,14 +511,20 @@ class GroupCoordinator:
         if not group_id:
             return OffsetDeleteResult(ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer = self.consumer_groups
+        is_subscribed: Callable[[str], bool]
+        if group is None and consumer is not None and consumer.owns(group_id):
+            is_subscribed = lambda topic: bool(consumer.is_subscribed(group_id, topic))  # noqa: E731
+        elif group is None or group.is_in(GroupState.DEAD):
             return OffsetDeleteResult(ErrorCode.group_id_not_found)
-        if group.is_in(*_LIVE) and not group.uses_consumer_protocol():
+        elif group.is_in(*_LIVE) and not group.uses_consumer_protocol():
             return OffsetDeleteResult(ErrorCode.non_empty_group)
+        else:
+            is_subscribed = group.is_subscribed_to
         results: list[PartitionError] = []
         doomed: list[tuple[str, int]] = []
         for topic, partitions in topics:
-            subscribed = group.is_subscribed_to(topic)
+            subscribed = is_subscribed(topic)
             for partition in partitions:
                 if subscribed:
                     results.append(

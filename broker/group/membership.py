@@ -79,6 +79,14 @@ class GroupMembership:
             <= self.config.max_session_timeout_ms
         ):
             return JoinGroupResult(ErrorCode.invalid_session_timeout, req.member_id)
+        consumer = getattr(self, "consumer_groups", None)
+        if consumer is not None and consumer.owns(req.group_id):
+            # A KIP-848 consumer group of that id: an empty one goes back to a classic group
+            # (Kafka 4's downgrade); classic members in a live one are not supported here.
+            # Kafka divergence: Kafka 4 lets classic members join a consumer group.
+            if consumer.has_members(req.group_id):
+                return JoinGroupResult(ErrorCode.inconsistent_group_protocol, req.member_id)
+            consumer.drop_if_empty(req.group_id)
         fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
         self._join(req, fut)
         return await asyncio.shield(fut)

@@ -119,6 +119,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    #: Kafka's GroupType name: "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848).
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from tidelog.broker.group.coordinator import GroupCoordinator
 from tidelog.broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
 from tidelog.broker.group.timer import LoopTimer
 from tidelog.broker.group.txn_offsets import resolve_transactional
+from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import error_code_for
 from tidelog.storage import StorageError
 
@@ -89,7 +90,9 @@ class BrokerCoordinatorLog:
         hw_before = partition_log.high_watermark
         try:
             info = partition_log.append(
-                encode_records(records, timestamp_ms), now_ms=self._broker.clock()
+                encode_records(records, timestamp_ms),
+                now_ms=self._broker.clock(),
+                leader_epoch=LEADER_EPOCH,
             )
         except StorageError as exc:
             raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc

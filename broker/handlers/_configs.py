@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from tidelog.broker.dynamic_configs import GroupConfigError, is_kafka_only_broker_config
 from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.topics import TopicError, topic_name_error
 from tidelog.config import BROKER_CONFIGS
@@ -36,6 +37,7 @@ T = TypeVar("T")
 TYPE_TOPIC = 2
 TYPE_BROKER = 4
 TYPE_BROKER_LOGGER = 8
+TYPE_GROUP = 32
 
 OP_SET = 0
 OP_DELETE = 1
@@ -125,6 +127,81 @@ def refuse_broker_changes(names: Iterable[str]) -> ApiError:
     if not names:
         return NONE
     return invalid_request(f"Cannot update these configs dynamically: Set({', '.join(names)})")
+
+
+def alter_broker(
+    broker: BrokerView,
+    resource_name: str,
+    ops: list[tuple[str, int, str | None]],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> ApiError:
+    """Change a BROKER resource: tidelog's own settings are static (refused); settings Kafka
+    changes at run time that tidelog does not use are stored (``broker.dynamic_configs``).
+
+    ``replace`` (legacy AlterConfigs): the given settings become the resource's whole set.
+    """
+    for name, op, _ in ops:
+        if op not in OP_NAMES:
+            return invalid_request(f"Unknown operations type {op}")
+        if name not in BROKER_CONFIGS and not is_kafka_only_broker_config(name):
+            return ApiError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    refused = refuse_broker_changes(
+        name for name, op, _ in ops if op != OP_DELETE and name in BROKER_CONFIGS
+    )
+    if refused.is_failure:
+        return refused
+    store = broker.dynamic_configs
+    overrides = {} if replace else store.broker_overrides(resource_name)
+    for name, op, value in ops:
+        if name in BROKER_CONFIGS:
+            continue
+        if op == OP_SET and value is not None:
+            overrides[name] = value
+        elif op == OP_DELETE:
+            overrides.pop(name, None)
+        else:
+            return ApiError(
+                ErrorCode.invalid_config,
+                f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST.",
+            )
+    if not validate_only:
+        store.set_broker_overrides(resource_name, overrides)
+    return NONE
+
+
+def alter_group(
+    broker: BrokerView,
+    group_id: str,
+    ops: list[tuple[str, int, str | None]],
+    *,
+    validate_only: bool,
+) -> ApiError:
+    """IncrementalAlterConfigs of a GROUP resource (Kafka 4's group configs), SET / DELETE."""
+    if not group_id:
+        return invalid_request("Group name must not be empty")
+    store = broker.dynamic_configs
+    overrides = store.group_overrides(group_id)
+    for name, op, value in ops:
+        if op == OP_SET and value is not None:
+            overrides[name] = value
+        elif op == OP_DELETE:
+            overrides.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            return ApiError(
+                ErrorCode.invalid_config,
+                f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST.",
+            )
+        else:
+            return invalid_request(f"Unknown operations type {op}")
+    try:
+        store.validate_group(overrides)
+    except GroupConfigError as exc:
+        return ApiError(ErrorCode.invalid_config, str(exc))
+    if not validate_only:
+        store.set_group_overrides(group_id, overrides)
+    return NONE
 
 
 def alter_topic(

@@ -10,7 +10,8 @@ Kafka behaviour kept (ConfigAdminManager.preprocess and ConfigurationControlMana
   missing topic is UNKNOWN_TOPIC_OR_PARTITION; ``validate_only`` checks without changing anything;
 - BROKER: the name must be this broker's id or empty; tidelog's broker settings are all static,
   so any setting named is refused as Kafka refuses a read-only one (INVALID_REQUEST "Cannot
-  update these configs dynamically: ...");
+  update these configs dynamically: ..."); settings Kafka changes at run time that tidelog does
+  not use replace the stored set (``broker/dynamic_configs.py``: described, no effect);
 - any other resource type (BROKER_LOGGER included, as in Kafka) is INVALID_REQUEST.
 
 Accepted changes are persisted by the topic registry and applied to the live partition logs.
@@ -71,7 +72,8 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
         bad = common.check_node_id(name, broker.node_id, allow_empty=True, describe=False)
         if bad is not None:
             return bad
-        return common.refuse_broker_changes(names)
+        ops = [(c.name, common.OP_SET, c.value) for c in resource.configs]
+        return common.alter_broker(broker, name, ops, replace=True, validate_only=validate_only)
     return common.invalid_request(f"Unknown resource type {resource.resource_type}")
 
 

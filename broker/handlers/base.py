@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
+    from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.producer_ids import ProducerIdManager
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from tidelog.broker.security.service import BrokerSecurity
     from tidelog.broker.topics import Topics
     from tidelog.config import BrokerConfig
-    from tidelog.storage import PartitionLog
+    from tidelog.storage import LogManager, PartitionLog
 
 __all__ = (
     "Answer",
@@ -86,6 +87,9 @@ class BrokerView(Protocol):
     partitions: HighWatermarkWaiters
     held_answers: HeldAnswers
     metrics: Metrics
+    log_manager: LogManager
+    #: Group configs and the Kafka-only dynamic broker settings tidelog stores.
+    dynamic_configs: DynamicConfigs
     #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
     authorizer: Authorizer | None
     #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.

@@ -10,8 +10,12 @@ Kafka behaviour kept (ConfigHelper.describeConfigs):
   (v3+), else null; sensitive values are null;
 - TOPIC: an illegal name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION,
   each with no configs;
-- BROKER: the resource name is this broker's id (all its settings) or empty (the cluster's
-  dynamic defaults: none in tidelog); another id or a non-number is INVALID_REQUEST;
+- BROKER: the resource name is this broker's id (all its settings, then the Kafka-only
+  settings stored by AlterConfigs, source DYNAMIC_BROKER_CONFIG) or empty (the stored
+  cluster-wide ones, DYNAMIC_DEFAULT_BROKER_CONFIG); another id or a non-number is
+  INVALID_REQUEST;
+- GROUP (Kafka 4): every group config with its value - the group's override (GROUP_CONFIG) or
+  the broker's ``group.consumer.*`` default (DEFAULT_CONFIG); an empty name is INVALID_REQUEST;
 - BROKER_LOGGER: this broker's id; the process's loggers and their levels;
 - any other resource type is INVALID_REQUEST for that resource.
 """
@@ -22,15 +26,31 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from tidelog.broker.dynamic_configs import (
+    GROUP_CONFIGS,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
+    SOURCE_GROUP,
+    is_sensitive,
+)
 from tidelog.broker.handlers import _configs as common
 from tidelog.broker.handlers._configs import ApiError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.config import ConfigError
-from tidelog.config.topic import ConfigEntry, describe_broker_configs, describe_topic_configs
+from tidelog.config.topic import (
+    ConfigEntry,
+    ConfigSynonym,
+    describe_broker_configs,
+    describe_topic_configs,
+)
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
 API_KEY = 32
+#: Kafka's DescribeConfigs config_type ids (ConfigDef.Type): STRING 2, INT 3.
+CONFIG_TYPE_STRING = 2
+CONFIG_TYPE_INT = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -81,15 +101,61 @@ def _describe(
         bad = common.check_node_id(name, broker.node_id, allow_empty=True, describe=True)
         if bad is not None:
             return bad, ()
+        stored = _stored_broker_entries(ctx, name)
         if not name:
-            return common.NONE, ()  # no dynamic cluster-wide defaults in tidelog
-        return common.NONE, describe_broker_configs(broker.config)
+            return common.NONE, stored  # cluster-wide dynamic defaults: only stored ones
+        return common.NONE, [*describe_broker_configs(broker.config), *stored]
+    if resource_type == common.TYPE_GROUP:
+        if not name:
+            return common.invalid_request("Group name must not be empty"), ()
+        return common.NONE, _group_entries(ctx, name)
     if resource_type == common.TYPE_BROKER_LOGGER:
         bad = common.check_node_id(name, broker.node_id, allow_empty=False, describe=True)
         if bad is not None:
             return bad, ()
         return common.NONE, [_logger_entry(n, v) for n, v in common.logger_levels().items()]
     return common.invalid_request(f"Unsupported resource type: {resource_type}"), ()
+
+
+def _stored_broker_entries(ctx: RequestContext, name: str) -> list[ConfigEntry]:
+    source = SOURCE_DYNAMIC_BROKER if name else SOURCE_DYNAMIC_DEFAULT_BROKER
+    return [
+        ConfigEntry(
+            name=key,
+            value=None if is_sensitive(key) else value,
+            is_default=False,
+            source=source,
+            read_only=False,
+            sensitive=is_sensitive(key),
+            config_type=0,
+            documentation="Stored for Kafka tools; it has no effect in tidelog.",
+            synonyms=(ConfigSynonym(key, None if is_sensitive(key) else value, source),),
+        )
+        for key, value in sorted(ctx.broker.dynamic_configs.broker_overrides(name).items())
+    ]
+
+
+def _group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
+    store = ctx.broker.dynamic_configs
+    overrides = store.group_overrides(group_id)
+    out = []
+    for key, value in store.group_config(group_id).items():
+        source = SOURCE_GROUP if key in overrides else SOURCE_DEFAULT
+        d = GROUP_CONFIGS[key]
+        out.append(
+            ConfigEntry(
+                name=key,
+                value=str(value),
+                is_default=source == SOURCE_DEFAULT,
+                source=source,
+                read_only=False,
+                sensitive=False,
+                config_type=CONFIG_TYPE_STRING if d.choices else CONFIG_TYPE_INT,
+                documentation=d.doc,
+                synonyms=(ConfigSynonym(key, str(value), source),),
+            )
+        )
+    return out
 
 
 def _logger_entry(name: str, level: str) -> ConfigEntry:

@@ -13,7 +13,11 @@ Kafka behaviour kept (ConfigAdminManager.preprocess, ConfigurationControlManager
   INVALID_REQUEST;
 - BROKER: this broker's id or empty; tidelog's broker settings are static, so SET / APPEND /
   SUBTRACT of one is INVALID_REQUEST "Cannot update these configs dynamically: ..." (DELETE of a
-  dynamic value that does not exist is accepted, as in Kafka);
+  dynamic value that does not exist is accepted, as in Kafka); a setting Kafka changes at run
+  time that tidelog does not use is stored (SET / DELETE) with a log line that it has no effect
+  (``broker/dynamic_configs.py``);
+- GROUP (Kafka 4's group configs): SET / DELETE ``consumer.session.timeout.ms`` and the other
+  GroupConfig names, validated as Kafka's GroupConfig.validate; stored durably;
 - BROKER_LOGGER: SET or DELETE the level of one of this process's loggers (log4j level names).
 
 Kafka divergence: APPEND / SUBTRACT on a topic setting that is not set start from its effective
@@ -91,10 +95,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
         bad = common.check_node_id(name, broker.node_id, allow_empty=True, describe=False)
         if bad is not None:
             return bad
-        for _key, op, _value in ops:
-            if op not in common.OP_NAMES:
-                return common.invalid_request(f"Unknown operations type {op}")
-        return common.refuse_broker_changes(key for key, op, _ in ops if op != common.OP_DELETE)
+        return common.alter_broker(broker, name, ops, replace=False, validate_only=validate_only)
+    if resource.resource_type == common.TYPE_GROUP:
+        return common.alter_group(broker, name, ops, validate_only=validate_only)
     if resource.resource_type == common.TYPE_BROKER_LOGGER:
         bad = common.check_node_id(name, broker.node_id, allow_empty=False, describe=False)
         if bad is not None:

@@ -1,6 +1,7 @@
-"""ListGroups (API 16) v0-4: every group this coordinator knows, with its protocol type.
+"""ListGroups (API 16) v0-5: every group this coordinator knows, with its protocol type.
 
-v4 adds a case-insensitive state filter (KIP-518) and each group's state in the answer.
+v4 adds a case-insensitive state filter (KIP-518) and each group's state in the answer; v5
+(KIP-848) a case-insensitive group type filter ("classic", "consumer") and each group's type.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for g in listed
                 if allowed(ctx, Operation.DESCRIBE, GROUP, g.group_id, log_denial=False)
             ]
+        types_filter = {t.strip().lower() for t in getattr(request, "types_filter", ())}
+        if types_filter:
+            listed = [g for g in listed if g.group_type.lower() in types_filter]
     return build(
         types.ListGroupsResponse,
         throttle_time=NO_THROTTLE,
@@ -42,10 +46,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
+                group_type=g.group_type,
             )
             for g in listed
         ),
     )
 
 
-SPEC = HandlerSpec(API_KEY, "ListGroups", 0, 4, handle)
+SPEC = HandlerSpec(API_KEY, "ListGroups", 0, 5, handle)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
+from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 from tidelog.storage.errors import StorageError
@@ -64,7 +65,7 @@ def _partition(types: Any, index: int, code: ErrorCode, offset: int, timestamp: 
         error_code=code,
         timestamp=timestamp,
         offset=offset,
-        leader_epoch=0 if code == ErrorCode.none and offset >= 0 else -1,
+        leader_epoch=LEADER_EPOCH if code == ErrorCode.none and offset >= 0 else -1,
     )
 
 

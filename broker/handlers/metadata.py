@@ -4,12 +4,16 @@ One broker (this node) leads every partition: leader epoch 0, replicas = isr = [
 Topics missing from the registry are created when ``auto.create.topics.enable`` is on and (v4+)
 the request allows it, with ``num.partitions`` partitions, as Kafka does; illegal names answer
 INVALID_TOPIC_EXCEPTION and are never created. A null topic list (v0: an empty one) means all
-topics. From v10 a topic may be asked for by id: unknown ids answer UNKNOWN_TOPIC_ID.
+topics. From v12 a topic may be asked for by id: as Kafka does, a request with any non-zero topic
+id is answered by id alone (the names, often empty strings from the Java Admin, are ignored and
+zero ids dropped); unknown ids answer UNKNOWN_TOPIC_ID with a null name. Ids in v10-11 answer
+INVALID_REQUEST; an entry with neither a name nor an id answers UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +22,14 @@ from kio.static.constants import uuid_zero
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.security.acls import CLUSTER_NAME, ResourceType
-from tidelog.broker.topics import INTERNAL_TOPICS, TopicError, TopicInfo, topic_name_error
+from tidelog.broker.topics import (
+    INTERNAL_TOPICS,
+    LEADER_EPOCH,
+    TopicError,
+    TopicInfo,
+    nonzero_topic_id,
+    topic_name_error,
+)
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 
@@ -27,7 +38,7 @@ log = logging.getLogger("tidelog.metadata")
 
 #: Kafka's AclOperation codes allowed on a topic with no authorizer: READ, WRITE, CREATE,
 #: DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: ... and on the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 #: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
@@ -53,7 +64,7 @@ def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations:
             error_code=ErrorCode.none,
             partition_index=i,
             leader_id=node,
-            leader_epoch=0,
+            leader_epoch=LEADER_EPOCH,
             replica_nodes=(node,),
             isr_nodes=(node,),
             offline_replicas=(),
@@ -68,7 +79,7 @@ def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations:
         is_internal=info.is_internal,
         partitions=partitions,
         topic_authorized_operations=(
-            _operations(ctx, TOPIC, info.name, _TOPIC_OPERATIONS)
+            _operations(ctx, TOPIC, info.name, TOPIC_OPERATIONS)
             if include_operations
             else _UNSET_OPERATIONS
         ),
@@ -95,6 +106,21 @@ def _wanted(ctx: RequestContext, request: Any) -> tuple[Any, ...] | None:
     return tuple(topics)
 
 
+def _by_id(types: Any, ctx: RequestContext, ids: list[uuid.UUID], include_ops: bool) -> list[Any]:
+    answers = []
+    for topic_id in ids:
+        info = ctx.broker.topics.by_id(topic_id)
+        if info is None:
+            answers.append(_error_topic(types, None, ErrorCode.unknown_topic_id, topic_id))
+        elif not allowed(ctx, Operation.DESCRIBE, TOPIC, info.name):
+            answers.append(
+                _error_topic(types, None, ErrorCode.topic_authorization_failed, topic_id)
+            )
+        else:
+            answers.append(_topic(types, ctx, info, include_ops))
+    return answers
+
+
 def _allow_auto_create(ctx: RequestContext, request: Any) -> bool:
     if not ctx.broker.config.auto_create_topics_enable:
         return False
@@ -116,22 +142,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if allowed(ctx, Operation.DESCRIBE, TOPIC, info.name, log_denial=False)
         ]
     else:
+        ids = [nonzero_topic_id(getattr(entry, "topic_id", None)) for entry in wanted]
+        if any(ids) and ctx.api_version < 12:
+            # Kafka: "Topic IDs are not supported in requests for version 10/11".
+            return error_response(ctx, request, ErrorCode.invalid_request)
+        if any(ids):
+            # Kafka decides by the ids: when any is non-zero the request is by id (names, empty
+            # or not, are ignored) and zero ids are dropped.
+            answers = _by_id(types, ctx, [tid for tid in dict.fromkeys(ids) if tid], include_ops)
+            wanted = ()
         auto_create = _allow_auto_create(ctx, request)
         for entry in wanted:
             name = getattr(entry, "name", None)
-            topic_id = getattr(entry, "topic_id", None)
-            if name is None:
-                info = topics.by_id(topic_id) if topic_id is not None else None
-                if info is None:
-                    answers.append(
-                        _error_topic(types, None, ErrorCode.unknown_topic_id, topic_id or uuid_zero)
-                    )
-                elif not allowed(ctx, Operation.DESCRIBE, TOPIC, info.name):
-                    answers.append(
-                        _error_topic(types, None, ErrorCode.topic_authorization_failed, topic_id)
-                    )
-                else:
-                    answers.append(_topic(types, ctx, info, include_ops))
+            if name is None:  # neither a name nor an id
+                answers.append(_error_topic(types, None, ErrorCode.unknown_topic_id))
+                continue
+            if not allowed(ctx, Operation.DESCRIBE, TOPIC, name):
+                answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))
                 continue
             if not allowed(ctx, Operation.DESCRIBE, TOPIC, name):
                 answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))

@@ -1,4 +1,4 @@
-"""OffsetCommit (API 8) v2-8: store consumers' positions in ``__consumer_offsets``.
+"""OffsetCommit (API 8) v2-9: store consumers' positions in ``__consumer_offsets``.
 
 Answered once the commit is appended and the high watermark covers it (at most
 ``offsets.commit.timeout.ms``). Version differences kept: v2-4 carry a retention time (kept as
@@ -6,7 +6,10 @@ the offset's expire timestamp, OffsetCommitValue v1, as Kafka does when one is g
 leader epoch; v7+ ``group.instance.id``. A generation of -1 with no member id is a "simple"
 commit (admin client, manual assignment), accepted while the group is empty. Unknown topics or
 partitions are UNKNOWN_TOPIC_OR_PARTITION, metadata longer than ``offset.metadata.max.bytes``
-OFFSET_METADATA_TOO_LARGE.
+OFFSET_METADATA_TOO_LARGE. v9 (KIP-848): for a consumer group the generation field is the
+member epoch - an unknown member is UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH, a
+version below 9 from a member UNSUPPORTED_VERSION; a classic group answers as before, except a
+missing group with a generation is GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -86,4 +89,4 @@ def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> 
     )
 
 
-SPEC = HandlerSpec(API_KEY, "OffsetCommit", 2, 8, handle)
+SPEC = HandlerSpec(API_KEY, "OffsetCommit", 2, 9, handle)

@@ -1,4 +1,4 @@
-"""OffsetFetch (API 9) v1-8: read committed offsets back.
+"""OffsetFetch (API 9) v1-9: read committed offsets back.
 
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no
 error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
@@ -7,6 +7,8 @@ epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+): a
 transactional offset commit still pending (``broker/group/txn_offsets.py``) answers
 UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka does; the consumer retries until the
 transaction ends. Without it, pending offsets are simply not seen (the last committed is).
+v9 (KIP-848) names the member and its epoch: for a consumer group, an unknown member is
+UNKNOWN_MEMBER_ID and another epoch STALE_MEMBER_EPOCH.
 """
 
 from __future__ import annotations
@@ -34,13 +36,24 @@ def _wanted(topics: Sequence[Any] | None) -> Wanted:
 
 
 def _fetch(
-    ctx: RequestContext, group_id: str, wanted: Wanted, require_stable: bool = False
+    ctx: RequestContext,
+    group_id: str,
+    wanted: Wanted,
+    require_stable: bool = False,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> OffsetFetchResult:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.DESCRIBE, GROUP, group_id):
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
     if groups is None:
         return OffsetFetchResult(ErrorCode.coordinator_not_available)
+    consumer = groups.consumer_groups
+    if consumer is not None and consumer.owns(group_id):
+        # v9+ (KIP-848): a named member must exist with its current epoch.
+        error = consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+        if error is not ErrorCode.none:
+            return OffsetFetchResult(error)
     result = groups.fetch_offsets(group_id, wanted)
     if ctx.broker.authorizer is not None:
         result = _authorized_topics(ctx, result, wanted)
@@ -125,7 +138,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         out = []
         for group in request.groups:
             wanted = _wanted(group.topics)
-            result = _fetch(ctx, group.group_id, wanted, bool(request.require_stable))
+            result = _fetch(
+                ctx,
+                group.group_id,
+                wanted,
+                bool(request.require_stable),
+                getattr(group, "member_id", None),
+                int(getattr(group, "member_epoch", -1)),
+            )
             out.append(
                 types.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -144,4 +164,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-SPEC = HandlerSpec(API_KEY, "OffsetFetch", 1, 8, handle)
+SPEC = HandlerSpec(API_KEY, "OffsetFetch", 1, 9, handle)

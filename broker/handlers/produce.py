@@ -11,6 +11,11 @@ Kafka divergence: Kafka answers acks=1 right after the leader's append; on a sin
 the durable default that would acknowledge records a power cut can still take, so acks=1 waits
 for the fsync as acks=-1 does (a topic with ``flush.messages`` > 1 answers acks=1 at once).
 
+A batch refused for some of its records (keyless records on a compacted topic) answers
+INVALID_RECORD with ``record_errors`` naming each refused record's index and Kafka's message
+(KIP-467, v8+), so clients fail only those records (librdkafka: INVALID_RECORD for them,
+_INVALID_DIFFERENT_RECORD for the others of the batch).
+
 Idempotent producers: storage checks each batch's producer id, epoch and sequence before
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
@@ -41,7 +46,7 @@ from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
-from tidelog.broker.topics import INTERNAL_TOPICS
+from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.lean import (
     ProducePartitionAnswer,
@@ -76,6 +81,8 @@ class _Result:
     next_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
+    #: KIP-467: the records of the batch that were refused, ``(batch index, message)``.
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 def _check_producer_state(
@@ -125,11 +132,17 @@ def append_partition(
         return _Result(topic, partition, refused[0], refused[1])
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(data, now_ms=broker.clock())
+        info = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
         broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, len(data))
     except StorageError as exc:
         log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
-        return _Result(topic, partition, error_code_for(exc.error_name), str(exc) or None)
+        return _Result(
+            topic,
+            partition,
+            error_code_for(exc.error_name),
+            str(exc) or None,
+            record_errors=getattr(exc, "record_errors", ()),
+        )
     broker.after_append(partition_log, hw_before)
     return _Result(
         topic,
@@ -192,7 +205,14 @@ def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
                     else None
                 ),
                 log_start_offset=r.log_start_offset if ok else -1,
-                record_errors=(),
+                record_errors=tuple(
+                    build(
+                        types.BatchIndexAndErrorMessage,
+                        batch_index=i,
+                        batch_index_error_message=m,
+                    )
+                    for i, m in r.record_errors
+                ),
                 error_message=r.message,
             )
         )
@@ -255,6 +275,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
                 log_append_time_ms=r.log_append_time_ms if ok else -1,
                 log_start_offset=r.log_start_offset if ok else -1,
                 error_message=r.message if ctx.api_version >= 8 else None,
+                record_errors=r.record_errors if ctx.api_version >= 8 else (),
             )
         )
     return RawBody((encode_produce_body(ctx.api_version, list(by_topic.items())),))
@@ -263,6 +284,11 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
 def _encode_one(version: int, r: _Result) -> bytes:
     """The answer body of a one-partition request (``protocol.lean``, the bytes kio writes)."""
     message = r.message if version >= 8 else None
+    if r.record_errors and version >= 8:  # KIP-467: the refused records of the batch
+        answer = ProducePartitionAnswer(
+            r.partition, int(r.error), -1, -1, -1, r.message, r.record_errors
+        )
+        return encode_produce_body(version, [(r.topic, [answer])])
     if r.error == ErrorCode.none:
         return encode_produce_one(
             version,

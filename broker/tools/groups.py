@@ -2,6 +2,9 @@
 
 ``--describe`` prints kafka-consumer-groups' offsets table (GROUP TOPIC PARTITION CURRENT-OFFSET
 LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID); ``--members`` and ``--state`` its other views.
+KIP-848 consumer groups (``group.protocol=consumer``) are described with ConsumerGroupDescribe:
+``--state`` adds the group epoch and target assignment epoch, ``--members`` each member's epoch,
+current and target assignment (kafka-consumer-groups.sh's ``--verbose`` columns).
 ``--reset-offsets`` works on groups without active members, as Kafka's does: ``--dry-run`` (the
 default, with a warning) shows the new offsets, ``--execute`` commits them.
 """
@@ -17,6 +20,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from tidelog.broker.tools import consumer_group_describe
 from tidelog.broker.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -314,11 +318,47 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
     return []
 
 
-def _describe_one(admin: Any, gid: str) -> dict[str, Any]:
+def _describe_one(admin: Any, gid: str, bootstrap: str | None = None) -> dict[str, Any]:
     desc = admin.describe_groups([gid]).get(gid, {})
     if desc.get("error"):
+        # A KIP-848 consumer group: DescribeGroups answers GROUP_ID_NOT_FOUND for it.
+        consumer = consumer_group_describe.describe(bootstrap, gid) if bootstrap else None
+        if consumer is not None:
+            return _consumer_desc(consumer)
         raise ToolError(f"Consumer group '{gid}': {desc['error']}")
     return dict(desc)
+
+
+def _consumer_desc(group: consumer_group_describe.DescribedConsumerGroup) -> dict[str, Any]:
+    """A consumer group in the shape of a classic description, plus its epochs."""
+    return {
+        "group_state": group.state,
+        "protocol_data": group.assignor,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_host": m.client_host,
+                "client_id": m.client_id,
+                "member_epoch": m.member_epoch,
+                "member_assignment": {"assignment": _by_topic(m.assignment)},
+                "target_assignment": _by_topic(m.target),
+            }
+            for m in group.members
+        ],
+    }
+
+
+def _by_topic(pairs: tuple[tuple[str, int], ...]) -> list[tuple[str, list[int]]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in pairs:
+        out.setdefault(topic, []).append(partition)
+    return sorted(out.items())
+
+
+def _partitions_text(assignment: list[tuple[str, list[int]]]) -> str:
+    return ",".join(f"{t}:{','.join(str(p) for p in ps)}" for t, ps in assignment) or "-"
 
 
 def _end_offsets(admin: Any, tps: list[Any]) -> dict[Any, int]:
@@ -335,7 +375,7 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
 
     status = EXIT_OK
     for gid in groups:
-        desc = _describe_one(admin, gid)
+        desc = _describe_one(admin, gid, args.bootstrap_server)
         state = _state(desc)
         members = list(desc.get("members") or [])
         if state == "Dead":
@@ -343,24 +383,39 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             status = EXIT_FAILURE
             continue
         print()
+        modern = "group_epoch" in desc  # a KIP-848 consumer group
         if args.state is not None:
             coordinator = _coordinator(admin)
-            print(format_table(
-                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                [[gid, coordinator, desc.get("protocol_data") or "", state, len(members)]],
-            ))  # fmt: skip
+            headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+            row: list[object] = [gid, coordinator, desc.get("protocol_data") or "", state]
+            if modern:
+                headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+                row += [desc["group_epoch"], desc["assignment_epoch"]]
+            print(format_table([*headers, "#MEMBERS"], [[*row, len(members)]]))
             continue
         if args.members:
             if not members:
                 print(f"Consumer group '{gid}' has no active members.")
                 continue
             headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-            rows = [[gid, m.get("member_id", ""), m.get("client_host", ""),
-                     m.get("client_id", ""), len(_assigned(m))] for m in members]  # fmt: skip
-            if args.verbose:
+            rows: list[list[object]] = [
+                [gid, m.get("member_id", ""), m.get("client_host", ""), m.get("client_id", ""),
+                 len(_assigned(m))] for m in members
+            ]  # fmt: skip
+            if args.verbose and not modern:
                 headers.append("ASSIGNMENT")
-                for row, m in zip(rows, members, strict=True):
-                    row.append(_assignment_text(_assigned(m)))
+                for row_, m in zip(rows, members, strict=True):
+                    row_.append(_assignment_text(_assigned(m)))
+            if modern:  # kafka-consumer-groups.sh --members --verbose columns of KIP-848
+                headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                            "TARGET-ASSIGNMENT"]  # fmt: skip
+                for row_, m in zip(rows, members, strict=True):
+                    row_ += [
+                        m["member_epoch"],
+                        _partitions_text(m["member_assignment"]["assignment"]),
+                        desc["assignment_epoch"],
+                        _partitions_text(m["target_assignment"]),
+                    ]
             print(format_table(headers, rows))
             continue
         if not members:
@@ -478,7 +533,7 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             file=sys.stderr,
         )
     for gid in groups:
-        desc = _describe_one(admin, gid)
+        desc = _describe_one(admin, gid, args.bootstrap_server)
         state = _state(desc)
         if state in ACTIVE_STATES:
             raise ToolError(

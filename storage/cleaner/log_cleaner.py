@@ -61,6 +61,7 @@ class LogCleaner:
         self.clock = clock
         default = CompactionConfig()
         self.manager = LogCleanerManager(log_manager, compaction_config or (lambda _log: default))
+        log_manager.add_before_delete_hook(self.manager.abort_cleaning)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.throttler = Throttler(self.config.io_max_bytes_per_second, stop=self._stop)
@@ -145,6 +146,13 @@ class LogCleaner:
             self.manager.done_aborted(log)
             return None
         except Exception:
+            if log.closed or self.manager.is_aborted(log):
+                # The log was deleted or closed under the pass (its files may be gone).
+                logger.info(
+                    "cleaning of %s-%d stopped: the log was closed", log.topic, log.partition
+                )
+                self.manager.done_aborted(log)
+                return None
             logger.exception(
                 "cleaning %s-%d failed; it is marked uncleanable until restart",
                 log.topic,

@@ -67,8 +67,14 @@ TopicPartition = tuple[str, int]
 
 
 def _segment_range(segments: list[LogSegment], start: int, end: int) -> list[LogSegment]:
-    """Segments holding offsets in ``[start, end)`` (the floor segment of ``start`` on)."""
-    out = []
+    """Segments holding offsets in ``[start, end)`` (the floor segment of ``start`` on).
+
+    ``segments`` is the whole list, active segment included: a segment's end is the next one's
+    base offset, so an empty range (``start >= end``, a clean log) selects nothing.
+    """
+    out: list[LogSegment] = []
+    if start >= end:
+        return out
     for i, segment in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if segment.base_offset >= end:
@@ -106,7 +112,7 @@ def cleanable_offsets(
     active = segments[-1]
     uncleanable = min(log.high_watermark, active.base_offset)
     if compaction.min_compaction_lag_ms > 0:
-        for segment in _segment_range(segments[:-1], first_dirty, active.base_offset):
+        for segment in _segment_range(segments, first_dirty, active.base_offset):
             if segment.largest_timestamp > now_ms - compaction.min_compaction_lag_ms:
                 uncleanable = min(uncleanable, segment.base_offset)
                 break
@@ -121,7 +127,7 @@ def _compaction_due(
 ) -> bool:
     """Kafka's maxCompactionDelay > 0: a dirty sealed segment's first batch is too old."""
     limit = now_ms - max(compaction.max_compaction_lag_ms, 0)
-    for segment in _segment_range(segments[:-1], first_dirty, segments[-1].base_offset):
+    for segment in _segment_range(segments, first_dirty, segments[-1].base_offset):
         first_ts = segment.rolling_based_ms
         if first_ts is not None and 0 < first_ts < limit:
             return True
@@ -193,9 +199,7 @@ class LogCleanerManager:
             log, segments, last_clean_offset, now_ms, compaction
         )
         clean_bytes = sum(s.size for s in segments[:-1] if s.base_offset < first_dirty)
-        cleanable = sum(
-            s.size for s in _segment_range(segments[:-1], first_dirty, first_uncleanable)
-        )
+        cleanable = sum(s.size for s in _segment_range(segments, first_dirty, first_uncleanable))
         tp = (log.topic, log.partition)
         horizon = self._horizons.get(tp, -1)
         return (
@@ -316,6 +320,15 @@ class LogCleanerManager:
                     self._done.wait(0.1)
             else:
                 self._paused[tp] = self._paused.get(tp, 0) + 1
+
+    def abort_cleaning(self, topic: str, partition: int) -> None:
+        """Stop a pass on the partition (waiting for it) and forget it: it is being deleted."""
+        tp = (topic, partition)
+        self.abort_and_pause_cleaning(topic, partition)
+        with self._lock:
+            self._paused.pop(tp, None)
+            self._uncleanable.discard(tp)
+            self._horizons.pop(tp, None)
 
     def resume_cleaning(self, topic: str, partition: int) -> None:
         tp = (topic, partition)

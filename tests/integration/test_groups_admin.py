@@ -190,7 +190,12 @@ def test_admin_offset_commits_and_offset_delete(setup: Any) -> None:
         },
     )
     listed = {g["group_id"]: g for g in admin.list_groups()}
-    assert listed["manual"] == {"group_id": "manual", "protocol_type": "", "group_state": "Empty"}
+    assert listed["manual"] == {
+        "group_id": "manual",
+        "protocol_type": "",
+        "group_state": "Empty",
+        "group_type": "classic",  # ListGroups v5 (KIP-848)
+    }
     offsets = admin.list_group_offsets("manual")["manual"]
     assert {(tp.topic, tp.partition): (o.offset, o.metadata) for tp, o in offsets.items()} == {
         ("events", 0): (7, "note"),

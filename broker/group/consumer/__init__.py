@@ -1,0 +1,79 @@
+"""KIP-848 consumer groups (``group.protocol=consumer``) beside the classic group coordinator.
+
+``records``: Kafka 4's ``__consumer_offsets`` record types of consumer groups, byte for byte;
+``assignors``: the server-side ``uniform`` and ``range`` assignors; ``model``: groups, members
+and the reconciliation of a member (revocation before reassignment); ``coordinator``: the
+heartbeat, fencing, replay and the offset-commit rules of consumer groups.
+
+``install(broker)`` creates ``ConsumerGroups`` over the classic coordinator (``broker.groups``):
+it shares its ``__consumer_offsets`` partitions, timer, offsets and start-up replay, through the
+few hooks ``GroupCoordinator.consumer_groups`` offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.group.consumer.assignors import names as assignor_names
+from tidelog.broker.group.consumer.coordinator import ConsumerGroups, Host
+from tidelog.broker.group.log import KeyValue
+
+if TYPE_CHECKING:
+    import uuid
+
+    from tidelog.broker.app import Broker
+
+__all__ = ["ConsumerGroups", "install"]
+
+
+def install(broker: Broker) -> ConsumerGroups:
+    classic = broker.groups
+
+    def write(group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
+        waiter: Awaitable[None] = classic.metadata_log.write(group_id, records)
+        return waiter
+
+    def inactive_error() -> ErrorCode | None:
+        error: ErrorCode | None = classic.metadata_log.inactive_error()
+        return error
+
+    def classic_group_busy(group_id: str) -> bool | None:
+        group = classic.groups.get(group_id)
+        return None if group is None else not group.is_empty
+
+    def drop_classic_group(group_id: str) -> None:
+        classic.groups.pop(group_id, None)
+
+    def topics() -> Mapping[str, tuple[uuid.UUID, int]]:
+        return {
+            info.name: (info.topic_id, info.partitions)
+            for info in broker.topics
+            if not info.is_internal
+        }
+
+    def timeouts(group_id: str) -> tuple[int, int]:
+        config = broker.dynamic_configs.group_config(group_id)
+        return (
+            int(config["consumer.session.timeout.ms"]),
+            int(config["consumer.heartbeat.interval.ms"]),
+        )
+
+    host = Host(
+        write=write,
+        now_ms=classic.timer.now_ms,
+        schedule=classic.timer.schedule,
+        cancel=classic.timer.cancel,
+        inactive_error=inactive_error,
+        classic_group_busy=classic_group_busy,
+        drop_classic_group=drop_classic_group,
+        topics=topics,
+        timeouts=timeouts,
+        assignors=tuple(assignor_names(broker.config.get("group.consumer.assignors"))),
+        max_size=broker.config.get_int("group.consumer.max.size"),
+    )
+    groups = ConsumerGroups(host)
+    classic.consumer_groups = groups
+    return groups

@@ -1,0 +1,628 @@
+"""The consumer-group protocol of KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe, and
+the offset-commit rules of consumer groups, beside the classic group coordinator.
+
+A heartbeat (Kafka's GroupMetadataManager.consumerGroupHeartbeat, simplified):
+
+1. checks the request (group id; on join, member epoch 0: a rebalance timeout, a subscription
+   and no owned partitions), the group's type (a non-empty classic group of that id answers
+   GROUP_ID_NOT_FOUND "Group X is not a consumer group."; an empty one is taken over - the
+   online upgrade of an empty classic group - and the way back happens when a classic member
+   joins an empty consumer group), and the member: unknown ids UNKNOWN_MEMBER_ID; an epoch
+   above the member's, or below it unless it is the previous epoch with owned partitions all
+   still assigned (a lost answer), FENCED_MEMBER_EPOCH;
+2. epoch -1 leaves (the member is removed, its partitions freed); -2 is a static member's
+   temporary leave (it stays, epoch -2, until its session times out or its instance id joins
+   again and takes its assignment over with a new member id);
+3. updates the member's subscription; a new member, a changed subscription or changed
+   subscribed-topic metadata (partition counts, topics created) bumps the group epoch;
+4. when the group epoch is above the assignment epoch, the target assignment is computed by
+   the member's ``server_assignor`` or the first of ``group.consumer.assignors`` (``uniform``,
+   ``range``) over the names and the ``subscribed_topic_regex`` matches (Python ``re``,
+   internal topics excluded);
+5. reconciles the member (``model.reconcile``): revocation before reassignment;
+6. writes the records of what changed (``records``: group epoch, subscribed topic metadata,
+   member metadata, target assignment, current member assignment, tombstones for removed
+   members) to the group's ``__consumer_offsets`` partition and answers once they are covered
+   by the high watermark, with the member epoch, ``heartbeat_interval_ms`` and - when it
+   changed or the member joined - the assigned partitions (never those pending revocation).
+
+A member that sends no heartbeat for the group's ``consumer.session.timeout.ms`` (group config,
+else ``group.consumer.session.timeout.ms``) is fenced: removed, the group epoch bumped. A member
+that keeps partitions it must revoke past its rebalance timeout is fenced likewise.
+
+OffsetCommit v9+ of a consumer group: an empty member id with epoch -1 commits while the group
+is empty (admin, manual assignment); else the member must exist (UNKNOWN_MEMBER_ID) and the
+epoch be its current one (STALE_MEMBER_EPOCH); versions before 9 UNSUPPORTED_VERSION. OffsetFetch
+v9+ checks the same when it names a member.
+
+Start-up: the records are replayed from ``__consumer_offsets`` (``replay`` per record, then
+``loaded``): groups, members, epochs, targets and assignments come back; session timers start
+afresh.
+
+Kafka divergence: no mixed groups (classic members in a consumer group), the upgrade and
+downgrade convert empty groups only; the regular expression is Python's, resolved at each
+heartbeat; records are applied in memory before the write completes (a failed write answers an
+error but keeps the new state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.group.consumer import records as rec
+from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
+from tidelog.broker.group.consumer.model import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    UNREVOKED_PARTITIONS,
+    ConsumerGroup,
+    ConsumerMember,
+    Partitions,
+    reconcile,
+)
+from tidelog.broker.group.consumer.state_records import (
+    apply_record,
+    current_assignment_record,
+    epoch_record,
+    member_metadata_record,
+    partition_metadata_record,
+    target_member_record,
+    tombstone,
+)
+from tidelog.broker.group.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group.schemas import SchemaError
+
+log = logging.getLogger("tidelog.group.consumer")
+
+__all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: tuple[str, ...] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    owned: Partitions | None
+    client_id: str
+    client_host: str
+    api_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What the consumer-group protocol uses of the broker and the classic coordinator."""
+
+    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
+    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
+    now_ms: Callable[[], int]
+    schedule: Callable[[str, int, Callable[[], None]], None]
+    cancel: Callable[[str], None]
+    #: ErrorCode while the coordinator loads or is stopped, else None
+    inactive_error: Callable[[], ErrorCode | None]
+    #: classic group id -> True when it has members (None: no such classic group)
+    classic_group_busy: Callable[[str], bool | None]
+    drop_classic_group: Callable[[str], None]
+    #: name -> (topic id, partitions) of the topics that exist (internal excluded)
+    topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
+    #: group id -> (session timeout ms, heartbeat interval ms)
+    timeouts: Callable[[str], tuple[int, int]]
+    assignors: Sequence[str]
+    max_size: int
+
+
+class ConsumerGroups:
+    """Consumer groups of this coordinator (see the module docstring)."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # ------------------------------------------------------------------ queries
+    def owns(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    # ------------------------------------------------------------------ heartbeat
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        error = self.host.inactive_error()
+        if error is not None:
+            return HeartbeatResult(error, member_id=req.member_id or None)
+        try:
+            result, writes = self._heartbeat(req)
+        except _Refused as exc:
+            return HeartbeatResult(exc.error, exc.message, req.member_id or None)
+        if writes:
+            try:
+                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+            except CoordinatorLogError as exc:
+                return HeartbeatResult(exc.error, str(exc) or None, result.member_id)
+            except TimeoutError:
+                return HeartbeatResult(ErrorCode.request_timed_out, None, result.member_id)
+        return result
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        if not req.group_id:
+            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id:
+            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
+        if req.member_epoch > 0 and not req.member_id:
+            raise _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise _Refused(
+                    ErrorCode.invalid_request,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if req.owned is None or any(req.owned.values()):
+                raise _Refused(
+                    ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
+                )
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _Refused(
+                    ErrorCode.invalid_request,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
+            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
+        if req.server_assignor is not None and req.server_assignor not in self.host.assignors:
+            raise _Refused(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                + ", ".join(self.host.assignors)
+                + ".",
+            )
+        if req.subscribed_topic_regex is not None:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                raise _Refused(
+                    ErrorCode.invalid_regular_expression,
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid "
+                    f"regular expression: {exc}.",
+                ) from None
+
+    def _group_for(self, req: HeartbeatRequest, writes: list[KeyValue]) -> ConsumerGroup:
+        group = self.groups.get(req.group_id)
+        if group is not None:
+            return group
+        busy = self.host.classic_group_busy(req.group_id)
+        if busy:
+            raise _Refused(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+            )
+        if req.member_epoch != 0:
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        if busy is False:
+            self.host.drop_classic_group(req.group_id)  # online upgrade of an empty classic group
+            log.info("empty classic group %s converted to a consumer group", req.group_id)
+        group = ConsumerGroup(req.group_id)
+        self.groups[req.group_id] = group
+        return group
+
+    def _heartbeat(self, req: HeartbeatRequest) -> tuple[HeartbeatResult, list[KeyValue]]:
+        self._validate(req)
+        writes: list[KeyValue] = []
+        group = self._group_for(req, writes)
+        session_ms, interval_ms = self.host.timeouts(group.group_id)
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(group, req, writes), writes
+        joining = req.member_epoch == 0
+        member = self._member_for(group, req, writes)
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=(
+                req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            subscribed_topic_names=(
+                tuple(sorted(set(req.subscribed_topic_names)))
+                if req.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (req.subscribed_topic_regex or None)
+                if req.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            server_assignor=(
+                req.server_assignor if req.server_assignor is not None else member.server_assignor
+            ),
+        )
+        bump = False
+        if (
+            member.member_id not in group.members
+            or updated.subscription_key() != member.subscription_key()
+        ):
+            writes.append(member_metadata_record(group.group_id, updated))
+            bump = True
+        group.members[updated.member_id] = updated
+        metadata = self._subscribed_metadata(group)
+        if metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            writes.append(partition_metadata_record(group))
+            bump = True
+        if bump:
+            group.group_epoch += 1
+            writes.append(epoch_record(rec.METADATA_KEY, group.group_id, group.group_epoch))
+        if group.group_epoch > group.assignment_epoch:
+            writes.extend(self._compute_target(group, updated))
+        before = group.members[updated.member_id]
+        epochs = group.partition_epochs()
+        after = reconcile(
+            before,
+            group.target.get(before.member_id, {}),
+            group.assignment_epoch,
+            req.owned,
+            lambda tid, p: epochs.get((tid, p), -1),
+        )
+        if after != before or joining:
+            group.members[after.member_id] = after
+            writes.append(current_assignment_record(group.group_id, after))
+        self._schedule_session(group.group_id, after.member_id, session_ms)
+        self._schedule_rebalance(group.group_id, after)
+        send_assignment = (
+            joining
+            or after.assigned != before.assigned
+            or (req.owned is not None and _flat(req.owned) != _flat(after.assigned))
+        )
+        return (
+            HeartbeatResult(
+                ErrorCode.none,
+                None,
+                after.member_id,
+                after.member_epoch,
+                interval_ms,
+                after.assigned if send_assignment else None,
+            ),
+            writes,
+        )
+
+    def _member_for(
+        self, group: ConsumerGroup, req: HeartbeatRequest, writes: list[KeyValue]
+    ) -> ConsumerMember:
+        if req.member_epoch == 0:
+            if req.instance_id is not None:
+                existing = group.static_member(req.instance_id)
+                if existing is not None:
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        raise _Refused(
+                            ErrorCode.unreleased_instance_id,
+                            f"Static member {existing.member_id} with instance id "
+                            f"{req.instance_id} is not released yet.",
+                        )
+                    return self._replace_static(group, existing, req, writes)
+            member_id = req.member_id or uuid.uuid4().hex
+            existing = group.members.get(member_id)
+            if existing is not None:
+                # A member rejoining with its id (v1 clients keep it): start afresh.
+                return replace(
+                    existing, member_epoch=0, state=0, assigned={}, pending_revocation={}
+                )
+            if len(group.members) >= self.host.max_size:
+                raise _Refused(
+                    ErrorCode.group_max_size_reached,
+                    "The consumer group has reached its maximum capacity of "
+                    f"{self.host.max_size} members.",
+                )
+            return ConsumerMember(member_id=member_id)
+        member = group.members.get(req.member_id)
+        if member is None:
+            raise _Refused(
+                ErrorCode.unknown_member_id,
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if req.member_epoch > member.member_epoch:
+            raise _Refused(
+                ErrorCode.fenced_member_epoch,
+                f"The consumer group member has a greater member epoch ({req.member_epoch}) than "
+                f"the one known by the group coordinator ({member.member_epoch}). The member must "
+                "abandon all its partitions and rejoin.",
+            )
+        if req.member_epoch < member.member_epoch:
+            lost_answer = req.member_epoch == member.previous_member_epoch and (
+                req.owned is not None and _subset(req.owned, member.assigned)
+            )
+            if not lost_answer:
+                raise _Refused(
+                    ErrorCode.fenced_member_epoch,
+                    f"The consumer group member has a smaller member epoch ({req.member_epoch}) "
+                    f"than the one known by the group coordinator ({member.member_epoch}). The "
+                    "member must abandon all its partitions and rejoin.",
+                )
+        return member
+
+    def _replace_static(
+        self,
+        group: ConsumerGroup,
+        old: ConsumerMember,
+        req: HeartbeatRequest,
+        writes: list[KeyValue],
+    ) -> ConsumerMember:
+        """A static member back within its session: a new member id takes its assignment."""
+        new_id = req.member_id or uuid.uuid4().hex
+        self._remove_member(group, old, writes, bump=False)
+        target = group.target.pop(old.member_id, {})
+        new = replace(
+            old,
+            member_id=new_id,
+            member_epoch=group.assignment_epoch,
+            previous_member_epoch=old.previous_member_epoch,
+            state=0,
+        )
+        group.target[new_id] = target
+        group.members[new_id] = new  # same subscription: no new group epoch
+        writes.append(target_member_record(group.group_id, new_id, target))
+        writes.append(member_metadata_record(group.group_id, new))
+        return new
+
+    def _leave(
+        self, group: ConsumerGroup, req: HeartbeatRequest, writes: list[KeyValue]
+    ) -> HeartbeatResult:
+        member = group.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            member = group.static_member(req.instance_id)
+        if member is None:
+            raise _Refused(
+                ErrorCode.unknown_member_id,
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            kept = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+            group.members[member.member_id] = kept
+            writes.append(current_assignment_record(group.group_id, kept))
+            self.host.cancel(_rebalance_key(group.group_id, member.member_id))
+            log.info("static member %s of group %s left for now", member.member_id, group.group_id)
+        else:
+            self._remove_member(group, member, writes, bump=True)
+            log.info("member %s left group %s", member.member_id, group.group_id)
+        return HeartbeatResult(ErrorCode.none, None, member.member_id, req.member_epoch, 0)
+
+    def _remove_member(
+        self, group: ConsumerGroup, member: ConsumerMember, writes: list[KeyValue], *, bump: bool
+    ) -> None:
+        gid, mid = group.group_id, member.member_id
+        group.members.pop(mid, None)
+        self.host.cancel(_session_key(gid, mid))
+        self.host.cancel(_rebalance_key(gid, mid))
+        writes.append(tombstone(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, gid, mid))
+        if mid in group.target:
+            group.target.pop(mid)
+            writes.append(tombstone(rec.TARGET_ASSIGNMENT_MEMBER_KEY, gid, mid))
+        writes.append(tombstone(rec.MEMBER_METADATA_KEY, gid, mid))
+        if bump:
+            metadata = self._subscribed_metadata(group)
+            if metadata != group.subscribed_metadata:
+                group.subscribed_metadata = metadata
+                writes.append(partition_metadata_record(group))
+            group.group_epoch += 1
+            writes.append(epoch_record(rec.METADATA_KEY, gid, group.group_epoch))
+
+    # ------------------------------------------------------------------ timers
+    def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
+        self.host.schedule(
+            _session_key(group_id, member_id),
+            session_ms,
+            lambda: self._fence(group_id, member_id, "session timeout"),
+        )
+
+    def _schedule_rebalance(self, group_id: str, member: ConsumerMember) -> None:
+        key = _rebalance_key(group_id, member.member_id)
+        if member.state == UNREVOKED_PARTITIONS and member.rebalance_timeout_ms > 0:
+            self.host.schedule(
+                key,
+                member.rebalance_timeout_ms,
+                lambda: self._fence(group_id, member.member_id, "rebalance timeout"),
+            )
+        else:
+            self.host.cancel(key)
+
+    def _fence(self, group_id: str, member_id: str, why: str) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return
+        writes: list[KeyValue] = []
+        self._remove_member(group, member, writes, bump=True)
+        log.info("member %s of group %s fenced: %s", member_id, group_id, why)
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
+            return
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def start_timers(self) -> None:
+        for group in self.groups.values():
+            session_ms, _ = self.host.timeouts(group.group_id)
+            for member in group.members.values():
+                self._schedule_session(group.group_id, member.member_id, session_ms)
+
+    # ------------------------------------------------------------------ assignment
+    def _subscribed_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        topics = self.host.topics()
+        wanted: set[str] = set()
+        for m in group.members.values():
+            wanted.update(t for t in m.subscribed_topic_names if t in topics)
+            if m.subscribed_topic_regex:
+                pattern = re.compile(m.subscribed_topic_regex)
+                wanted.update(t for t in topics if pattern.fullmatch(t))
+        return {t: topics[t] for t in sorted(wanted)}
+
+    def _member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[uuid.UUID]:
+        names_ = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = re.compile(member.subscribed_topic_regex)
+            names_.update(t for t in group.subscribed_metadata if pattern.fullmatch(t))
+        return frozenset(
+            group.subscribed_metadata[t][0] for t in names_ if t in group.subscribed_metadata
+        )
+
+    def _compute_target(self, group: ConsumerGroup, updated: ConsumerMember) -> list[KeyValue]:
+        assignor = updated.server_assignor or next(
+            (m.server_assignor for m in group.members.values() if m.server_assignor),
+            self.host.assignors[0],
+        )
+        spec = AssignmentSpec(
+            subscriptions={
+                m.member_id: self._member_topics(group, m) for m in group.members.values()
+            },
+            topics={tid: (name, n) for name, (tid, n) in group.subscribed_metadata.items()},
+            current=group.target,
+        )
+        new_target = assign(assignor, spec)
+        writes: list[KeyValue] = []
+        for member_id, parts in new_target.items():
+            if group.target.get(member_id) != parts:
+                writes.append(target_member_record(group.group_id, member_id, parts))
+        group.target = dict(new_target)
+        group.assignment_epoch = group.group_epoch
+        writes.append(
+            epoch_record(rec.TARGET_ASSIGNMENT_METADATA_KEY, group.group_id, group.assignment_epoch)
+        )
+        return writes
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record of ``__consumer_offsets`` at start-up."""
+        try:
+            apply_record(self.groups, rec.decode_key(key), value)
+        except (SchemaError, ValueError) as exc:
+            log.warning("skipping a consumer group record that does not parse: %s", exc)
+
+    # ------------------------------------------------------------------ offsets
+    def validate_offset_commit(
+        self, group_id: str, member_id: str | None, member_epoch: int, api_version: int
+    ) -> ErrorCode:
+        group = self.groups[group_id]
+        if member_epoch < 0 and not member_id and not group.members:
+            return ErrorCode.none  # admin client, or a consumer assigning partitions itself
+        if api_version < 9:
+            return ErrorCode.unsupported_version
+        return self._check_member(group, member_id, member_epoch)
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or (member_epoch < 0 and not member_id):
+            return ErrorCode.none
+        return self._check_member(group, member_id, member_epoch)
+
+    def _check_member(self, group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    # ------------------------------------------------------------------ admin
+    def drop_if_empty(self, group_id: str) -> bool:
+        """Forget an empty consumer group (classic downgrade, DeleteGroups): tombstones."""
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            return group is None
+        del self.groups[group_id]
+        writes: list[KeyValue] = [
+            tombstone(v, group_id)
+            for v in (
+                rec.TARGET_ASSIGNMENT_METADATA_KEY,
+                rec.PARTITION_METADATA_KEY,
+                rec.METADATA_KEY,
+            )
+        ]
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
+            return True
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return True
+
+    def is_subscribed(self, group_id: str, topic: str) -> bool:
+        """OffsetDelete: a topic a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        group = self.groups.get(group_id)
+        return group is not None and topic in self._subscribed_metadata(group)
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {tid: name for name, (tid, _n) in self.host.topics().items()}
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def assignor_name(self, group: ConsumerGroup) -> str:
+        for m in group.members.values():
+            if m.server_assignor:
+                return m.server_assignor
+        return self.host.assignors[0]
+
+
+def _flat(parts: Mapping[uuid.UUID, frozenset[int]]) -> set[tuple[uuid.UUID, int]]:
+    return {(t, p) for t, ps in parts.items() for p in ps}
+
+
+def _subset(owned: Partitions, assigned: Partitions) -> bool:
+    return _flat(owned) <= _flat(assigned)
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"cg-session:{group_id}:{member_id}"
+
+
+def _rebalance_key(group_id: str, member_id: str) -> str:
+    return f"cg-rebalance:{group_id}:{member_id}"
+
+
+def owned_from_wire(topic_partitions: Any) -> Partitions | None:
+    """The heartbeat's owned partitions (None when the request left them out)."""
+    if topic_partitions is None:
+        return None
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for t in topic_partitions:
+        if t.topic_id is None:
+            continue
+        out[t.topic_id] = out.get(t.topic_id, frozenset()) | frozenset(int(p) for p in t.partitions)
+    return out

@@ -1,0 +1,88 @@
+"""ConsumerGroupHeartbeat (key 68) v0-1: the member side of KIP-848 consumer groups.
+
+Joins (member epoch 0), heartbeats, leaves (-1, static -2); the answer carries the member id
+(v0: made by the coordinator; v1: the client's own), the member epoch, the heartbeat interval
+and, when it changed, the member's assignment as topic ids and partitions. The protocol is in
+``broker/group/consumer/coordinator.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.group.consumer.coordinator import HeartbeatRequest, owned_from_wire
+from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 68
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    classic = coordinator(ctx)
+    groups = None if classic is None else classic.consumer_groups
+    if groups is None:
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    names = request.subscribed_topic_names
+    result = await groups.heartbeat(
+        HeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=int(request.member_epoch),
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=_ms(request.rebalance_timeout),
+            subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            server_assignor=request.server_assignor,
+            owned=owned_from_wire(request.topic_partitions),
+            client_id=ctx.client_id or "",
+            client_host=client_host(ctx),
+            api_version=ctx.api_version,
+        )
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = build(
+            types.Assignment,
+            topic_partitions=tuple(
+                build(types.TopicPartitions, topic_id=tid, partitions=tuple(sorted(parts)))
+                for tid, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+            ),
+        )
+    return build(
+        types.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=None,
+        member_id=None,
+        member_epoch=-1,
+        heartbeat_interval=timedelta(0),
+        assignment=None,
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "ConsumerGroupHeartbeat", 0, 1, handle)

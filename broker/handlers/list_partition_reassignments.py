@@ -1,0 +1,33 @@
+"""ListPartitionReassignments (key 46) v0: ongoing reassignments - never any on one node.
+
+AlterPartitionReassignments completes at once (the only valid target is the current replica),
+so the answer is always an empty list; topics asked for that do not exist are left out, as
+Kafka's ReplicationControlManager leaves them out.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 46
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.ListPartitionReassignmentsResponse,
+        throttle_time=timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=(),
+    )
+
+
+SPEC = HandlerSpec(
+    api_key=API_KEY, name="ListPartitionReassignments", min_version=0, max_version=0, handle=handle
+)
