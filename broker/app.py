@@ -55,6 +55,10 @@ SHUTDOWN_DRAIN_S = 10.0
 DEFAULT_BIND_HOST = "127.0.0.1"
 
 
+def _no_offsets_topic() -> None:
+    """``ensure_offsets_topic`` of a broker without a group coordinator."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -141,6 +145,9 @@ class Broker:
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
         self.groups: Any = None
+        #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
+        #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
+        self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
         self.producer_ids = ProducerIdManager.for_broker(self)
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services

@@ -4,6 +4,8 @@ connections, per-partition offsets and sizes, group count.
 The endpoint is off unless ``metrics.port`` is set; it then serves ``/metrics`` from
 prometheus_client's own HTTP server thread, bound to the first listener's host (127.0.0.1 when
 that host is empty), with a private ``CollectorRegistry`` (no process-global state).
+prometheus_client is imported only when the endpoint starts or a registry is asked for (it costs
+~40 ms of start-up).
 
 Hot path: ``observe_request``, ``bytes_in``, ``bytes_out`` and ``connection_opened/closed`` are
 called on the event loop thread and only bump plain ints (no lock, no prometheus object, no
@@ -31,15 +33,11 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 log = logging.getLogger("tidelog.metrics")
 
@@ -96,8 +94,18 @@ class Metrics:
         self._connections_total = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(self))
+        self._registry: CollectorRegistry | None = None
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The private registry (made, and prometheus_client imported, on first use)."""
+        if self._registry is None:
+            from prometheus_client import CollectorRegistry
+
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(_Collector(self))
+            self._registry = registry
+        return self._registry
 
     # ------------------------------------------------------------------ hot path
 
@@ -143,6 +151,8 @@ class Metrics:
     async def start(self) -> None:
         if self.port is None:
             return
+        from prometheus_client import start_http_server
+
         try:
             self._server, self._thread = start_http_server(
                 self.port, addr=self.host, registry=self.registry
@@ -175,11 +185,19 @@ class Metrics:
 
     def render(self) -> bytes:
         """The text a scrape gets (for tests and debugging)."""
+        from prometheus_client import generate_latest
+
         return bytes(generate_latest(self.registry))
 
     # ------------------------------------------------------------------ scrape
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
         apis = sorted(self._apis.items())
         requests = CounterMetricFamily(
             "tidelog_requests", "Requests answered, by API.", labels=["api"]
@@ -231,6 +249,8 @@ class Metrics:
     def _partition_families(self) -> Iterator[Metric]:
         if self._partitions is None:
             return
+        from prometheus_client.core import GaugeMetricFamily
+
         try:
             stats = sorted(self._partitions(), key=lambda p: (p.topic, p.partition))
         except Exception:
