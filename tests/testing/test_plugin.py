@@ -19,7 +19,7 @@ from tidelog.testing import Broker
 pytest_plugins = ["pytester"]
 
 #: Helpers every inner test module starts with.
-HELPERS = '''
+HELPERS = """
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
@@ -45,7 +45,7 @@ def read_all(bootstrap, topic, partitions=(0,)):
             out.extend(r.value for r in records)
     consumer.close()
     return out
-'''
+"""
 
 
 def run(pytester: pytest.Pytester, body: str, *args: str) -> pytest.RunResult:
@@ -67,7 +67,7 @@ def test_plugin_is_registered_by_its_entry_point(pytester: pytest.Pytester) -> N
 def test_session_broker_and_fresh_topics(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
-        '''
+        """
 SEEN = {}
 
 
@@ -96,7 +96,7 @@ def test_create_topic_with_settings(tidelog_broker):
     consumer = KafkaConsumer(bootstrap_servers=tidelog_broker.bootstrap_servers)
     assert consumer.partitions_for_topic("made-here") == {0, 1, 2}
     consumer.close()
-''',
+""",
     )
     result.assert_outcomes(passed=3)
 
@@ -107,7 +107,7 @@ def test_factory_brokers_have_their_own_settings_and_stop(
     pids = tmp_path / "pids"
     result = run(
         pytester,
-        f'''
+        f"""
 import pathlib
 
 
@@ -125,7 +125,7 @@ def test_two_brokers(tidelog_broker_factory):
     c3.close()
     c1.close()
     pathlib.Path({str(pids)!r}).write_text(f"{{three.pid}} {{plain.pid}}")
-''',
+""",
     )
     result.assert_outcomes(passed=1)
     for pid in pids.read_text().split():
@@ -136,7 +136,7 @@ def test_two_brokers(tidelog_broker_factory):
 def test_kill_and_restart_keep_acknowledged_records(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
-        '''
+        """
 def test_crash(tidelog_broker_factory):
     broker = tidelog_broker_factory()
     broker.create_topic("durable", partitions=2)
@@ -151,7 +151,7 @@ def test_crash(tidelog_broker_factory):
     assert "unclean" in broker.log_text()  # the restart recovered the log dir
     broker.restart()  # a graceful stop in between this time
     assert sorted(read_all(broker.bootstrap_servers, "durable", (0, 1))) == sorted(values)
-''',
+""",
     )
     result.assert_outcomes(passed=1)
 
@@ -162,7 +162,7 @@ def test_tidelog_broker_option_uses_an_existing_broker(
     with Broker() as other:
         result = run(
             pytester,
-            f'''
+            f"""
 def test_on_the_given_broker(tidelog_broker, tidelog_topic):
     assert tidelog_broker.bootstrap_servers == {other.bootstrap_servers!r}
     assert tidelog_broker.log_dir is None  # not ours: no files, no restart
@@ -176,7 +176,7 @@ def test_cannot_stop_it(tidelog_broker):
     import pytest
     with pytest.raises(RuntimeError, match="--tidelog-broker"):
         tidelog_broker.kill()
-''',
+""",
             f"--tidelog-broker={other.bootstrap_servers}",
         )
         result.assert_outcomes(passed=2)
@@ -193,7 +193,7 @@ def test_cannot_stop_it(tidelog_broker):
 def test_broker_log_is_attached_to_a_failing_test(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
-        '''
+        """
 def test_passes(tidelog_topic):
     assert tidelog_topic
 
@@ -206,7 +206,7 @@ def test_fails_on_the_session_broker(tidelog_broker, tidelog_topic):
 def test_fails_on_a_factory_broker(tidelog_broker_factory):
     broker = tidelog_broker_factory({"log.retention.ms": 123456})
     assert broker.bootstrap_servers == "nowhere"
-''',
+""",
     )
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
@@ -222,7 +222,7 @@ def test_fails_on_a_factory_broker(tidelog_broker_factory):
 def test_override_and_keep_options(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
-        '''
+        """
 def test_settings_reach_the_broker(tidelog_broker):
     produce(tidelog_broker.bootstrap_servers, "auto-two", [b"x"])
     consumer = KafkaConsumer(bootstrap_servers=tidelog_broker.bootstrap_servers)
@@ -236,7 +236,7 @@ def test_factory_gets_them_too(tidelog_broker_factory):
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
     assert consumer.partitions_for_topic("auto-two") == {0, 1}
     consumer.close()
-''',
+""",
         "--tidelog-override",
         "num.partitions=2",
         "--tidelog-keep",
@@ -262,10 +262,10 @@ def test_factory_gets_them_too(tidelog_broker_factory):
 def test_bad_override_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
-        '''
+        """
 def test_x(tidelog_broker):
     pass
-''',
+""",
         "--tidelog-override",
         "no-equals-sign",
     )
