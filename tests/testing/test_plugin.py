@@ -91,7 +91,8 @@ def test_second_sees_nothing_of_the_first(tidelog_broker, tidelog_topic):
 
 
 def test_create_topic_with_settings(tidelog_broker):
-    name = tidelog_broker.create_topic("made-here", partitions=3, config={"cleanup.policy": "compact"})
+    settings = {"cleanup.policy": "compact"}
+    name = tidelog_broker.create_topic("made-here", partitions=3, config=settings)
     assert name == "made-here"
     consumer = KafkaConsumer(bootstrap_servers=tidelog_broker.bootstrap_servers)
     assert consumer.partitions_for_topic("made-here") == {0, 1, 2}
