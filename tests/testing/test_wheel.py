@@ -65,9 +65,9 @@ def test_wheel_installs_next_to_an_application_config_package(wheel: Path, tmp_p
     # The dependencies (kio, uvloop, ...) from the project venv, after the venv's own packages.
     # A plain path line: the project venv's .pth files (its editable tidelog) are not run.
     (site / "zz_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q"]
-        + [str(wheel)],
+        [*pip, "install", "--no-deps", "-q", str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
