@@ -8,11 +8,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 import tidelog
 from tidelog.testing import Broker, EmbeddedBroker
+
+pytestmark = pytest.mark.integration
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

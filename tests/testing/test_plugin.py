@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tidelog.testing import Broker
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.integration
 
 #: Helpers every inner test module starts with.
 HELPERS = """

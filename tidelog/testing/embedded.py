@@ -218,7 +218,7 @@ class EmbeddedBroker(ContextManagerMixin):
             await app.stop()
             logging.getLogger("tidelog").info("stopped (embedded broker)")
         else:
-            _abandon(app)
+            await _abandon(app)
             logging.getLogger("tidelog").info("killed (embedded broker): no shutdown work")
 
     def _end(self, how: str, timeout_s: float) -> int | None:
@@ -275,9 +275,11 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
-def _abandon(app: Any) -> None:
+async def _abandon(app: Any) -> None:
     """What SIGKILL leaves: listeners and connections gone, no flush, no checkpoint, no clean
-    shutdown marker. Worker threads are left to finish what they hold."""
+    shutdown marker. What would outlive the loop in this process and touch the log dir or a
+    port (the log cleaner's threads, the metrics endpoint) is stopped; the worker pool is left
+    to finish what it holds."""
     for server in app.listeners:
         server.stop_accepting()
         for connection in list(server.connections):
@@ -285,3 +287,5 @@ def _abandon(app: Any) -> None:
             if transport is not None:
                 transport.abort()
     app._executor.shutdown(wait=False, cancel_futures=True)
+    await asyncio.get_running_loop().run_in_executor(None, app.log_cleaner.shutdown, 10.0)
+    await app.metrics.stop()
