@@ -134,7 +134,9 @@ class Broker:
         # are loaded, stopped before storage shuts down.
         self.log_cleaner = LogCleaner(
             self.log_manager,
-            CleanerConfig.from_lookup(config.get),
+            # Names this build does not define keep the cleaner's defaults; asking config.get
+            # would build an "unknown setting" error (with spelling hints) only to drop it.
+            CleanerConfig.from_lookup(lambda name: config.values.get(name)),
             compaction_config=lambda pl: compaction_config_from(
                 self.topics.effective_config(pl.topic)
             ),
