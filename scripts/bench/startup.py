@@ -127,7 +127,12 @@ def serve_once(python: str, workdir: Path, idle_s: float) -> dict[str, float]:
     with open(log_path, "wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env()
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_env(),
+            cwd=workdir,  # not the caller's: ``-m`` would import a ./tidelog from there first
         )
         try:
             ok = api_versions_answered(port, t0 + 30)
@@ -169,6 +174,7 @@ def embedded_once(python: str) -> dict[str, float]:
         capture_output=True,
         text=True,
         env=_env(),
+        cwd=tempfile.gettempdir(),
         timeout=120,
         check=False,
     )

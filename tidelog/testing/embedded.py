@@ -57,7 +57,7 @@ class EmbeddedBroker(ContextManagerMixin):
         self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
         self.log_file = self.work_dir / "broker.log"
         self._own_log_dir = log_dir is None
-        self._log_dir = Path(log_dir) if log_dir is not None else self.work_dir / "data"
+        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
         self.starts = 0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

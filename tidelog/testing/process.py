@@ -73,7 +73,7 @@ class Broker(ContextManagerMixin):
         self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
         self.log_file = self.work_dir / "broker.log"
         self._own_log_dir = log_dir is None
-        self._log_dir = Path(log_dir) if log_dir is not None else self.work_dir / "data"
+        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.exit_codes: list[int] = []
@@ -134,6 +134,7 @@ class Broker(ContextManagerMixin):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                cwd=self.work_dir,  # ``-m`` looks in the cwd first: never a stray ./tidelog
                 start_new_session=True,  # Ctrl-C in a terminal goes to pytest, not the broker
             )
         self._wait_listening(offset)
