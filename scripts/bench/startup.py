@@ -5,9 +5,9 @@
 - ``serve``: time from just before the ``tidelog serve`` process is spawned (the console
   script; ``./scripts/serve`` and its venv check excluded) to the first ApiVersions answer on its
   listener; a fresh empty log dir each run. The client polls connect every millisecond.
-- ``embedded``: in a fresh Python process, ``import tidelog`` and the broker code (timed apart as
-  ``import_ms``), then ``tidelog.Broker().start()`` to the first ApiVersions answer
-  (``start_ms``).
+- ``embedded``: in a fresh Python process, ``import tidelog`` and the broker code, handler
+  modules included (timed apart as ``import_ms``), then ``tidelog.Broker().start()`` to the
+  first ApiVersions answer (``start_ms``).
 - ``idle_rss_mb``: the ``tidelog serve`` process's VmRSS one second after its first answer.
 
 One warm-up run of each comes first and is not counted; the children run with byte-code caching
@@ -155,6 +155,8 @@ import json, sys, time
 t0 = time.perf_counter()
 import tidelog
 import tidelog.broker.app  # the broker code: what tidelog.Broker().start() loads first
+from tidelog.broker.router import discover_handlers
+discover_handlers()  # ... and the handler modules the router imports
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from startup import api_versions_answered
