@@ -68,6 +68,10 @@ SHUTDOWN_DRAIN_S = 10.0
 DEFAULT_BIND_HOST = "127.0.0.1"
 
 
+def _no_offsets_topic() -> None:
+    """``ensure_offsets_topic`` of a broker without a group coordinator."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -146,7 +150,9 @@ class Broker:
         # are loaded, stopped before storage shuts down.
         self.log_cleaner = LogCleaner(
             self.log_manager,
-            CleanerConfig.from_lookup(config.get),
+            # Names this build does not define keep the cleaner's defaults; asking config.get
+            # would build an "unknown setting" error (with spelling hints) only to drop it.
+            CleanerConfig.from_lookup(lambda name: config.values.get(name)),
             compaction_config=lambda pl: compaction_config_from(
                 self.topics.effective_config(pl.topic)
             ),
@@ -172,6 +178,9 @@ class Broker:
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
         self.groups: Any = None
+        #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
+        #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
+        self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
         self.producer_ids = ProducerIdManager.for_broker(self)
         self.services: list[Service] = [self.metrics]
         install_group_coordinator(self)  # sets self.groups, joins self.services

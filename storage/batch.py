@@ -38,7 +38,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
+from tidelog.storage.checksum import crc32c
 
 from .errors import (
     CorruptRecordError,

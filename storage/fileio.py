@@ -16,7 +16,7 @@ import mmap
 import os
 from array import array
 
-from crc32c import crc32c
+from tidelog.storage.checksum import crc32c
 
 from .batch import (
     ATTRIBUTES_OFFSET,

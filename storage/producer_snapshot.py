@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
+from tidelog.storage.checksum import crc32c
 
 from .errors import StorageError
 from .fileio import fsync_dir

@@ -17,8 +17,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 
-import crc32c as _crc32c
-
+from tidelog.storage import checksum as _crc32c
 from tidelog.storage.batch import HEADER_STRUCT, unpack_batch_header
 from tidelog.storage.record_compression import compress, decompress
 from tidelog.storage.record_types import (

@@ -1,14 +1,14 @@
 """Kafka's record compression codecs: gzip, snappy (raw, xerial-framed or snappy-framed),
-lz4 (frame format, with Kafka 0.8/0.9's wrong header checksum fixed for magic 0), zstd."""
+lz4 (frame format, with Kafka 0.8/0.9's wrong header checksum fixed for magic 0), zstd.
+
+The codec libraries (cramjam, lz4, zstandard) are imported on first use of their codec: a broker
+whose clients do not compress never loads them (they cost ~10 ms of start-up together).
+"""
 
 from __future__ import annotations
 
 import struct
 import zlib
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from tidelog.storage.record_types import (
     COMPRESSION_CODES,
@@ -64,6 +64,8 @@ def _snappy_raw(block: bytes, limit: int) -> bytes:
             break
     if size > limit:
         raise RecordDecodeError(f"snappy block of {size} bytes is over the {limit}-byte limit")
+    import cramjam
+
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
@@ -82,6 +84,8 @@ def _decompress_snappy(data: bytes, limit: int) -> bytes:
             pos += 4 + n
         return b"".join(out)
     if data.startswith(_SNAPPY_FRAMED):
+        import cramjam
+
         return _bounded(bytes(cramjam.snappy.decompress(data)), limit)
     return _snappy_raw(data, limit)  # librdkafka / kafka-python: raw snappy
 
@@ -113,6 +117,8 @@ def decompress(codec: int, data: bytes, *, magic: int = 2, limit: int = MAX_UNCO
         if codec == 3:
             if magic == 0:
                 data = _fix_old_kafka_lz4(data)
+            import lz4.frame
+
             dec = lz4.frame.LZ4FrameDecompressor()
             res = dec.decompress(data, max_length=limit + 1)
             if len(res) > limit:
@@ -121,6 +127,8 @@ def decompress(codec: int, data: bytes, *, magic: int = 2, limit: int = MAX_UNCO
                 raise RecordDecodeError("lz4 frame is truncated")
             return bytes(res)
         if codec == 4:  # streaming: producers may omit the content size
+            import zstandard
+
             reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
             with reader:
                 return _bounded(reader.read(limit + 1), limit)
@@ -141,13 +149,19 @@ def compress(codec: int | str, data: bytes, *, level: int | None = None) -> byte
         co = zlib.compressobj(level if level is not None else 6, wbits=31)
         return co.compress(data) + co.flush()
     if code == 2:
+        import cramjam
+
         parts = [_XERIAL_MAGIC, struct.pack(">ii", 1, 1)]
         for i in range(0, len(data), 32 * 1024):
             block = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
             parts += (_I32.pack(len(block)), block)
         return b"".join(parts)
     if code == 3:
+        import lz4.frame
+
         return bytes(lz4.frame.compress(data, block_linked=False, compression_level=level or 0))
     if code == 4:
+        import zstandard
+
         return bytes(zstandard.ZstdCompressor(level=level or 3).compress(data))
     raise ValueError(f"unknown compression {codec!r}: use one of {sorted(COMPRESSION_CODES)}")

@@ -2,11 +2,13 @@
 
 ``install(broker)`` creates the coordinator, sets ``broker.groups`` and adds it to
 ``broker.services`` (started after the topic registry is loaded, stopped before storage shuts
-down). At start the topic is created through the topic registry when missing (so Metadata lists
-it as internal) with Kafka's settings: ``offsets.topic.num.partitions`` partitions,
+down). As in Kafka, the topic is created on the first group request (FindCoordinator for a
+group, or the first write of the coordinator), not at start-up: a broker nobody uses for groups
+never pays for its partitions. It is created through the topic registry (so Metadata lists it as
+internal) with Kafka's settings: ``offsets.topic.num.partitions`` partitions,
 ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``,
 ``compression.type=producer``. An existing topic keeps its partition count (as in Kafka, the
-count is fixed once the topic exists).
+count is fixed once the topic exists); until the topic exists there is nothing to load.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class BrokerCoordinatorLog:
         return self._n
 
     async def prepare(self) -> None:
+        info = self._broker.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self._n = info.partitions
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (first group request)."""
         topics = self._broker.topics
         info = topics.get(OFFSETS_TOPIC)
         if info is None:
@@ -67,9 +75,11 @@ class BrokerCoordinatorLog:
                     "compression.type": "producer",
                 },
             )
+            log.info("created %s (%d partitions)", OFFSETS_TOPIC, info.partitions)
         self._n = info.partitions
 
     def _log(self, partition: int) -> PartitionLog:
+        self.ensure_topic()
         partition_log = self._broker.topics.get_log(OFFSETS_TOPIC, partition)
         if partition_log is None:
             raise CoordinatorLogError(
@@ -78,6 +88,8 @@ class BrokerCoordinatorLog:
         return partition_log
 
     async def read_partition(self, partition: int) -> list[LogRecord]:
+        if self._broker.topics.get(OFFSETS_TOPIC) is None:
+            return []  # not created yet: nothing to load
         partition_log = self._log(partition)
         return await self._broker.run_blocking(
             _read_all, partition_log, self._load_buffer, self.pending_transactional
@@ -142,4 +154,5 @@ def install(broker: Broker) -> GroupCoordinator:
     )
     broker.groups = coordinator
     broker.services.append(coordinator)
+    broker.ensure_offsets_topic = store.ensure_topic
     return coordinator

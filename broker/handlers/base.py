@@ -90,6 +90,8 @@ class BrokerView(Protocol):
     log_manager: LogManager
     #: Group configs and the Kafka-only dynamic broker settings tidelog stores.
     dynamic_configs: DynamicConfigs
+    #: Creates ``__consumer_offsets`` on the first group request (as Kafka does).
+    ensure_offsets_topic: Callable[[], None]
     #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
     authorizer: Authorizer | None
     #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.

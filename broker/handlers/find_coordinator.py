@@ -5,7 +5,8 @@ v0 asks for one group; v1-3 add ``key_type`` (0 = group, 1 = transaction); v4 ba
 ``__consumer_offsets``, so the answer is always this broker's advertised endpoint, also while
 the coordinator is still loading (the group APIs then answer COORDINATOR_LOAD_IN_PROGRESS, as
 Kafka does). Other key types are INVALID_REQUEST; without a coordinator wired in the answer is
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. A lookup for a group creates ``__consumer_offsets`` when it does not
+exist yet, as Kafka does.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def _authorized(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
 def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.invalid_request, -1, "", -1
-    if key_type == GROUP and coordinator(ctx) is None:
-        return ErrorCode.coordinator_not_available, -1, "", -1
+    if key_type == GROUP:
+        if coordinator(ctx) is None:
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        ctx.broker.ensure_offsets_topic()  # as Kafka: the first group lookup creates it
     broker = ctx.broker
     endpoint = broker.endpoint_for(ctx.listener_name)
     port = broker.advertised_port(endpoint)

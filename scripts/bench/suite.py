@@ -23,6 +23,9 @@ every run, the machine, the date and the settings. Workloads:
                   with flush.messages=9223372036854775807 (page-cache acks), back to back on
                   fresh topics; msgs/s of each and durable/plain
   durable-1k      the same with 1 KiB records (produce-ck's count)
+  startup         tidelog only (startup.py): `tidelog serve` spawn -> first ApiVersions answer,
+                  embedded tidelog.Broker().start(), idle RSS; median of 10 (--runs if more),
+                  next to KIP-974's native-image and JVM figures
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
 is reported at the end.
 
@@ -48,6 +51,7 @@ from typing import Any
 
 import hardware
 import servers
+import startup
 import workloads as wl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +68,10 @@ WORKLOADS = (
     "produce-fsync",
     "durable-100",
     "durable-1k",
+    "startup",
 )
+#: Workloads that do not run against each broker of the suite.
+OWN_RUN = ("hardware", "startup")
 
 
 @dataclass(frozen=True)
@@ -285,7 +292,7 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
     sampler.start()
     try:
         for workload in selected:
-            if workload == "hardware":
+            if workload in OWN_RUN:
                 continue
             sampler.label = workload
             wl.ABORT.clear()
@@ -487,7 +494,7 @@ def render(results: dict[str, Any]) -> str:
         if workload not in results["workloads"]:
             continue
         lines.append([label, *(_cell(results["servers"][n], workload, key, unit) for n in names)])
-    if any(w != "hardware" for w in results["workloads"]):
+    if any(w not in OWN_RUN for w in results["workloads"]):
         lines.append(
             [
                 "broker peak RSS (VmHWM)",
@@ -508,7 +515,7 @@ def render(results: dict[str, Any]) -> str:
             )
         )
     out.insert(1, "-" * len(out[0]))
-    text = "\n".join(out)
+    text = "\n".join(out) if lines else ""
     if hw:
         text += f"\n\nmachine: disk append {_fmt(disk, 'MB/s')}, loopback TCP {_fmt(net, 'MB/s')}"
         tl = results["servers"].get("tidelog", {}).get("workloads", {})
@@ -537,6 +544,8 @@ def render(results: dict[str, Any]) -> str:
             if key == "produce-kcat" and not t.get("peers"):
                 shown += " (no peer measured)"
             text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
+    if results.get("startup"):
+        text = (text + "\n\n" if text else "") + startup.render(results["startup"])
     notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
     if any(
         e.get("median", {}).get("acked_not_in_log")
@@ -664,7 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "hardware" in args.selected:
             results["hardware"] = run_hardware(ctx)
-        if any(w != "hardware" for w in args.selected):
+        if "startup" in args.selected:
+            log("startup: tidelog serve and the embedded broker, 10+ runs each")
+            results["startup"] = startup.measure(sys.executable, max(10, args.runs))
+        if any(w not in OWN_RUN for w in args.selected):
             for name in args.broker_list:
                 results["servers"][name] = run_server(ctx, name, args.selected)
     finally:

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
+from tidelog.storage.checksum import crc32c
 
 from ..batch import (
     ATTRIBUTES_OFFSET,

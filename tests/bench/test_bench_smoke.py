@@ -93,3 +93,22 @@ def test_metrics_cost_script_runs() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = [line.rsplit(None, 2)[0] for line in proc.stdout.splitlines()]
     assert names == ["observe_request", "observe_request waited", "topic_in", "topic_out"]
+
+
+def test_startup_workload_runs() -> None:
+    """``scripts/bench/startup.py`` measures a real ``tidelog serve`` and an embedded broker
+    (figures only: no thresholds here; see README for the measured ones)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench" / "startup.py"), "--runs", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tidelog serve -> ApiVersions answer" in proc.stdout
+    assert "native image (KIP-974)" in proc.stdout
+    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    median = result["median"]
+    assert median["serve_ready_ms"] > 0 and median["embedded_start_ms"] > 0
+    assert 0 < median["idle_rss_mb"] < 1000

@@ -137,6 +137,7 @@ def test_delete_topics_by_id_and_request_errors(h: AdminHarness) -> None:
 
 
 def test_internal_topic_is_not_deleted(h: AdminHarness) -> None:
+    h.broker.ensure_offsets_topic()  # what the first group request does
     (r,) = delete_topics(h, ["__consumer_offsets"])
     assert r.error_code == ErrorCode.invalid_topic_exception
     assert "__consumer_offsets" in h.broker.topics
@@ -192,6 +193,7 @@ def test_create_partitions_refuses_no_increase(h: AdminHarness) -> None:
 
 
 def test_create_partitions_assignments_and_validate_only(h: AdminHarness) -> None:
+    h.broker.ensure_offsets_topic()  # what the first group request does
     h.create_topic("t", 1)
     cases = [
         ([[1]], ErrorCode.invalid_replica_assignment),  # 2 new partitions, 1 assignment
@@ -236,6 +238,7 @@ def test_delete_records_raises_the_log_start(h: AdminHarness, version: int) -> N
 
 
 def test_delete_records_errors(h: AdminHarness) -> None:
+    h.broker.ensure_offsets_topic()  # what the first group request does
     h.create_topic("t", 1)
     h.produce("t", 0, 5)
     result = delete_records(h, "t", {0: 6, 3: 1})

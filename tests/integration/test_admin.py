@@ -267,6 +267,7 @@ def test_delete_records_raises_the_low_watermark(
 
 
 def test_delete_topics(module_broker: Any, kadmin: KafkaAdminClient, cadmin: AdminClient) -> None:
+    kadmin.describe_groups(["probe"])  # a group lookup creates __consumer_offsets
     results(cadmin.create_topics([NewTopic("doomed-a", 2, 1), NewTopic("doomed-b", 1, 1)]))
     produce(module_broker.bootstrap, "doomed-a", 0, 3)
     kadmin.delete_topics(["doomed-a"])

@@ -97,6 +97,21 @@ def test_find_coordinator(w: WireBroker, version: int) -> None:
     assert bad.coordinators[0].error_code is ErrorCode.invalid_request
 
 
+def test_the_first_group_lookup_creates_the_offsets_topic(w: WireBroker) -> None:
+    """As in Kafka, ``__consumer_offsets`` does not exist until a group needs it."""
+    assert w.broker.topics.get("__consumer_offsets") is None
+    txn = w.request(FIND, 3, "FindCoordinatorRequest", key="tx", key_type=1)
+    assert w.call(FIND, 3, txn).error_code is ErrorCode.none
+    assert w.broker.topics.get("__consumer_offsets") is None
+    r = w.call(FIND, 3, w.request(FIND, 3, "FindCoordinatorRequest", key="g", key_type=0))
+    assert r.error_code is ErrorCode.none
+    info = w.broker.topics.get("__consumer_offsets")
+    assert info is not None and info.is_internal
+    w.restart()
+    again = w.broker.topics.get("__consumer_offsets")
+    assert again is not None and again.partitions == info.partitions
+
+
 def join(w: WireBroker, version: int, group: str, member_id: str = "", **extra: Any) -> Any:
     proto = w.nested(JOIN, version, "JoinGroupRequestProtocol", name="range", metadata=SUB)
     fields: dict[str, Any] = {

@@ -1,0 +1,300 @@
+"""Start-up figures: how soon a broker answers ApiVersions, and how small it is when idle.
+
+    .venv/bin/python scripts/bench/startup.py [--runs 10] [--json]
+
+- ``serve``: time from just before the ``tidelog serve`` process is spawned (the console
+  script; ``./scripts/serve`` and its venv check excluded) to the first ApiVersions answer on its
+  listener; a fresh empty log dir each run. The client polls connect every millisecond.
+- ``embedded``: in a fresh Python process, ``import tidelog`` and the broker code, handler
+  modules included (timed apart as ``import_ms``), then ``tidelog.Broker().start()`` to the
+  first ApiVersions answer (``start_ms``).
+- ``idle_rss_mb``: the ``tidelog serve`` process's VmRSS one second after its first answer.
+
+One warm-up run of each comes first and is not counted; the children run with byte-code caching
+on (``PYTHONDONTWRITEBYTECODE`` removed), as an installed package has its ``.pyc`` files.
+
+Medians of ``--runs`` runs. KIP-974 (Kafka's GraalVM native image) gives 110-140 ms and
+230-540 MB; the JVM broker about 1.2 s and 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Targets of issue 21 and the figures of KIP-974 they are set against.
+TARGET_SERVE_MS = 150.0
+TARGET_EMBEDDED_MS = 50.0
+TARGET_RSS_MB = 40.0
+KIP_974 = {
+    "native image (KIP-974)": "start 110-140 ms, 230-540 MB",
+    "JVM broker (KIP-974)": "start ~1.2 s, ~1 GB",
+}
+
+_API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
+_REQUEST = struct.pack(">i", len(_API_VERSIONS_V0)) + _API_VERSIONS_V0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api_versions_answered(port: int, deadline: float) -> bool:
+    """Connect (retrying every ms until ``deadline``), send ApiVersions v0, read the answer."""
+    while time.perf_counter() < deadline:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            time.sleep(0.001)
+            continue
+        with sock:
+            sock.sendall(_REQUEST)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return len(data) >= 8 and struct.unpack(">i", data[4:8])[0] == 1
+    return False
+
+
+def _rss_kb(pid: int, key: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _cpu_ms(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (less sensitive to a busy machine than wall
+    time: the other work on the cores delays the broker but does not add to its CPU time)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def tidelog_command(python: str) -> list[str]:
+    script = Path(python).parent / "tidelog"
+    if script.exists() and TREE is None:
+        return [str(script), "serve"]
+    return [python, "-m", "tidelog.broker.cli", "serve"]
+
+
+#: ``--tree``: run tidelog from this checkout instead of the installed one (A/B comparisons).
+TREE: Path | None = None
+
+
+def _env() -> dict[str, str]:
+    """The caller's environment, but with byte-code caching on: an installed package has its
+    ``.pyc`` files (pip writes them), and a warm-up run writes them for a source checkout."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if TREE is not None:
+        env["PYTHONPATH"] = str(TREE)
+    return env
+
+
+def serve_once(python: str, workdir: Path, idle_s: float) -> dict[str, float]:
+    port = free_port()
+    log_dir = Path(tempfile.mkdtemp(prefix="startup-", dir=workdir))
+    cmd = [
+        *tidelog_command(python),
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"log.dirs={log_dir}",
+    ]
+    log_path = log_dir.parent / f"{log_dir.name}.log"
+    with open(log_path, "wb") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_env(),
+            cwd=workdir,  # not the caller's: ``-m`` would import a ./tidelog from there first
+        )
+        try:
+            ok = api_versions_answered(port, t0 + 30)
+            ready_ms = (time.perf_counter() - t0) * 1000
+            cpu_ms = _cpu_ms(proc.pid)
+            if not ok:
+                raise RuntimeError(f"no ApiVersions answer within 30 s (see {log_path})")
+            time.sleep(idle_s)
+            rss = _rss_kb(proc.pid) / 1024
+            hwm = _rss_kb(proc.pid, "VmHWM") / 1024
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    shutil.rmtree(log_dir, ignore_errors=True)
+    return {"ready_ms": ready_ms, "cpu_ms": cpu_ms, "idle_rss_mb": rss, "peak_rss_mb": hwm}
+
+
+_EMBEDDED_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import tidelog
+import tidelog.broker.app  # the broker code: what tidelog.Broker().start() loads first
+from tidelog.broker.router import discover_handlers
+discover_handlers()  # ... and the handler modules the router imports
+t1 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from startup import api_versions_answered
+b = tidelog.Broker()
+t2 = time.perf_counter()
+b.start()
+assert api_versions_answered(b.port, time.perf_counter() + 30)
+t3 = time.perf_counter()
+b.close()
+print(json.dumps({"import_ms": (t1 - t0) * 1000, "start_ms": (t3 - t2) * 1000}))
+"""
+
+
+def embedded_once(python: str) -> dict[str, float]:
+    proc = subprocess.run(
+        [python, "-c", _EMBEDDED_CHILD, str(Path(__file__).resolve().parent)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tempfile.gettempdir(),
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"embedded run failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(
+    python: str = sys.executable, runs: int = 10, idle_s: float = 1.0, embedded: bool = True
+) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="tidelog-startup-"))
+    try:
+        serve_once(python, workdir, 0.0)  # warm-up: byte-code caches, page cache
+        serve = [serve_once(python, workdir, idle_s) for _ in range(runs)]
+        inproc = [embedded_once(python) for _ in range(runs + 1)][1:] if embedded else []
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return round(statistics.median(r[key] for r in rows), 1)
+
+    figures = {
+        "serve_ready_ms": med(serve, "ready_ms"),
+        "serve_ready_ms_min": round(min(r["ready_ms"] for r in serve), 1),
+        "serve_ready_ms_max": round(max(r["ready_ms"] for r in serve), 1),
+        "serve_cpu_ms": med(serve, "cpu_ms"),
+        "idle_rss_mb": med(serve, "idle_rss_mb"),
+        "peak_rss_mb": med(serve, "peak_rss_mb"),
+    }
+    if inproc:
+        figures["embedded_start_ms"] = med(inproc, "start_ms")
+        figures["embedded_import_ms"] = med(inproc, "import_ms")
+    targets = {
+        "serve_ready_ms": {
+            "target": TARGET_SERVE_MS,
+            "met": figures["serve_ready_ms"] <= TARGET_SERVE_MS,
+        },
+        "idle_rss_mb": {"target": TARGET_RSS_MB, "met": figures["idle_rss_mb"] <= TARGET_RSS_MB},
+    }
+    if inproc:
+        targets["embedded_start_ms"] = {
+            "target": TARGET_EMBEDDED_MS,
+            "met": figures["embedded_start_ms"] <= TARGET_EMBEDDED_MS,
+        }
+    return {
+        "runs": runs,
+        "median": figures,
+        "serve_runs": serve,
+        "embedded_runs": inproc,
+        "targets": targets,
+        "loadavg_1m": os.getloadavg()[0],
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    m = result["median"]
+    t = result["targets"]
+
+    def verdict(key: str) -> str:
+        return "met    " if t[key]["met"] else "NOT met"
+
+    serve = (
+        f"(min {m['serve_ready_ms_min']:.1f}, max {m['serve_ready_ms_max']:.1f}; "
+        f"CPU {m['serve_cpu_ms']:.0f} ms)"
+    )
+    rows = [
+        ("tidelog serve -> ApiVersions answer", m["serve_ready_ms"], "ms", "serve_ready_ms", serve),
+    ]
+    if "embedded_start_ms" in m:
+        rows.append(
+            (
+                "tidelog.Broker().start() (embedded)",
+                m["embedded_start_ms"],
+                "ms",
+                "embedded_start_ms",
+                f"(import of the broker code before it: {m['embedded_import_ms']:.0f} ms)",
+            )
+        )
+    rows += [
+        (
+            "tidelog serve resident set, idle",
+            m["idle_rss_mb"],
+            "MB",
+            "idle_rss_mb",
+            f"(peak {m['peak_rss_mb']:.1f} MB)",
+        ),
+    ]
+    lines = [f"start-up, median of {result['runs']} runs"]
+    for label, value, unit, key, note in rows:
+        target = f"<= {t[key]['target']:.0f} {unit}"
+        lines.append(f"  {label:37} {value:7.1f} {unit}  {target:>9}  {verdict(key)}  {note}")
+    lines += [f"  {name:37} {figures}" for name, figures in KIP_974.items()]
+    lines.append(f"  1-minute load average after the runs: {result['loadavg_1m']:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--python", default=sys.executable, help="the venv's python (default: this one)")
+    p.add_argument("--json", action="store_true", help="print the JSON too")
+    p.add_argument("--serve-only", action="store_true", help="skip the embedded broker")
+    p.add_argument(
+        "--tree", type=Path, default=None, help="run tidelog from this checkout (PYTHONPATH)"
+    )
+    args = p.parse_args(argv)
+    global TREE
+    TREE = args.tree.resolve() if args.tree else None
+    result = measure(args.python, args.runs, embedded=not args.serve_only)
+    print(render(result))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""``EmbeddedBroker`` (``tidelog.Broker``): a broker in a background thread of this process.
+
+    import tidelog
+
+    with tidelog.Broker() as broker:            # log_dir=None: a temporary dir, removed on exit
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+
+The broker runs on its own event loop (uvloop when installed) in a daemon thread, listening on
+127.0.0.1 (a free port on the first start, the same port after a restart). It has the interface
+of ``tidelog.testing.Broker``: ``stop()`` is the graceful stop; ``kill()`` ends the loop without
+any shutdown work (no flush, no checkpoints, connections dropped), so the next ``start()`` or
+``restart()`` recovers the log dir as after a crash. For a broker the code under test cannot
+crash, use the subprocess ``tidelog.testing.Broker``.
+
+What the broker logs goes to the ``tidelog`` logger as usual and, while it runs, to
+``log_file`` too (``log_text()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from tidelog.testing._common import ContextManagerMixin, TopicAdmin, settings_list
+
+__all__ = ("EmbeddedBroker",)
+
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class EmbeddedBroker(ContextManagerMixin):
+    """A tidelog broker on its own event loop in a background thread of this process."""
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, object] | None = None,
+        *,
+        port: int = 0,
+        keep: bool = False,
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float = 30.0,
+    ) -> None:
+        self.host = "127.0.0.1"
+        self.port = port
+        self.overrides: dict[str, object] = dict(overrides or {})
+        self.keep = keep
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
+        self.log_file = self.work_dir / "broker.log"
+        self._own_log_dir = log_dir is None
+        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
+        self.starts = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: asyncio.Future[str] | None = None
+        self._app: Any = None
+        self._handler: logging.Handler | None = None
+        self._admin = TopicAdmin()
+        self._closed = False
+
+    # ------------------------------------------------------------------ the interface
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if not self.port:
+            raise RuntimeError("the broker has not been started yet")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self._log_dir
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def app(self) -> Any:
+        """The ``tidelog.broker.app.Broker`` running now (None when stopped)."""
+        return self._app
+
+    def start(self) -> Self:
+        """Start the broker thread and wait until it listens."""
+        if self._closed:
+            raise RuntimeError("this broker was closed")
+        if self.running:
+            raise RuntimeError(f"the broker at {self.bootstrap_servers} is already running")
+        from tidelog.broker.app import Broker as App
+        from tidelog.config import load_broker_config
+
+        self.starts += 1
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self._log_dir),
+            **self.overrides,
+        }
+        config = load_broker_config(None, settings_list(settings))
+        self._attach_log()
+        app = App(config)
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        thread = threading.Thread(
+            target=self._run,
+            args=(app, ready, failure),
+            name=f"tidelog-broker-{self.starts}",
+            daemon=True,
+        )
+        self._thread = thread
+        thread.start()
+        if not ready.wait(self.start_timeout_s):
+            raise RuntimeError(f"tidelog did not listen within {self.start_timeout_s}s")
+        if failure:
+            thread.join(self.stop_timeout_s)
+            self._detach_log()
+            raise RuntimeError(f"tidelog did not start: {failure[0]}") from failure[0]
+        self._app = app
+        self.port = app.listeners[0].port
+        return self
+
+    def stop(self, timeout_s: float | None = None) -> int | None:
+        """Graceful stop: answer what is in flight, flush, checkpoint. Returns 0 (as the exit
+        code of a clean ``tidelog serve``), or None if the broker was not running."""
+        return self._end("stop", self.stop_timeout_s if timeout_s is None else timeout_s)
+
+    def kill(self) -> None:
+        """End the broker with no shutdown work (in-process stand-in for SIGKILL)."""
+        self._end("kill", self.stop_timeout_s)
+
+    def restart(self, overrides: Mapping[str, object] | None = None) -> Self:
+        if self.running:
+            self.stop()
+        if overrides is not None:
+            self.overrides.update(overrides)
+        return self.start()
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
+    ) -> str:
+        return self._admin.create_topic(self.bootstrap_servers, name, partitions, config)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._admin.close()
+        try:
+            if self.running:
+                self.stop()
+        finally:
+            self._detach_log()
+            if not self.keep:
+                if self._own_log_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
+                else:
+                    self.log_file.unlink(missing_ok=True)
+                    try:
+                        self.work_dir.rmdir()
+                    except OSError:
+                        pass
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f"{self.host}:{self.port}" if self.port else "not started"
+        return f"<tidelog.Broker (embedded) {where} {state} log_dir={self._log_dir}>"
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self, app: Any, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = _new_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main(app, ready, failure))
+        except BaseException as exc:  # pragma: no cover - _main reports its own failures
+            if not ready.is_set():
+                failure.append(exc)
+        finally:
+            ready.set()
+            try:
+                _cancel_all(loop)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+                self._loop = None
+
+    async def _main(self, app: Any, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[str] = loop.create_future()
+        self._done = done
+        try:
+            await app.start()
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            await app.stop()
+            return
+        logging.getLogger("tidelog").info("%s", app.listening_line())
+        ready.set()
+        how = await done
+        if how == "stop":
+            await app.stop()
+            logging.getLogger("tidelog").info("stopped (embedded broker)")
+        else:
+            await _abandon(app)
+            logging.getLogger("tidelog").info("killed (embedded broker): no shutdown work")
+
+    def _end(self, how: str, timeout_s: float) -> int | None:
+        thread, loop, done = self._thread, self._loop, self._done
+        if thread is None or not thread.is_alive() or loop is None or done is None:
+            return None
+
+        def finish() -> None:
+            if not done.done():
+                done.set_result(how)
+
+        loop.call_soon_threadsafe(finish)
+        thread.join(timeout_s)
+        if thread.is_alive():
+            raise RuntimeError(f"the embedded broker did not stop within {timeout_s}s")
+        self._app = None
+        self._detach_log()
+        return 0
+
+    # ------------------------------------------------------------------ its log
+
+    def _attach_log(self) -> None:
+        if self._handler is not None:
+            return
+        handler = logging.FileHandler(self.log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter(_FORMAT))
+        logger = logging.getLogger("tidelog")
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        self._handler = handler
+
+    def _detach_log(self) -> None:
+        handler, self._handler = self._handler, None
+        if handler is not None:
+            logging.getLogger("tidelog").removeHandler(handler)
+            handler.close()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def _abandon(app: Any) -> None:
+    """What SIGKILL leaves: listeners and connections gone, no flush, no checkpoint, no clean
+    shutdown marker. What would outlive the loop in this process and touch the log dir or a
+    port (the log cleaner's threads, the metrics endpoint) is stopped; the worker pool is left
+    to finish what it holds."""
+    for server in app.listeners:
+        server.stop_accepting()
+        for connection in list(server.connections):
+            transport = getattr(connection, "_transport", None)
+            if transport is not None:
+                transport.abort()
+    app._executor.shutdown(wait=False, cancel_futures=True)
+    await asyncio.get_running_loop().run_in_executor(None, app.log_cleaner.shutdown, 10.0)
+    await app.metrics.stop()

@@ -1,0 +1,246 @@
+"""``Broker``: a tidelog broker in a subprocess (``tidelog serve``), for tests and scripts.
+
+    from tidelog.testing import Broker
+
+    with Broker(overrides={"num.partitions": 3}) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        ...
+        broker.kill()       # SIGKILL: no shutdown work at all (crash tests)
+        broker.restart()    # same port and log dir; recovery runs as after a crash
+
+The broker listens on 127.0.0.1 (a free port on the first start, the same port after that) and
+writes everything it logs to ``log_file``; ``log_text()`` returns it. ``log_dir=None`` means a
+temporary directory, removed by ``close()`` (the end of the ``with`` block) unless ``keep=True``.
+A crash of the calling process cannot take the broker down, and the broker holds no pipe to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Self
+
+from tidelog.testing._common import ContextManagerMixin, TopicAdmin, settings_list
+
+__all__ = ("Broker", "BrokerStartError")
+
+#: The line ``tidelog serve`` logs once it listens (broker.app.Broker.listening_line).
+_LISTENING = re.compile(rb"tidelog listening on (\S+?):(\d+) ")
+_POLL_S = 0.002
+
+
+class BrokerStartError(RuntimeError):
+    """The broker exited or did not listen in time; the message holds its log."""
+
+
+def _package_root() -> str:
+    """The directory holding the ``tidelog`` package this process imported."""
+    import tidelog
+
+    return str(Path(tidelog.__file__).resolve().parent.parent)
+
+
+class Broker(ContextManagerMixin):
+    """One ``tidelog serve`` subprocess; survives restarts on the same port and log dir."""
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, object] | None = None,
+        *,
+        port: int = 0,
+        keep: bool = False,
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float = 30.0,
+        log_level: str = "INFO",
+    ) -> None:
+        self.host = "127.0.0.1"
+        self.port = port
+        self.overrides: dict[str, object] = dict(overrides or {})
+        self.keep = keep
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.log_level = log_level
+        #: Where the broker's stdout and stderr go (all starts, appended).
+        self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
+        self.log_file = self.work_dir / "broker.log"
+        self._own_log_dir = log_dir is None
+        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.exit_codes: list[int] = []
+        self._admin = TopicAdmin()
+        self._closed = False
+
+    # ------------------------------------------------------------------ the interface
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``127.0.0.1:PORT`` for a client's ``bootstrap_servers``."""
+        if not self.port:
+            raise RuntimeError("the broker has not been started yet")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        """The broker's ``log.dirs`` (its data: topics, segments, checkpoints)."""
+        return self._log_dir
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def command(self) -> list[str]:
+        settings = {
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self._log_dir),
+            **self.overrides,
+        }
+        args = [sys.executable, "-m", "tidelog.broker.cli", "serve", "--log-level", self.log_level]
+        for item in settings_list(settings):
+            args += ["--override", item]
+        return args
+
+    def start(self) -> Self:
+        """Start the broker and wait until it listens (``BrokerStartError`` if it cannot)."""
+        if self._closed:
+            raise RuntimeError("this broker was closed")
+        if self.running:
+            raise RuntimeError(f"the broker at {self.bootstrap_servers} is already running")
+        self.starts += 1
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        root = _package_root()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        with open(self.log_file, "ab") as out:
+            out.write(f"---- tidelog start {self.starts}: {' '.join(self.command())}\n".encode())
+            out.flush()
+            offset = out.tell()
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.work_dir,  # ``-m`` looks in the cwd first: never a stray ./tidelog
+                start_new_session=True,  # Ctrl-C in a terminal goes to pytest, not the broker
+            )
+        self._wait_listening(offset)
+        return self
+
+    def stop(self, timeout_s: float | None = None) -> int | None:
+        """Graceful stop (SIGTERM): flush, checkpoint, exit. Returns the exit code (0 after a
+        clean stop), or None if the broker was not running."""
+        return self._signal(signal.SIGTERM, self.stop_timeout_s if timeout_s is None else timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL: the broker does no shutdown work at all, as in a crash or power cut of
+        the process (what reached the page cache stays; unflushed policy is not applied)."""
+        self._signal(signal.SIGKILL, self.stop_timeout_s)
+
+    def restart(self, overrides: Mapping[str, object] | None = None) -> Self:
+        """Stop (gracefully, if it still runs), then start on the same port and log dir;
+        ``overrides`` are merged into the current ones."""
+        if self.running:
+            self.stop()
+        if overrides is not None:
+            self.overrides.update(overrides)
+        return self.start()
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
+    ) -> str:
+        """Create ``name`` over the wire (CreateTopics); returns the name."""
+        return self._admin.create_topic(self.bootstrap_servers, name, partitions, config)
+
+    def log_text(self) -> str:
+        """Everything the broker logged, over all its starts."""
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def close(self) -> None:
+        """Stop the broker if it runs; remove the temporary files unless ``keep``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._admin.close()
+        try:
+            if self.running:
+                self.stop()
+        finally:
+            if not self.keep:
+                if self._own_log_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
+                else:
+                    self.log_file.unlink(missing_ok=True)
+                    try:
+                        self.work_dir.rmdir()
+                    except OSError:
+                        pass
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f"{self.host}:{self.port}" if self.port else "not started"
+        return f"<tidelog.testing.Broker {where} {state} log_dir={self._log_dir}>"
+
+    # ------------------------------------------------------------------ internals
+
+    def _wait_listening(self, offset: int) -> None:
+        proc = self.proc
+        assert proc is not None
+        deadline = time.monotonic() + self.start_timeout_s
+        with open(self.log_file, "rb") as f:
+            f.seek(offset)
+            seen = b""
+            while True:
+                seen += f.read()
+                match = _LISTENING.search(seen)
+                if match:
+                    self.port = int(match.group(2))
+                    return
+                if proc.poll() is not None:
+                    self.exit_codes.append(int(proc.returncode))
+                    raise BrokerStartError(
+                        f"tidelog exited with {proc.returncode} before listening:\n"
+                        + self.log_text()[-20_000:]
+                    )
+                if time.monotonic() > deadline:
+                    self._signal(signal.SIGKILL, 10.0)
+                    raise BrokerStartError(
+                        f"tidelog did not listen within {self.start_timeout_s}s:\n"
+                        + self.log_text()[-20_000:]
+                    )
+                time.sleep(_POLL_S)
+
+    def _signal(self, sig: int, timeout_s: float) -> int | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                self.exit_codes.append(int(proc.returncode))
+                raise RuntimeError(
+                    f"tidelog did not stop within {timeout_s}s of signal {sig}; killed it:\n"
+                    + self.log_text()[-20_000:]
+                ) from None
+            self.exit_codes.append(int(proc.returncode))
+        return int(proc.returncode)
