@@ -209,9 +209,9 @@ def _ship_code(spark: Any) -> None:
 
 
 def ship_code(spark: Any) -> None:
-    import tidelog
-
-    pkg = Path(tidelog.__file__).resolve().parent
+    # The package root (tidelog/__init__.py) without importing names from it: the root
+    # package is loaded already, as this module lives below it.
+    pkg = Path(str(sys.modules["tidelog"].__file__)).resolve().parent
     path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_analytics.zip"
     with zipfile.ZipFile(path, "w") as z:
         z.write(pkg / "__init__.py", "tidelog/__init__.py")
