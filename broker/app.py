@@ -31,8 +31,8 @@ from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.group.consumer import install as install_consumer_groups
 from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.metrics import Metrics
-from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.producer_ids import ProducerIdManager
+from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer

@@ -38,8 +38,8 @@ from tidelog.broker.metrics import EXCEPTION, LONG_POLL_WAIT, metrics_of
 from tidelog.broker.security.principal import ANONYMOUS
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
-from tidelog.protocol.lean_fetch import parse_fetch_frame
-from tidelog.protocol.lean_produce import parse_produce_frame
+from tidelog.protocol.fast.fetch import parse_fetch_frame
+from tidelog.protocol.fast.produce import parse_produce_frame
 from tidelog.protocol.schema import top_level_error_response
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from kio.serial._introspect import (
 )
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_common import uvarint
+from tidelog.protocol.fast.common import uvarint
 
 __all__ = ("check_request_body", "validator_for")
 
@@ -60,7 +60,7 @@ def _need(end: int, pos: int, n: int) -> None:
 
 
 def _uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    # protocol's one wire varint reader is lean_common.uvarint
+    # protocol's one wire varint reader is protocol.fast.common.uvarint
     return uvarint("request body", buf, pos, end)
 
 

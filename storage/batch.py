@@ -291,7 +291,7 @@ def validate_records(
 
     Kafka divergence: Kafka silently drops a partial trailing batch; here it is CORRUPT_MESSAGE.
     Kafka divergence: per-record timestamps are not checked. Keys on compacted topics are
-    checked by ``PartitionLog.append`` (``storage.records.require_record_keys``).
+    checked by ``PartitionLog.append`` (``storage.record_scan.require_record_keys``).
     """
     size = len(records)
     if size == 0:

@@ -47,7 +47,7 @@ from .log_segments import LogSegments
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
-from .records import require_record_keys
+from .record_scan import require_record_keys
 from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import DELETED_SUFFIX, LogSegment

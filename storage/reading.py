@@ -5,7 +5,7 @@ client drops it); tidelog returns whole batches, continuing into later segments 
 ``max_bytes`` allows.
 
 Damage (a header that does not parse, or a CRC that does not match in bytes nobody checked since
-the start-up, see ``storage.unchecked``) ends the read before it: the batches before it are
+the start-up, see ``storage.lazy_crc``) ends the read before it: the batches before it are
 returned; a read that would start on it raises ``CorruptRecordError`` (CORRUPT_MESSAGE), so it is
 never served as data and nothing after it is served either.
 

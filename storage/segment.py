@@ -63,8 +63,8 @@ from .index import (
     OffsetIndex,
     TimeIndex,
 )
+from .lazy_crc import UncheckedBytes
 from .transaction_index import TXNINDEX_SUFFIX, TransactionIndex
-from .unchecked import UncheckedBytes
 
 __all__ = [
     "DELETED_SUFFIX",

@@ -3,7 +3,7 @@
 ``find_offset_for_timestamp`` follows Kafka's fetchOffsetByTimestamp: the first segment whose
 max timestamp is >= the target; in it the time index's floor entry gives an offset, the offset
 index a position to scan from; the first batch whose ``max_timestamp`` reaches the target is
-decoded (``storage.records``) to return the first record with timestamp >= target and offset
+decoded (``storage.record_scan``) to return the first record with timestamp >= target and offset
 >= the log start offset. If that segment has no such record (all of it below the log start)
 the search continues with the next segment.
 
@@ -16,7 +16,7 @@ Threading: reads segment files below the sizes in the snapshot; safe next to app
 
 from __future__ import annotations
 
-from .records import record_timestamps
+from .record_scan import record_timestamps
 from .segment import LogSegment
 
 __all__ = ["find_max_timestamp", "find_offset_for_timestamp"]

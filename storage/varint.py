@@ -11,7 +11,7 @@ runs past it or over 10 bytes raises ``VarintError``, which is both a ``CorruptR
 (the storage engine's error) and a ``RecordDecodeError`` (the record codec's ``ValueError``).
 
 Wire-only varints of the protocol layer (tagged fields, compact lengths) are read by
-``protocol.lean_common.uvarint`` (protocol may not import storage).
+``protocol.fast.common.uvarint`` (protocol may not import storage).
 
 Hot loops that decode one- and two-byte varints inline (``record_codec._decode_records``,
 ``analytics.arrow``) mirror ``read_uvarint``; ``tests/storage/test_varint.py`` checks that

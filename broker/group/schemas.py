@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_common import uvarint as wire_uvarint
+from tidelog.protocol.fast.common import uvarint as wire_uvarint
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

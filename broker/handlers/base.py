@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.metrics import Metrics
-    from tidelog.broker.partitions import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.producer_ids import ProducerIdManager
+    from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.router import Router
     from tidelog.broker.security.authorizer import Authorizer
     from tidelog.broker.security.service import BrokerSecurity

@@ -29,9 +29,9 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from tidelog.broker.handlers._fetch_poll import answer_at_once, fetch
-from tidelog.broker.handlers._fetch_scan import Wanted, requested
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.handlers.delayed_fetch import answer_at_once, fetch
+from tidelog.broker.handlers.fetch_plan import Wanted, requested
 from tidelog.broker.metrics import LONG_POLL_WAIT
 from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode

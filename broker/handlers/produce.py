@@ -48,7 +48,7 @@ from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody
 from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
-from tidelog.protocol.lean import (
+from tidelog.protocol.fast.answers import (
     ProducePartitionAnswer,
     encode_produce_body,
     encode_produce_one,
@@ -261,7 +261,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
-    """The answer through protocol.lean (same bytes as kio's writer, a fraction of the work)."""
+    """The answer through protocol.fast.answers (the bytes kio's writer writes, for less)."""
     if len(results) == 1:  # what producers send most: one batch for one partition
         return RawBody((_encode_one(ctx.api_version, results[0]),))
     by_topic: dict[str, list[ProducePartitionAnswer]] = {}
@@ -282,7 +282,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
 
 
 def _encode_one(version: int, r: _Result) -> bytes:
-    """The answer body of a one-partition request (``protocol.lean``, the bytes kio writes)."""
+    """The answer body of a one-partition request (``protocol.fast.answers``: kio's bytes)."""
     message = r.message if version >= 8 else None
     if r.record_errors and version >= 8:  # KIP-467: the refused records of the batch
         answer = ProducePartitionAnswer(

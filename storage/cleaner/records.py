@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from ..batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader
 from ..errors import CorruptRecordError
-from ..records import decompress
-from ..records import require_record_keys as require_record_keys  # home: storage.records
+from ..record_scan import decompress
+from ..record_scan import require_record_keys as require_record_keys  # home: storage.record_scan
 from ..varint import read_varint as _varint
 
 __all__ = [

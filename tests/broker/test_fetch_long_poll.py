@@ -1,4 +1,4 @@
-"""The one-partition Fetch long poll run by callbacks (broker/handlers/_fetch_poll.py).
+"""The one-partition Fetch long poll run by callbacks (broker/handlers/delayed_fetch.py).
 
 A real Broker object on a real event loop (its log manager, topics and HW waiters), the real
 router; requests are real frames. Wire-level behaviour (wake on produce, timeout, shutdown,
@@ -158,7 +158,7 @@ def test_partition_deleted_while_waiting(run: Any) -> None:
 def test_a_failure_while_polling_is_answered_unknown_server_error(
     run: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tidelog.broker.handlers._fetch_poll as poll
+    import tidelog.broker.handlers.delayed_fetch as poll
 
     async def body(broker: Broker) -> None:
         outcome = broker.router.dispatch(_fetch("t", 0, 10_000), "h", 1)

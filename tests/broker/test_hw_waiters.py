@@ -1,10 +1,10 @@
-"""broker.partitions.HighWatermarkWaiters on a real event loop."""
+"""broker.purgatory.HighWatermarkWaiters on a real event loop."""
 
 from __future__ import annotations
 
 import asyncio
 
-from tidelog.broker.partitions import HighWatermarkWaiters
+from tidelog.broker.purgatory import HighWatermarkWaiters
 
 
 def test_notify_wakes_waiters_of_that_partition_only() -> None:

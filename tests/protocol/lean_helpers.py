@@ -1,4 +1,4 @@
-"""Helpers of the lean-parser tests (test_lean_produce.py, test_lean_fetch.py): kio-encoded
+"""Helpers of the lean-parser tests (test_fast_produce.py, test_fast_fetch.py): kio-encoded
 frames without the size prefix, and the generic path's decode to compare with."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_common import uvarint as wire_uvarint
+from tidelog.protocol.fast.common import uvarint as wire_uvarint
 from tidelog.storage.errors import CorruptRecordError
 from tidelog.storage.record_codec import NewRecord, RecordDecodeError, decode_batch, encode_batch
 from tidelog.storage.varint import (

@@ -1,4 +1,4 @@
-"""protocol.lean writes exactly what kio's writers write, for every served version."""
+"""protocol.fast.answers writes exactly what kio's writers write, for every served version."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from kio.serial import entity_writer
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
-from tidelog.protocol.lean import (
+from tidelog.protocol.fast.answers import (
     FetchPartitionAnswer,
     ProducePartitionAnswer,
     encode_fetch_body,

@@ -1,4 +1,4 @@
-"""protocol.lean_produce: the one-pass Produce parser reads what kio reads, for every version,
+"""protocol.fast.produce: the one-pass Produce parser reads what kio reads, for every version,
 and a truncated or garbage frame only ever raises FrameDecodeError (or asks for the kio path)."""
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ from lean_helpers import frame as _frame
 from lean_helpers import kio_decode as _kio
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean import ProducePartitionAnswer, encode_produce_body, encode_produce_one
-from tidelog.protocol.lean_produce import parse_produce_frame
+from tidelog.protocol.fast.answers import (
+    ProducePartitionAnswer,
+    encode_produce_body,
+    encode_produce_one,
+)
+from tidelog.protocol.fast.produce import parse_produce_frame
 
 st.register_type_strategy(Records, st.binary(max_size=80).map(Records))
 
@@ -201,7 +205,7 @@ def test_corrupted_frames_agree_with_kio(version: int) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_encode_produce_one_equals_the_general_encoder(version: int) -> None:
-    # encode_produce_body is checked byte for byte against kio in test_lean_encoders.py
+    # encode_produce_body is checked byte for byte against kio in test_fast_answers.py
     @_SETTINGS
     @given(
         st.text(min_size=1, max_size=30),

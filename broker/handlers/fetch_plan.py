@@ -14,7 +14,7 @@ from kio.static.constants import uuid_zero
 from tidelog.broker.handlers.base import BrokerView
 from tidelog.broker.topics import Topics
 from tidelog.protocol.errors import ErrorCode, error_code_for
-from tidelog.protocol.lean import encode_fetch_one, frame_answer, frame_chunks
+from tidelog.protocol.fast.answers import encode_fetch_one, frame_answer, frame_chunks
 from tidelog.storage import ReadInfo
 from tidelog.storage.errors import StorageError
 

@@ -1,4 +1,4 @@
-"""protocol.lean_fetch: the one-pass Fetch parser reads what kio reads, for every version,
+"""protocol.fast.fetch: the one-pass Fetch parser reads what kio reads, for every version,
 and a truncated or garbage frame only ever raises FrameDecodeError (or asks for the kio path)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lean_helpers import frame as _frame
 from lean_helpers import kio_decode as _kio
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_fetch import parse_fetch_frame
+from tidelog.protocol.fast.fetch import parse_fetch_frame
 
 VERSIONS = range(4, 17)
 

@@ -7,11 +7,11 @@ else). It scans the wanted partitions (``_fetch_scan.scan``) and
 - data (or an error, or an expired wait) is there: returns the framed answer, built at once (a
   read big enough for a worker thread: a future resolved from that thread);
 - else returns a future: a ``_DelayedFetch`` registers one wake future with the HW waiters
-  (``broker.partitions``) of every fetched partition and a timer for ``max_wait``; every wake
-  re-scans until ``min_bytes`` are there, the wait expired, the broker is stopping or a
-  partition failed, then sets the answer.
+  (``broker.partitions``, ``broker/purgatory.py``) of every fetched partition and a timer for
+  ``max_wait``; every wake re-scans until ``min_bytes`` are there, the wait expired, the
+  broker is stopping or a partition failed, then sets the answer.
 
-One partition is answered by ``protocol.lean.encode_fetch_one``, several by
+One partition is answered by ``protocol.fast.answers.encode_fetch_one``, several by
 ``encode_fetch_body`` (the same bytes as kio's writer). When the connection goes, the server
 cancels the answer future and the fetch forgets its wake future and timer.
 """
@@ -23,7 +23,8 @@ import logging
 import time
 from typing import Any
 
-from tidelog.broker.handlers._fetch_scan import (
+from tidelog.broker.handlers.base import Answer, BrokerView, RawBody, RequestContext
+from tidelog.broker.handlers.fetch_plan import (
     BLOCKING_READ_BYTES,
     Wanted,
     answer_max_bytes,
@@ -32,8 +33,7 @@ from tidelog.broker.handlers._fetch_scan import (
     count_bytes_out,
     scan,
 )
-from tidelog.broker.handlers.base import Answer, BrokerView, RawBody, RequestContext
-from tidelog.protocol.lean import FetchPartitionAnswer, encode_fetch_body
+from tidelog.protocol.fast.answers import FetchPartitionAnswer, encode_fetch_body
 
 __all__ = ["answer_at_once", "fetch"]
 

@@ -9,7 +9,7 @@ with the attributes the Produce handler uses (the same names as kio's classes).
 
 Anything unusual (a tagged field anywhere, a version outside 3-10) returns ``None``: the caller
 then takes the generic kio path. A malformed frame raises ``FrameDecodeError`` only. Trailing
-bytes after the body are ignored, as kio (and Kafka) do. ``tests/protocol/test_lean_produce.py``
+bytes after the body are ignored, as kio (and Kafka) do. ``tests/protocol/test_fast_produce.py``
 checks the result against kio's decode for every version (Hypothesis).
 """
 
@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.fast.common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanPartitionData",

@@ -7,7 +7,7 @@ the body twice and builds kio dataclasses: 10-25 us a request. This parser reads
 header and body in one pass with ``struct``, checks every length against the bytes that remain
 (an array count against the least its elements can take, so a garbage count never allocates)
 and returns light tuples with the attributes the Fetch handler reads, under kio's names. The
-one-topic, one-partition request takes two unpacks (``_one_partition``), as lean_produce does.
+one-topic, one-partition request takes two unpacks (``_one_partition``), as fast.produce does.
 
 Fields a version lacks get Kafka's defaults, so the handler need not look at the version:
 ``replica_id`` -1 (v15+ moved it into a tagged field), ``session_id`` 0 and ``session_epoch``
@@ -21,7 +21,7 @@ Anything unusual returns ``None`` and the caller takes the generic kio path: a v
 request: the last one is where v12+ carries ``cluster_id`` and v15+ ``replica_state``, which
 consumers leave out). A malformed frame raises ``FrameDecodeError`` only, and only where the
 generic path refuses it too. Trailing bytes after the body are ignored, as kio (and Kafka) do.
-``tests/protocol/test_lean_fetch.py`` checks the result against kio's decode for every version
+``tests/protocol/test_fast_fetch.py`` checks the result against kio's decode for every version
 (Hypothesis).
 """
 
@@ -33,7 +33,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.lean_common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.fast.common import cached_timedelta, read_header, text, truncated, uvarint
 
 __all__ = (
     "LeanFetchPartition",

@@ -1,4 +1,4 @@
-"""What the lean one-pass request parsers share (``lean_produce``, ``lean_fetch``).
+"""What the lean one-pass request parsers share (``fast.produce``, ``fast.fetch``).
 
 The request header (v1, and v2 with its tagged-field section for flexible versions), unsigned
 varints, UTF-8 text and the truncation error, each checked against the bytes that remain
