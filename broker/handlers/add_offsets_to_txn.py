@@ -13,6 +13,7 @@ from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -23,7 +24,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     groups = coordinator(ctx)
-    if txn is None or groups is None:
+    if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif txn is None or groups is None:
         error = ErrorCode.coordinator_not_available
     elif not request.group_id:
         error = ErrorCode.invalid_group_id

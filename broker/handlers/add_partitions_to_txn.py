@@ -14,6 +14,7 @@ from typing import Any
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -25,8 +26,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
     unknown = {tp for tp in wanted if ctx.broker.topics.get_log(tp[0], tp[1]) is None}
+    transactional_id = request.v3_and_below_transactional_id
     coordinator = transactions(ctx)
-    if coordinator is None:
+    denied: set[str] = set()
+    if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+        unknown = set()
+    elif denied := {t for t, _ in wanted if not allowed(ctx, Operation.WRITE, TOPIC, t)}:
+        error = ErrorCode.operation_not_attempted  # Kafka: the others are not attempted
+    elif coordinator is None:
         error = ErrorCode.coordinator_not_available
     elif unknown:
         error = ErrorCode.operation_not_attempted
@@ -38,7 +46,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted,
         )
     for tp in wanted:
-        errors[tp] = ErrorCode.unknown_topic_or_partition if tp in unknown else error
+        if tp[0] in denied:
+            errors[tp] = ErrorCode.topic_authorization_failed
+        else:
+            errors[tp] = ErrorCode.unknown_topic_or_partition if tp in unknown else error
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in errors.items():
         by_topic.setdefault(topic, []).append(

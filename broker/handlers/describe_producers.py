@@ -13,6 +13,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -26,6 +27,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for index in t.partition_indexes:
             partition_log = ctx.broker.topics.get_log(t.name, int(index))
+            if not allowed(ctx, Operation.READ, TOPIC, t.name):
+                partitions.append(
+                    types.PartitionResponse(
+                        partition_index=index,
+                        error_code=ErrorCode.topic_authorization_failed,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                )
+                continue
             if partition_log is None:
                 partitions.append(
                     types.PartitionResponse(

@@ -17,6 +17,7 @@ from kio.static.primitive import i64
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -30,7 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for transactional_id in request.transactional_ids:
         error = ErrorCode.coordinator_not_available if txn is None else txn.inactive_error()
         md = None if txn is None or error is not None else txn.transactions.get(transactional_id)
-        if error is None and md is None:
+        if not allowed(ctx, Operation.DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+            error, md = ErrorCode.transactional_id_authorization_failed, None
+        elif error is None and md is None:
             error = ErrorCode.transactional_id_not_found
         if md is None:
             states.append(

@@ -15,6 +15,7 @@ from typing import Any
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -24,7 +25,9 @@ API_KEY = 26
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
-    if txn is None:
+    if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif txn is None:
         error = ErrorCode.coordinator_not_available
     else:
         error = await txn.end_txn(

@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.broker.txn.metadata import TxnState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -39,6 +40,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if producers and md.producer_id not in producers:
                 continue
+            if not allowed(
+                ctx, Operation.DESCRIBE, TRANSACTIONAL_ID, md.transactional_id, log_denial=False
+            ):
+                continue  # Kafka lists only the ids the principal may DESCRIBE
             if duration >= 0 and (md.txn_start_ms < 0 or now - md.txn_start_ms <= duration):
                 continue
             listed.append(

@@ -18,6 +18,7 @@ from tidelog.broker.group.results import CommitPartition, PartitionError
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -40,7 +41,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     txn = transactions(ctx)
     offsets: Any = getattr(ctx.broker, "txn_offsets", None)
     results: list[PartitionError]
-    if txn is None or offsets is None:
+    denied = {p.topic for p in partitions if not allowed(ctx, Operation.READ, TOPIC, p.topic)}
+    if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif not allowed(ctx, Operation.READ, GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif txn is None or offsets is None:
         error = ErrorCode.coordinator_not_available
     elif not request.group_id:
         error = ErrorCode.invalid_group_id
@@ -55,22 +61,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not ErrorCode.none:
         results = [PartitionError(p.topic, p.partition, error) for p in partitions]
     else:
+        # Kafka: the topics the principal may not READ fail; the others are still committed.
+        results = [
+            PartitionError(p.topic, p.partition, ErrorCode.topic_authorization_failed)
+            for p in partitions
+            if p.topic in denied
+        ]
+        partitions = [p for p in partitions if p.topic not in denied]
         topics = ctx.broker.topics
 
         def exists(topic: str, partition: int) -> bool:
             info = topics.get(topic)
             return info is not None and 0 <= partition < info.partitions
 
-        results = await offsets.commit(
-            group_id=request.group_id,
-            producer_id=int(request.producer_id),
-            producer_epoch=int(request.producer_epoch),
-            generation_id=int(getattr(request, "generation_id", -1)),
-            member_id=str(getattr(request, "member_id", "")),
-            group_instance_id=getattr(request, "group_instance_id", None),
-            partitions=partitions,
-            partition_exists=exists,
-        )
+        if partitions:
+            results += await offsets.commit(
+                group_id=request.group_id,
+                producer_id=int(request.producer_id),
+                producer_epoch=int(request.producer_epoch),
+                generation_id=int(getattr(request, "generation_id", -1)),
+                member_id=str(getattr(request, "member_id", "")),
+                group_instance_id=getattr(request, "group_instance_id", None),
+                partitions=partitions,
+                partition_exists=exists,
+            )
     by_topic: dict[str, list[Any]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(

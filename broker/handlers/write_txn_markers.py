@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import CLUSTER, Operation, allowed
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import response_types
 from tidelog.storage.errors import StorageError
@@ -56,12 +57,17 @@ async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     results = []
+    cluster_ok = allowed(ctx, Operation.CLUSTER_ACTION, CLUSTER)
     for marker in request.markers:
         topics = []
         for t in marker.topics:
             parts = []
             for index in t.partition_indexes:
-                error = await _write(ctx, marker, t.name, int(index))
+                error = (
+                    await _write(ctx, marker, t.name, int(index))
+                    if cluster_ok
+                    else ErrorCode.cluster_authorization_failed
+                )
                 parts.append(
                     types.WritableTxnMarkerPartitionResult(partition_index=index, error_code=error)
                 )

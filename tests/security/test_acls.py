@@ -299,3 +299,66 @@ def test_acls_tool_like_kafka_acls(acl_broker: tuple[Any, int, int]) -> None:
     assert _produce(port, "alice", "tool-t") == 0
     bad = tool("--add", "--allow-principal", "alice", "--operation", "Read", "--topic", "x")
     assert bad.returncode == 2 and "User:alice" in bad.stderr
+
+
+def test_transactions_need_write_on_their_transactional_id(
+    acl_broker: tuple[Any, int, int],
+) -> None:
+    """Kafka's checks for transactions: InitProducerId, AddPartitionsToTxn and EndTxn need WRITE
+    on the TRANSACTIONAL_ID; without it the producer fails with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is written."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    _, port, _ = acl_broker
+    admin = AdminClient(_sasl(port, "admin"))
+    for future in admin.create_topics([NewTopic("ledger", 1, 1)]).values():
+        future.result(20)
+    literal = ResourcePatternType.LITERAL
+    grants = [
+        AclBinding(
+            ResourceType.TOPIC, "ledger", literal, "User:alice", "*", op, AclPermissionType.ALLOW
+        )
+        for op in (AclOperation.WRITE, AclOperation.READ)
+    ]
+    for future in admin.create_acls(grants).values():
+        future.result(20)
+
+    def transactional(txn_id: str) -> Any:
+        return Producer(
+            {**_sasl(port, "alice"), "transactional.id": txn_id, "transaction.timeout.ms": 10000}
+        )
+
+    refused = transactional("alice-txn")
+    with pytest.raises(KafkaException) as exc:
+        refused.init_transactions(20)
+    assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    txn_acl = AclBinding(
+        ResourceType.TRANSACTIONAL_ID,
+        "alice-",
+        ResourcePatternType.PREFIXED,
+        "User:alice",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([txn_acl]).values():
+        future.result(20)
+    allowed = transactional("alice-txn")
+    allowed.init_transactions(20)
+    allowed.begin_transaction()
+    allowed.produce("ledger", b"entry")
+    allowed.commit_transaction(20)
+    other = transactional("bob-txn")  # alice's prefix does not cover it
+    with pytest.raises(KafkaException) as exc:
+        other.init_transactions(20)
+    assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
