@@ -37,6 +37,7 @@ from tidelog.broker.tools._segment_files import (
     read_txn_index,
     time_index_sanity,
 )
+from tidelog.broker.tools._txn_json import txn_key_value
 from tidelog.storage.record_codec import (
     DecodedBatch,
     LegacyBatch,
@@ -110,6 +111,12 @@ def add_parser(subparsers: SubParsers) -> None:
         "--print-data-log)",
     )
     p.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode __transaction_state records (keys and values as JSON; implies "
+        "--print-data-log)",
+    )
+    p.add_argument(
         "--max-bytes",
         type=int,
         default=INT32_MAX,
@@ -174,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
         raise ToolError("--files needs at least one file", 2)
     out, err = sys.stdout, sys.stderr
     report = _Report()
-    if args.offsets_decoder:
+    # Like Kafka, --offsets-decoder wins when both decoders are given.
+    decoder = "offsets" if args.offsets_decoder else "txn" if args.transaction_log_decoder else ""
+    if decoder:
         args.print_data_log = True
     deep = args.deep_iteration or args.print_data_log
     failed = False
@@ -188,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             if suffix == ".log":
                 _dump_log(name, out, report, deep, args.print_data_log,
                           args.skip_record_metadata, args.max_bytes,
-                          args.offsets_decoder)  # fmt: skip
+                          decoder)  # fmt: skip
             elif suffix == ".index":
                 _dump_index(name, out, report, args.index_sanity_check, args.verify_index_only,
                             args.max_message_size)  # fmt: skip
@@ -266,7 +275,7 @@ def _dump_log(
     print_data: bool,
     skip_metadata: bool,
     max_bytes: int,
-    offsets_decoder: bool = False,
+    decoder: str = "",
 ) -> None:
     out.write(f"Log starting offset: {base_offset_of(name)}\n")
     size = os.path.getsize(name)
@@ -280,7 +289,7 @@ def _dump_log(
             out.write(_batch_line(batch, valid_bytes))
             if deep:
                 _dump_records(batch, name, out, report, last_offset, print_data, skip_metadata,
-                              offsets_decoder)  # fmt: skip
+                              decoder)  # fmt: skip
             valid_bytes += batch.size
             progress.update(batch.size)
     trailing = end - valid_bytes
@@ -332,7 +341,7 @@ def _dump_records(
     last_offset: list[int],
     print_data: bool,
     skip_metadata: bool,
-    offsets_decoder: bool = False,
+    decoder: str = "",
 ) -> None:
     try:
         decoded, checks = _decode(batch)
@@ -346,9 +355,14 @@ def _dump_records(
             report.non_consecutive.setdefault(os.path.abspath(name), {})[last_offset[0]] = r.offset
         last_offset[0] = r.offset
         line = [] if skip_metadata else [_record_metadata(batch, r, ts_type, checks, i)]
-        if print_data and not batch.is_control and offsets_decoder:
+        if print_data and not batch.is_control and decoder == "offsets":
             key_text, payload = offsets_key_value(r.key, r.value)
             line.append(f"{'| ' if skip_metadata else ' '}key: {key_text} payload: {payload}")
+        elif print_data and not batch.is_control and decoder == "txn":
+            key_text, txn_payload = txn_key_value(r.offset, r.key, r.value)
+            line.append(f"{'| ' if skip_metadata else ' '}key: {key_text}")
+            if txn_payload is not None:
+                line.append(f" payload: {txn_payload}")
         elif print_data and not batch.is_control:
             prefix = "| " if skip_metadata else " "
             if r.key is not None:

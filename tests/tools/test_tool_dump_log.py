@@ -18,6 +18,7 @@ from tools_fixtures import (
 )
 
 from tidelog.broker.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
+from tidelog.broker.txn.schemas import TxnLogValue, encode_txn_key, encode_txn_value
 from tidelog.storage.record_codec import NewRecord, encode_batch, encode_control_batch
 
 TS = 1_700_000_000_000
@@ -324,3 +325,33 @@ def test_preallocated_index_slots_are_not_entries(tidelog: RunTool, tmp_path: Pa
     r = tidelog("dump-log", "--files", str(idx), str(tidx), "--index-sanity-check")
     assert r.code == 0, r.err
     assert r.lines[-1] == f"{tidx} passed sanity check."
+
+
+def test_transaction_log_decoder_tombstone_unknown_and_damage(
+    tidelog: RunTool, tmp_path: Path
+) -> None:
+    value = TxnLogValue(7, 1, 60000, 5, {"t": [1, 0]}, TS + 5, TS)
+    batch = encode_batch(
+        [
+            NewRecord(encode_txn_key("tx"), encode_txn_value(value), (), TS),
+            NewRecord(encode_txn_key("tx"), None, (), TS),
+            NewRecord(struct.pack(">h", 9) + b"zz", b"", (), TS),
+            NewRecord(encode_txn_key("tx"), b"\x00\x00\x01", (), TS),
+        ],
+        base_offset=0,
+    )
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(batch)
+    r = tidelog("dump-log", "--files", str(log), "--transaction-log-decoder",
+                "--skip-record-metadata")  # fmt: skip
+    assert r.code == 0, r.err
+    key = '| key: {"type":"0","data":{"transactionalId":"tx"}}'
+    assert r.lines[-4:] == [
+        key + ' payload: {"version":"0","data":{"producerId":7,"producerEpoch":1,'
+        '"transactionTimeoutMs":60000,"transactionStatus":5,"transactionPartitions":'
+        '[{"topic":"t","partitionIds":[0,1]}],'
+        f'"transactionLastUpdateTimestampMs":{TS + 5},"transactionStartTimestampMs":{TS}}}}}',
+        key + " payload: <DELETE>",
+        "| key: Unknown record type 9 at offset 2, skipping.",
+        "| key: Error at offset 3, skipping. record ends at 3, needs 17 bytes",
+    ]

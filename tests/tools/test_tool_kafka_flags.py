@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -321,3 +322,36 @@ def test_dump_log_offsets_decoder_and_active_segment_note(
     other = next(module_broker.log_dir.glob("kf-grp-0/*.index"), None)
     if other is not None:
         assert "active segment" not in tidelog("dump-log", "--files", str(other)).err
+
+
+def test_dump_log_transaction_log_decoder(tidelog: RunTool, module_broker: Any) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": module_broker.bootstrap, "transactional.id": "kf-dump-txn"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("kf-txn-topic", b"v", partition=0)
+    producer.commit_transaction(30)
+    logs = sorted(module_broker.log_dir.glob("__transaction_state-*/*.log"))
+    assert logs
+    found = []
+    for log in logs:
+        r = tidelog("dump-log", "--files", str(log), "--transaction-log-decoder")
+        assert r.code == 0, r.err
+        found += [line for line in r.lines if "kf-dump-txn" in line]
+    key = 'key: {"type":"0","data":{"transactionalId":"kf-dump-txn"}} payload: '
+    assert all(key in line for line in found), found
+    states = [json.loads(line.split(key, 1)[1])["data"] for line in found]
+    # Empty after InitProducerId, Ongoing with the partition, PrepareCommit, CompleteCommit.
+    statuses = [s["transactionStatus"] for s in states]
+    assert statuses == [0, 1, 2, 4], statuses
+    assert any(
+        s["transactionStatus"] == 1
+        and s["transactionPartitions"] == [{"topic": "kf-txn-topic", "partitionIds": [0]}]
+        for s in states
+    ), states
+    assert states[0]["transactionPartitions"] is None or states[0]["transactionPartitions"] == []
+    assert {s["producerId"] for s in states} == {states[0]["producerId"]}
+    assert all(s["transactionTimeoutMs"] > 0 for s in states)

@@ -1,0 +1,70 @@
+"""``dump-log --transaction-log-decoder``: ``__transaction_state`` records as Kafka's JSON.
+
+The bytes are decoded by ``broker/txn/schemas.py`` (the one home of that format); this module
+only words them as kafka-dump-log's TransactionLogMessageParser does (Kafka 4.x)::
+
+    key: {"type":"0","data":{"transactionalId":"tx-1"}}
+    payload: {"version":"0","data":{"producerId":0,"producerEpoch":0,
+              "transactionTimeoutMs":60000,"transactionStatus":4,
+              "transactionPartitions":[{"topic":"t","partitionIds":[0]}],
+              "transactionLastUpdateTimestampMs":...,"transactionStartTimestampMs":...}}
+
+``transactionStatus`` is the TxnState id (Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3,
+CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7). A null value (a tombstone) is
+``<DELETE>``; a key of another record type is ``Unknown record type N at offset O, skipping.``
+and a record that does not parse is ``Error at offset O, skipping. <reason>``, as in Kafka.
+Kafka divergence: a version 1 value's ``clientTransactionVersion`` tag is not shown (the codec
+does not keep it; tidelog writes version 0).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from tidelog.broker.txn.schemas import TxnSchemaError, decode_txn_key, decode_txn_value
+
+__all__ = ["txn_key_value"]
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def txn_key_value(offset: int, key: bytes | None, value: bytes | None) -> tuple[str, str | None]:
+    """(key text, payload text or None) of one ``__transaction_state`` record."""
+    if key is None:
+        return f"Error at offset {offset}, skipping. The record has no key", None
+    try:
+        transactional_id = decode_txn_key(key)
+        if transactional_id is None:
+            kind = struct.unpack_from(">h", key, 0)[0]
+            return f"Unknown record type {kind} at offset {offset}, skipping.", None
+        key_text = _json({"type": "0", "data": {"transactionalId": transactional_id}})
+        if value is None:
+            return key_text, "<DELETE>"
+        return key_text, _json(_value_json(value))
+    except (TxnSchemaError, struct.error) as exc:
+        return f"Error at offset {offset}, skipping. {exc}", None
+
+
+def _value_json(value: bytes) -> dict[str, Any]:
+    v = decode_txn_value(value)
+    version = struct.unpack_from(">h", value, 0)[0]
+    data: dict[str, Any] = {"producerId": v.producer_id}
+    if version >= 1 and v.previous_producer_id != -1:
+        data["previousProducerId"] = v.previous_producer_id
+    if version >= 1 and v.next_producer_id != -1:
+        data["nextProducerId"] = v.next_producer_id
+    data["producerEpoch"] = v.producer_epoch
+    data["transactionTimeoutMs"] = v.transaction_timeout_ms
+    data["transactionStatus"] = v.state_id
+    data["transactionPartitions"] = (
+        None
+        if v.partitions is None
+        else [{"topic": t, "partitionIds": list(ids)} for t, ids in v.partitions.items()]
+    )
+    data["transactionLastUpdateTimestampMs"] = v.last_update_ms
+    data["transactionStartTimestampMs"] = v.start_ms
+    return {"version": str(version), "data": data}
