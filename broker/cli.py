@@ -126,6 +126,14 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tidelog: bad configuration: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        from tidelog.broker.security.authorizer import AclFileError
+        from tidelog.broker.security.scram import ScramStoreError
+
+        if not isinstance(exc, AclFileError | ScramStoreError):
+            raise
+        log.error("cannot start: %s", exc)  # a damaged security file in the log dir
+        return 1
     return _run(_serve(broker))
 
 

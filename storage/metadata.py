@@ -60,11 +60,14 @@ def kafka_uuid_from_string(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` via ``path.tmp`` + fsync + rename + directory fsync."""
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``path`` via ``path.tmp`` + fsync + rename + directory fsync; the file has ``mode``
+    from its first byte (a secret file is never readable by others, even briefly)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        if not mode & 0o077:
+            os.fchmod(fd, mode)  # a private file: also when a crash left an older tmp file
         view = memoryview(data)
         while view:
             written = os.write(fd, view)

@@ -42,13 +42,17 @@ from tidelog.broker.security.acls import (
 )
 from tidelog.storage.metadata import atomic_write
 
-__all__ = ("ACL_FILE", "STANDARD_AUTHORIZER", "Authorizer")
+__all__ = ("ACL_FILE", "STANDARD_AUTHORIZER", "AclFileError", "Authorizer")
 
 ACL_FILE = "__acls.json"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 #: Older class names that mean the same thing.
 AUTHORIZER_ALIASES = (STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 ALL_USERS = "User:*"
+
+
+class AclFileError(ValueError):
+    """``__acls.json`` cannot be read: the broker does not start."""
 
 
 class Authorizer:
@@ -238,8 +242,8 @@ class Authorizer:
     def _load(self, path: Path) -> None:
         try:
             raw = path.read_bytes()
-        except FileNotFoundError:
-            return
+        except (FileNotFoundError, NotADirectoryError):
+            return  # no file yet (a log dir that is not a directory: start() says so)
         try:
             for item in json.loads(raw)["acls"]:
                 self._add(
@@ -254,4 +258,8 @@ class Authorizer:
                     )
                 )
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path} is not an ACL file: {exc}") from None
+            raise AclFileError(
+                f"{path} is not a readable ACL file ({exc}): restore it from a backup, or move "
+                "it away to start with no ACLs and add them again (tidelog acls --add, "
+                "kafka-acls.sh --add) as a super user"
+            ) from None

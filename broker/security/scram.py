@@ -24,7 +24,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ __all__ = (
     "ScramCredential",
     "ScramCredentialStore",
     "ScramServer",
+    "ScramStoreError",
     "credential_from_password",
     "credential_from_salted_password",
 )
@@ -52,6 +52,10 @@ MECHANISM_BY_TYPE = {type_id: name for name, (_, type_id) in MECHANISMS.items()}
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 STORE_FILE = "__scram_credentials.json"
+
+
+class ScramStoreError(ValueError):
+    """``__scram_credentials.json`` cannot be read: the broker does not start."""
 
 
 class ScramError(Exception):
@@ -110,8 +114,8 @@ class ScramCredentialStore:
     def _load(self) -> None:
         try:
             raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return
+        except (FileNotFoundError, NotADirectoryError):
+            return  # no file yet (a log dir that is not a directory: start() says so)
         try:
             data = json.loads(raw)
             for item in data["credentials"]:
@@ -125,7 +129,12 @@ class ScramCredentialStore:
                     int(item["iterations"]),
                 )
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{self.path} is not a SCRAM credential file: {exc}") from None
+            raise ScramStoreError(
+                f"{self.path} is not a readable SCRAM credential file ({exc}): restore it from "
+                "a backup, or move it away to start without SCRAM credentials and create them "
+                "again (tidelog storage format --add-scram, or kafka-configs.sh --alter "
+                "--add-config 'SCRAM-SHA-256=[password=...]' over a PLAIN or TLS listener)"
+            ) from None
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
@@ -162,8 +171,7 @@ class ScramCredentialStore:
         """Write the file (tmp + fsync + rename); ``data`` from ``snapshot()`` on the loop."""
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, self.snapshot() if data is None else data)
-            os.chmod(self.path, 0o600)
+            atomic_write(self.path, self.snapshot() if data is None else data, mode=0o600)
 
 
 def _attributes(message: str) -> dict[str, str]:

@@ -30,7 +30,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(log_dirs: str, *, as_user: bool = False, port: int | None = None) -> str:
+def _serve(
+    log_dirs: str, *, as_user: bool = False, port: int | None = None, extra: tuple[str, ...] = ()
+) -> str:
     """Run ``tidelog serve``; assert exit 1 with one ERROR line; return that line."""
     argv = [
         sys.executable,
@@ -41,6 +43,7 @@ def _serve(log_dirs: str, *, as_user: bool = False, port: int | None = None) -> 
         f"log.dirs={log_dirs}",
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port or _free_port()}",
+        *(arg for override in extra for arg in ("--override", override)),
     ]
     if as_user and os.geteuid() == 0:
         if shutil.which("setpriv") is None:
@@ -133,3 +136,40 @@ def test_listener_port_in_use(tmp_path: Path) -> None:
     assert "address already in use" in line
     # the dir was loaded and closed cleanly: a new broker starts without recovery
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+@pytest.mark.parametrize("how", ["empty", "torn"])
+@pytest.mark.parametrize("name", ["__acls.json", "__scram_credentials.json"])
+def test_damaged_security_file(tmp_path: Path, name: str, how: str) -> None:
+    from tidelog.broker.security.authorizer import STANDARD_AUTHORIZER, Authorizer
+    from tidelog.broker.security.scram import ScramCredentialStore, credential_from_password
+
+    log_dir = tmp_path / "data"
+    log_dir.mkdir()
+    target = log_dir / name
+    # A real file as the broker writes it, then damaged.
+    if name == "__acls.json":
+        from tidelog.broker.security.acls import (
+            AclBinding,
+            Operation,
+            PatternType,
+            Permission,
+            ResourceType,
+        )
+
+        authorizer = Authorizer(target)
+        binding = AclBinding(ResourceType.TOPIC, PatternType.LITERAL, "t", "User:alice", "*",
+                             Operation.READ, Permission.ALLOW)  # fmt: skip
+        authorizer.create([binding])
+        authorizer.save(*authorizer.snapshot())
+    else:
+        store = ScramCredentialStore(target)
+        store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "pw", 4096))
+        store.save()
+        assert target.stat().st_mode & 0o777 == 0o600
+    data = target.read_bytes()
+    assert len(data) > 20
+    target.write_bytes(b"" if how == "empty" else data[: len(data) // 2])
+    line = _serve(str(log_dir), extra=(f"authorizer.class.name={STANDARD_AUTHORIZER}",))
+    assert f"{target} is not a readable" in line, line
+    assert "move it away" in line
