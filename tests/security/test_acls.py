@@ -362,3 +362,49 @@ def test_transactions_need_write_on_their_transactional_id(
     with pytest.raises(KafkaException) as exc:
         other.init_transactions(20)
     assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_tools_with_a_sasl_plain_command_config(
+    acl_broker: tuple[Any, int, int], tmp_path: Any
+) -> None:
+    """``--command-config`` with SASL_PLAINTEXT/PLAIN: ``acls --list`` and ``topics --list``
+    over the SASL listener, as the super user and as a user with no ACLs."""
+    _, port, plain_port = acl_broker
+    plain = f"127.0.0.1:{plain_port}"
+    subprocess.run([*TIDELOG, "topics", "--bootstrap-server", plain, "--create", "--topic",
+                    "cc-t"], check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run([*TIDELOG, "acls", "--bootstrap-server", plain, "--add", "--allow-principal",
+                    "User:bob", "--operation", "Read", "--topic", "cc-t"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+
+    def tool(user: str, password: str, *args: str) -> subprocess.CompletedProcess[str]:
+        cfg = tmp_path / f"{user}-{password}.properties"
+        cfg.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{user}" password="{password}";\n'
+        )
+        return subprocess.run(
+            [*TIDELOG, args[0], "--bootstrap-server", f"127.0.0.1:{port}",
+             "--command-config", str(cfg), *args[1:]],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    topics = tool("admin", "admin-secret", "topics", "--list")
+    assert topics.returncode == 0, topics.stderr
+    assert "cc-t" in topics.stdout.split()
+    acls = tool("admin", "admin-secret", "acls", "--list")
+    assert acls.returncode == 0, acls.stderr
+    assert "principal=User:bob" in acls.stdout and "operation=READ" in acls.stdout
+    # bob may read cc-t, so he sees it; alice has no ACL and sees no topic, and may not list ACLs.
+    assert "cc-t" in tool("bob", "bob-secret", "topics", "--list").stdout.split()
+    hidden = tool("alice", "alice-secret", "topics", "--list")
+    assert hidden.returncode == 0, hidden.stderr
+    assert "cc-t" not in hidden.stdout.split()
+    refused = tool("alice", "alice-secret", "acls", "--list")
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr and "AUTHORIZATION" in refused.stderr.upper()
+    wrong = tool("admin", "guess-42", "topics", "--list")
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    # (kafka-python reports a refused login during bootstrap as "did not answer in time")
+    assert "guess-42" not in wrong.stderr, wrong.stderr
