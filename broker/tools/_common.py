@@ -236,7 +236,14 @@ def describe_client_error(exc: BaseException, bootstrap: str) -> str:
             "(`tidelog probe --bootstrap-server ...`) and the address"
         )
     if name in ("KafkaTimeoutError", "RequestTimedOutError", "TimeoutError"):
-        return f"the broker at {bootstrap} did not answer in time ({text})"
+        hint = ""
+        if "Unable to bootstrap" in text:
+            # kafka-python retries a refused SASL login or TLS handshake until this timeout.
+            hint = (
+                "; if it runs, it may have refused the login: check security.protocol, "
+                "sasl.mechanism and sasl.jaas.config in --command-config"
+            )
+        return f"the broker at {bootstrap} did not answer in time ({text}){hint}"
     if name in ("UnsupportedVersionError", "IncompatibleBrokerVersion"):
         return f"the broker at {bootstrap} does not support this request yet ({text})"
     return f"{name}: {text}"
