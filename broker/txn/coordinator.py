@@ -9,12 +9,21 @@ tombstone deletes); until then every API answers COORDINATOR_LOAD_IN_PROGRESS. A
 left in PrepareCommit or PrepareAbort by a crash is completed after the replay.
 
 Ending a transaction (EndTxn, a timeout, or fencing by a newer producer instance):
-PrepareCommit/PrepareAbort is written, then the coordinator writes a COMMIT/ABORT marker to
-every partition of the transaction itself (``PartitionLog.append_end_txn_marker``) and waits
-for the HW to cover each, then writes CompleteCommit/CompleteAbort. EndTxn is answered after
-that. Kafka divergence: Kafka answers EndTxn once the Prepare record is written and sends the
-markers afterwards (the client's next AddPartitionsToTxn meanwhile gets
-CONCURRENT_TRANSACTIONS); on one node the markers are local appends, so they are awaited.
+PrepareCommit/PrepareAbort is written and awaited (the HW covers it), then a background task
+appends a COMMIT/ABORT marker to every partition of the transaction
+(``PartitionLog.append_end_txn_marker``: all appended first, so one group-commit fsync per
+partition covers them, the waits run side by side), waits for the HW to cover each, then writes
+CompleteCommit/CompleteAbort. EndTxn is answered, as Kafka does, once the Prepare record is
+durable; the markers are appended (not yet durable) before the answer leaves. Meanwhile the
+last stable offset of each partition keeps read_committed readers before the transaction, and
+a crash leaves Prepare*, which the next start completes.
+
+Kafka divergence: while the markers of an id are in flight Kafka answers its next
+AddPartitionsToTxn (or EndTxn, InitProducerId) with CONCURRENT_TRANSACTIONS and the client
+retries after a backoff; here the request waits for the completion (at most
+``COMPLETION_WAIT_S``) and is then answered from the completed state, which saves the client
+a retry round and its backoff. The next transaction's Ongoing record is appended only after
+the markers are durable: a crash can never leave a later state on disk above lost markers.
 
 Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
 carry coordinator epoch 0.
@@ -43,6 +52,9 @@ log = logging.getLogger("tidelog.txn")
 
 COORDINATOR_EPOCH = 0
 NO_PRODUCER_ID = -1
+#: How long a request for an id waits for that id's markers before it is answered anyway
+#: (then from the Prepare* state: CONCURRENT_TRANSACTIONS, as Kafka, and the client retries).
+COMPLETION_WAIT_S = 10.0
 
 #: Appends one record (value None = tombstone) for a transactional id at once (raising when
 #: that fails) and returns an awaitable that resolves once the HW covers it (or raises).
@@ -82,6 +94,8 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[object]] = set()
+        #: The marker writing of each id whose EndTxn was answered before its markers.
+        self._completions: dict[str, asyncio.Task[object]] = {}
 
     # -- loading -------------------------------------------------------------------------------
     def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
@@ -117,7 +131,7 @@ class TransactionCoordinator:
                     md.state.kafka_name,
                     md.transactional_id,
                 )
-                self._spawn(self._complete(md, md.state is TxnState.PREPARE_COMMIT))
+                self._start_completion(md, md.state is TxnState.PREPARE_COMMIT)
 
     async def stop(self) -> None:
         self.status = "stopped"
@@ -127,10 +141,17 @@ class TransactionCoordinator:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _spawn(self, coro: Awaitable[object]) -> None:
+    def _spawn(self, coro: Awaitable[object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _settled(self, transactional_id: str) -> None:
+        """Wait (bounded) for the markers of ``transactional_id`` still being written."""
+        task = self._completions.get(transactional_id)
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=COMPLETION_WAIT_S)  # never cancels the task
 
     def inactive_error(self) -> ErrorCode | None:
         if self.status == "loading":
@@ -209,6 +230,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return (ErrorCode.invalid_transaction_timeout, *fail)
         expected = expected_producer_id >= 0 or expected_epoch >= 0
+        await self._settled(transactional_id)
         md = self.transactions.get(transactional_id)
         if md is None:
             producer_id = await self._new_producer_id()
@@ -284,6 +306,7 @@ class TransactionCoordinator:
         partitions: Iterable[tuple[str, int]],
     ) -> ErrorCode:
         """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition)."""
+        await self._settled(transactional_id)
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
             return error
@@ -348,6 +371,7 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
         """Kafka's handleEndTransaction for a client's EndTxn."""
+        await self._settled(transactional_id)
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
             return error
@@ -369,7 +393,24 @@ class TransactionCoordinator:
         error = await self._persist(md, prepare)
         if error is not ErrorCode.none:
             return error
-        return await self._complete(md, commit)
+        # The outcome is decided and durable: answer now, write the markers in the background.
+        self._start_completion(md, commit)
+        # One turn of the loop: the task's first step appends every marker (and sets
+        # ``pending``) before this answer leaves.
+        await asyncio.sleep(0)
+        return ErrorCode.none
+
+    def _start_completion(self, md: TransactionMetadata, commit: bool) -> None:
+        """``_complete`` as a task that later requests for the id wait for (``_settled``)."""
+        task = self._spawn(self._complete(md, commit))
+        transactional_id = md.transactional_id
+        self._completions[transactional_id] = task
+
+        def forget(done: asyncio.Task[object]) -> None:
+            if self._completions.get(transactional_id) is done:
+                del self._completions[transactional_id]
+
+        task.add_done_callback(forget)
 
     async def _complete(self, md: TransactionMetadata, commit: bool) -> ErrorCode:
         """Markers to every partition, then CompleteCommit/CompleteAbort."""

@@ -10,7 +10,8 @@ id expiration (``transaction.remove.expired.transaction.cleanup.interval.ms``) p
 
 Records are appended through storage at once and awaited until the HW covers them (the flush
 policy of the topic decides when: by default after the fsync). Markers are appended the same
-way to every partition of the transaction (``PartitionLog.append_end_txn_marker``); a partition
+way to every partition of the transaction (``PartitionLog.append_end_txn_marker``), all of them
+before the first wait, so the partitions' group-commit fsyncs run side by side; a partition
 whose topic was deleted meanwhile is skipped, as Kafka drops markers for unknown partitions.
 """
 
