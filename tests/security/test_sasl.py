@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any
 
-from certs import CertFiles, ssl_settings
-from secure_broker import (
+from tests.security.certs import CertFiles, ssl_settings
+from tests.security.secure_broker import (
     PLAIN_JAAS,
     SCRAM_JAAS,
     api_versions_frame,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tools_fixtures import RunTool
 
+from tests.tools.tools_fixtures import RunTool
 from tidelog.broker.tools.probe import request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
