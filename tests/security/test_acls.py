@@ -13,10 +13,10 @@ import pytest
 from tests.security.secure_broker import (
     PLAIN_JAAS,
     STANDARD_AUTHORIZER,
-    free_port,
     start,
     wait_for_log,
 )
+from tests.support.net import free_port
 
 TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
 

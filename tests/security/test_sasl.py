@@ -19,13 +19,13 @@ from tests.security.secure_broker import (
     SCRAM_JAAS,
     api_versions_frame,
     closed_by_peer,
-    free_port,
     kstring,
     read_frame,
     request_frame,
     start,
     wait_for_log,
 )
+from tests.support.net import free_port
 
 TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
 

@@ -15,10 +15,10 @@ from tests.security.certs import KEY_PASSWORD, CertFiles, ssl_settings
 from tests.security.secure_broker import (
     STANDARD_AUTHORIZER,
     closed_by_peer,
-    free_port,
     start,
     wait_for_log,
 )
+from tests.support.net import free_port
 
 ROOT_CMD = [sys.executable, "-m", "tidelog.broker.cli", "serve"]
 
