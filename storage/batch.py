@@ -49,13 +49,17 @@ from .errors import (
 )
 
 __all__ = [
+    "ATTRIBUTES_LOW_OFFSET",
     "BATCH_HEADER_SIZE",
     "COMPRESSION_CODES",
     "COMPRESSION_NAMES",
     "LOG_OVERHEAD",
     "MAGIC_V2",
+    "PRODUCER_ID_OFFSET",
+    "PRODUCER_STRUCT",
     "PreparedAppend",
     "RecordBatchHeader",
+    "TRANSACTIONAL_MASK",
     "increment_sequence",
     "iter_batches",
     "parse_batch_header",
@@ -72,7 +76,11 @@ MAGIC_V2 = 2
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+# The low byte of the big-endian attributes (where the compression, timestamp-type,
+# transactional, control and delete-horizon bits are).
+ATTRIBUTES_LOW_OFFSET = ATTRIBUTES_OFFSET + 1
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -94,6 +102,7 @@ PREFIX_STRUCT = struct.Struct(">qii")  # base_offset, batch_length, partition_le
 SCAN_STRUCT = struct.Struct(">qi4xbI2xi8xq")
 _LEN_MAGIC = struct.Struct(">qiib")
 _ATTR_TS = struct.Struct(">hiqq")  # attributes, last_offset_delta, base_timestamp, max_timestamp
+PRODUCER_STRUCT = struct.Struct(">qh")  # producer_id, producer_epoch (at PRODUCER_ID_OFFSET)
 
 assert HEADER_STRUCT.size == BATCH_HEADER_SIZE
 

@@ -56,6 +56,8 @@ __all__ = [
     "decode_batch_into",
     "decode_headers",
     "decode_legacy_entry",
+    "legacy_inner_crc_checks",
+    "legacy_message_header",
     "decompress",
     "encode_batch",
     "encode_control_batch",
@@ -69,6 +71,7 @@ CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 _LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _LEGACY_V1 = struct.Struct(">qiIbbq")  # ... timestamp
 _I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
@@ -317,6 +320,39 @@ def decode_batch(
 
 
 # ---------------------------------------------------------------- legacy v0/v1
+
+
+def legacy_message_header(
+    buf: bytes | memoryview, pos: int = 0
+) -> tuple[int, int, int, int, int, int]:
+    """offset, size, crc, magic, attributes and timestamp (-1 for magic 0) of the v0/v1
+    message at ``pos``, unchecked: ``dump-log`` shows corrupt messages too. The caller makes
+    sure the 18 bytes up to the attributes are there."""
+    offset, size, crc, magic, attributes = _LEGACY_V0.unpack_from(buf, pos)
+    timestamp = -1
+    if magic == 1 and len(buf) - pos >= _LEGACY_V1.size:
+        timestamp = _LEGACY_V1.unpack_from(buf, pos)[5]
+    return offset, size, crc, magic, attributes, timestamp
+
+
+def legacy_inner_crc_checks(buf: bytes, magic: int, codec: int) -> list[tuple[int, bool]]:
+    """(crc, whether it holds) of each message inside the compressed v0/v1 wrapper ``buf``
+    (the whole wrapper, log overhead included), without decoding them (``dump-log``)."""
+    p = (_LEGACY_V1 if magic == 1 else _LEGACY_V0).size
+    (klen,) = _I32.unpack_from(buf, p)
+    p += 4 + max(klen, 0)
+    (vlen,) = _I32.unpack_from(buf, p)
+    value = buf[p + 4 : p + 4 + max(vlen, 0)]
+    inner = decompress(codec, value, magic=magic)
+    out: list[tuple[int, bool]] = []
+    ip = 0
+    while ip + LOG_OVERHEAD + 5 <= len(inner):
+        (size,) = _I32.unpack_from(inner, ip + 8)
+        (crc,) = _U32.unpack_from(inner, ip + 12)
+        body = inner[ip + 16 : ip + LOG_OVERHEAD + size]
+        out.append((crc, zlib.crc32(body) == crc))
+        ip += LOG_OVERHEAD + size
+    return out
 
 
 def decode_legacy_entry(

@@ -34,7 +34,14 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ABORTED_TXN_SIZE", "TXNINDEX_SUFFIX", "AbortedTxn", "TransactionIndex"]
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "TXNINDEX_SUFFIX",
+    "AbortedTxn",
+    "TransactionIndex",
+    "decode_entries",
+    "unpack_entry",
+]
 
 TXNINDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -62,6 +69,13 @@ class AbortedTxn:
         )
 
 
+def unpack_entry(data: bytes, position: int = 0) -> tuple[int, AbortedTxn]:
+    """The version and the entry stored at ``position`` (no version check: ``dump-log`` shows
+    whatever a file holds)."""
+    version, producer_id, first, last, lso = _ENTRY.unpack_from(data, position)
+    return version, AbortedTxn(producer_id, first, last, lso)
+
+
 def decode_entries(data: bytes, *, name: str = "txnindex") -> list[AbortedTxn]:
     """The whole entries of a ``.txnindex`` file's bytes (a torn tail is ignored).
 
@@ -69,10 +83,10 @@ def decode_entries(data: bytes, *, name: str = "txnindex") -> list[AbortedTxn]:
     """
     out: list[AbortedTxn] = []
     for position in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
-        version, producer_id, first, last, lso = _ENTRY.unpack_from(data, position)
+        version, txn = unpack_entry(data, position)
         if version != CURRENT_VERSION:
             raise ValueError(f"{name}: unknown aborted-transaction entry version {version}")
-        out.append(AbortedTxn(producer_id, first, last, lso))
+        out.append(txn)
     return out
 
 

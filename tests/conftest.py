@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,17 +34,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.net import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = "tidelog listening on"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

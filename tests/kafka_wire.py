@@ -1,8 +1,8 @@
 """A tiny blocking Kafka wire client for tests: kio requests in, kio responses out.
 
 Tests use it to send exactly the bytes they mean (raw frames, pipelined requests, odd versions)
-to a real broker. Import it as ``from kafka_wire import WireClient`` (``tests/`` is on sys.path
-through its conftest).
+to a real broker. Import it as ``from tests.kafka_wire import WireClient`` (``tests/`` is a
+package; pyproject's pytest ``pythonpath`` puts the repository root on ``sys.path``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import struct
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -56,17 +55,17 @@ from tidelog.protocol.fast.answers import (
 )
 from tidelog.protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
 from tidelog.protocol.schema import build, response_types
+from tidelog.storage.batch import (
+    ATTRIBUTES_LOW_OFFSET,
+    BATCH_HEADER_SIZE,
+    PRODUCER_ID_OFFSET,
+    PRODUCER_STRUCT,
+    TRANSACTIONAL_MASK,
+)
 from tidelog.storage.errors import StorageError
 
 API_KEY = 0
 log = logging.getLogger("tidelog.produce")
-
-# Where a batch header keeps what ``_check_producer_state`` reads (storage/batch.py layout).
-_ATTRIBUTES_LOW = 22
-_TRANSACTIONAL = 0x10
-_PRODUCER_AT = 43
-_PRODUCER = struct.Struct(">qh")
-_HEADER_END = 61
 
 
 @dataclass(slots=True)
@@ -91,9 +90,9 @@ def _check_producer_state(
     """Transactional batches must belong to an open transaction holding this partition; None
     means "append". Idempotence (sequence and epoch checks, duplicates) is done by storage.
     """
-    if len(records) < _HEADER_END or not records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+    if len(records) < BATCH_HEADER_SIZE or not records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
         return None
-    producer_id, epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    producer_id, epoch = PRODUCER_STRUCT.unpack_from(records, PRODUCER_ID_OFFSET)
     coordinator: Any = getattr(broker, "transactions", None)
     if coordinator is None:
         return ErrorCode.invalid_txn_state, "no transaction coordinator"
@@ -327,7 +326,7 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
-    if len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+    if len(records) > ATTRIBUTES_LOW_OFFSET and records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
         return None  # transactional: checked by ``handle``
     result = append_partition(broker, topic.name, index, records)
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))

@@ -4,13 +4,12 @@ Formats (Kafka's, big-endian):
 
 * ``.log`` - batches back to back. Each starts with offset i64, size i32 (bytes after these 12)
   and has its magic byte at position 16: magic 2 is a v2 batch (its 61-byte header is parsed by
-  ``storage.batch``, the one home of that format), magic 0/1 a legacy message (crc u32 at 12,
-  magic, attributes, [timestamp i64 if magic 1], key, value).
+  ``storage.batch``, the one home of that format), magic 0/1 a legacy message (read by
+  ``storage.record_codec``).
 * ``.index`` - 8-byte entries: offset relative to the segment's base offset i32, position i32.
 * ``.timeindex`` - 12-byte entries: timestamp i64, relative offset i32.
 * ``.snapshot`` - producer state, read by ``storage.producer_snapshot`` (its spec).
-* ``.txnindex`` - 34-byte aborted transactions: version i16, producer id i64, first offset i64,
-  last offset i64, last stable offset i64.
+* ``.txnindex`` - 34-byte aborted transactions, read by ``storage.transaction_index`` (its spec).
 
 The segment's base offset is the number the file name starts with (``00000000000000000042.log``).
 """
@@ -34,7 +33,8 @@ from tidelog.storage.batch import (
 )
 from tidelog.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry, decode_snapshot
 from tidelog.storage.producer_snapshot import encode_snapshot as _encode_snapshot
-from tidelog.storage.record_codec import decompress
+from tidelog.storage.record_codec import legacy_inner_crc_checks, legacy_message_header
+from tidelog.storage.transaction_index import ABORTED_TXN_SIZE, unpack_entry
 
 __all__ = [
     "AbortedTxn",
@@ -57,12 +57,9 @@ V2_HEADER_SIZE = BATCH_HEADER_SIZE
 LEGACY_OVERHEAD_V0 = 14  # smallest legal size field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)
 INT32_MAX = 2**31 - 1
 
-_LEGACY = struct.Struct(">qiIbb")
-_I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 class SegmentFileError(Exception):
@@ -155,6 +152,9 @@ ProducerSnapshotEntry = SnapshotEntry
 
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
+    """An entry of a ``.txnindex`` file with its version (``storage.transaction_index`` decodes
+    it; dump-log shows the version too)."""
+
     version: int
     producer_id: int
     first_offset: int
@@ -192,8 +192,7 @@ def _v2_batch(position: int, data: bytes) -> LogBatch:
 
 
 def _legacy_batch(position: int, data: bytes) -> LogBatch:
-    offset, _size, crc, magic, attributes = _LEGACY.unpack_from(data, 0)
-    timestamp = _I64.unpack_from(data, 18)[0] if magic == 1 and len(data) >= 26 else -1
+    offset, _size, crc, magic, attributes, timestamp = legacy_message_header(data)
     valid = len(data) >= LOG_OVERHEAD + LEGACY_OVERHEAD_V0 and zlib.crc32(data[16:]) == crc
     return LogBatch(position, data, valid, magic, crc, attributes, None, offset, timestamp)
 
@@ -251,22 +250,7 @@ def legacy_inner_checks(batch: LogBatch) -> list[tuple[int, bool]]:
     the messages inside a compressed wrapper otherwise."""
     if batch.compression == 0:
         return [(batch.crc, batch.is_valid)]
-    data = batch.data
-    p = 26 if batch.magic == 1 else 18
-    (klen,) = _I32.unpack_from(data, p)
-    p += 4 + max(klen, 0)
-    (vlen,) = _I32.unpack_from(data, p)
-    value = data[p + 4 : p + 4 + max(vlen, 0)]
-    inner = decompress(batch.compression, value, magic=batch.magic)
-    out: list[tuple[int, bool]] = []
-    ip = 0
-    while ip + LOG_OVERHEAD + 5 <= len(inner):
-        (size,) = _I32.unpack_from(inner, ip + 8)
-        crc = struct.unpack_from(">I", inner, ip + 12)[0]
-        body = inner[ip + 16 : ip + LOG_OVERHEAD + size]
-        out.append((crc, zlib.crc32(body) == crc))
-        ip += LOG_OVERHEAD + size
-    return out
+    return legacy_inner_crc_checks(batch.data, batch.magic, batch.compression)
 
 
 # ---------------------------------------------------------------- indexes
@@ -388,10 +372,14 @@ def encode_producer_snapshot(entries: list[SnapshotEntry]) -> bytes:
 
 def read_txn_index(path: str | Path) -> list[AbortedTxn]:
     data = _read(path)
-    if len(data) % _TXN_ENTRY.size:
+    if len(data) % ABORTED_TXN_SIZE:
         raise SegmentFileError(
-            f"{path}: {len(data)} bytes is not a multiple of the {_TXN_ENTRY.size}-byte entry"
+            f"{path}: {len(data)} bytes is not a multiple of the {ABORTED_TXN_SIZE}-byte entry"
         )
-    return [
-        AbortedTxn(*_TXN_ENTRY.unpack_from(data, i)) for i in range(0, len(data), _TXN_ENTRY.size)
-    ]
+    out: list[AbortedTxn] = []
+    for position in range(0, len(data), ABORTED_TXN_SIZE):
+        version, t = unpack_entry(data, position)
+        out.append(
+            AbortedTxn(version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        )
+    return out

@@ -7,8 +7,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from kafka_layout import PartitionWriter, write_checkpoint
 
+from tests.analytics.kafka_layout import PartitionWriter, write_checkpoint
 from tidelog.analytics.logdir import LogDir, LogDirError, read_checkpoint
 from tidelog.analytics.options import OptionError, parse_options
 from tidelog.analytics.plan import OffsetRange, PlanError, plan_ranges, split

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orders import expected_windows, make_orders, produce_orders, read_windows, transactions_or_skip
+
+from tests.analytics.orders import (
+    expected_windows,
+    make_orders,
+    produce_orders,
+    read_windows,
+    transactions_or_skip,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
-from orders import transactions_or_skip
 
+from tests.analytics.orders import transactions_or_skip
 from tidelog.analytics.options import parse_sink_options
 from tidelog.analytics.sink import WritePlan, probe, write_task
 from tidelog.analytics.transactions import end_transactions

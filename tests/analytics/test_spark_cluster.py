@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orders import expected_windows, make_orders, produce_orders, read_windows
 
+from tests.analytics.orders import expected_windows, make_orders, produce_orders, read_windows
 from tidelog.analytics.partitioner import partition_for_key
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]

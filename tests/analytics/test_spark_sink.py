@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orders import transactions_or_skip
 
+from tests.analytics.orders import transactions_or_skip
 from tidelog.analytics.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark

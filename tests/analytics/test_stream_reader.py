@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_layout import PartitionWriter, write_checkpoint
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from tests.analytics.kafka_layout import PartitionWriter, write_checkpoint
 from tidelog.analytics.options import parse_options
 from tidelog.analytics.source import TidelogStreamReader, _cap
 from tidelog.storage.record_codec import NewRecord

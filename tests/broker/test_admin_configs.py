@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_harness import AdminHarness
 from kio.schema.errors import ErrorCode
 
+from tests.broker.admin_harness import AdminHarness
 from tidelog.config import TOPIC_CONFIGS
 
 DESCRIBE, ALTER, INCREMENTAL = 32, 33, 44

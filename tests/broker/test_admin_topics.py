@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_harness import AdminHarness
 from kio.schema.errors import ErrorCode
+
+from tests.broker.admin_harness import AdminHarness
 
 DELETE_TOPICS, DELETE_RECORDS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 20, 21, 37, 60
 ZERO = uuid.UUID(int=0)

@@ -66,8 +66,9 @@ def test_yaml_config_file_is_read(broker_factory: Any, tmp_path: Path) -> None:
     config = tmp_path / "broker.yaml"
     config.write_text("node.id: 7\nnum.partitions: 2\n")
     b = broker_factory(config_path=config)
-    from kafka_wire import WireClient
     from kio.schema.metadata.v12 import request as md12
+
+    from tests.kafka_wire import WireClient
 
     with WireClient(b.bootstrap) as c:
         answer = c.request(

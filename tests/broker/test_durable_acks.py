@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import uvloop
-from kafka_wire import WireClient, make_batch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as f11
@@ -29,6 +28,7 @@ from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 from kio.schema.produce.v9 import request as p9
 
+from tests.kafka_wire import WireClient, make_batch
 from tidelog.broker.app import Broker
 from tidelog.config import load_broker_config
 

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from admin_harness import AdminHarness
 from kio.schema.errors import ErrorCode
-from test_admin_configs import (
+
+from tests.broker.admin_harness import AdminHarness
+from tests.broker.test_admin_configs import (
     BROKER,
     DELETE,
     GROUP,

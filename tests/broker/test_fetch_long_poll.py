@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_wire import encode_request, make_batch
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v12 import response as f12r
 from kio.serial import entity_reader
 
+from tests.kafka_wire import encode_request, make_batch
 from tidelog.broker.app import Broker
 from tidelog.config import load_broker_config
 

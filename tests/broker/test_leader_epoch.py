@@ -12,11 +12,11 @@ import crc32c
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
-from kafka_wire import WireClient
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle
 from kio.schema.produce.v9 import request as produce
 
+from tests.kafka_wire import WireClient
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 

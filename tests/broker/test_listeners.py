@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.net import free_port
 
 
 def _kcat_brokers(bootstrap: str) -> str:

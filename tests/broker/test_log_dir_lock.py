@@ -17,11 +17,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.crash.broker_proc import BrokerProcess, free_port
 from tidelog.storage.lockfile import LOCK_FILE, LogDirLock, LogDirLockedError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
-
-from broker_proc import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_wire import WireClient, make_batch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as f11
 from kio.schema.produce.v9 import request as p9
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
-
-from broker_proc import BrokerProcess, free_port
+from tests.crash.broker_proc import BrokerProcess, free_port
+from tests.kafka_wire import WireClient, make_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30

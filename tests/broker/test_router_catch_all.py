@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_wire import encode_request
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as f12
@@ -23,6 +22,7 @@ from kio.schema.metadata.v5 import request as md5
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
+from tests.kafka_wire import encode_request
 from tidelog.broker.app import Broker
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.router import Close, Router, discover_handlers

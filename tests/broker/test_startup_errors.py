@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.net import free_port as _free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Without these capabilities root obeys file modes like any user.
 _DROP_ROOT_POWERS = [
@@ -22,12 +24,6 @@ _DROP_ROOT_POWERS = [
     "--bounding-set=-dac_override,-dac_read_search,-fowner",
     "--inh-caps=-dac_override,-dac_read_search,-fowner",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve(

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_harness import AdminHarness
 from kio.schema.errors import ErrorCode
+
+from tests.broker.admin_harness import AdminHarness
 
 METADATA, DELETE_TOPICS = 3, 20
 ZERO = uuid.UUID(int=0)

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from kafka_wire import WireClient, make_batch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4 import request as f4
@@ -22,6 +21,8 @@ from kio.schema.metadata.v0 import request as md0
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v3 import request as p3
 from kio.schema.produce.v9 import request as p9
+
+from tests.kafka_wire import WireClient, make_batch
 
 
 def create(

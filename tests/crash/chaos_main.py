@@ -19,9 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import broker_proc  # noqa: F401  (puts tests/ and tests/crash/ on sys.path)
-from crash_harness import run_chaos
-from txn_chaos import run_txn_chaos
+from tests.crash.crash_harness import run_chaos
+from tests.crash.txn_chaos import run_txn_chaos
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-from crash_workload import Ledger, Position, digest
 
+from tests.crash.crash_workload import Ledger, Position, digest
 from tidelog.storage.batch import iter_batches
 from tidelog.storage.config import LogConfig
 from tidelog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment

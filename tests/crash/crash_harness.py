@@ -30,8 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_proc import BrokerProcess
-from crash_checks import (
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.crash.broker_proc import BrokerProcess
+from tests.crash.crash_checks import (
     IndexCheck,
     check_indexes,
     committed_offsets,
@@ -39,8 +41,7 @@ from crash_checks import (
     probe_lookups,
     read_back,
 )
-from crash_workload import ChaosConsumer, ChaosProducer, Ledger
-from kafka.admin import KafkaAdminClient, NewTopic
+from tests.crash.crash_workload import ChaosConsumer, ChaosProducer, Ledger
 
 __all__ = ("BROKER_SETTINGS", "ChaosReport", "run_chaos")
 

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from crash_harness import ChaosReport, run_chaos
+
+from tests.crash.crash_harness import ChaosReport, run_chaos
 
 pytestmark = pytest.mark.crash
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from txn_chaos import RECORDS, run_txn_chaos
+
+from tests.crash.txn_chaos import RECORDS, run_txn_chaos
 
 pytestmark = pytest.mark.crash
 

@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.net import free_port as _free_port
 from tidelog.config import BROKER_CONFIGS, ConfigError, env_name, load_broker_config, parse_listener
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,12 +242,6 @@ def test_compose_replay_service(stages: list[Stage], compose: dict[str, object])
 
 
 # ---------------------------------------------------------------- the entry point, run
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _image_env(stages: list[Stage], broker_stage: Stage, port: int, data: Path) -> dict[str, str]:

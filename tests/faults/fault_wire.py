@@ -12,10 +12,11 @@ from typing import Any
 
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
-from kafka_wire import WireClient, make_batch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.produce.v9 import request as p9
+
+from tests.kafka_wire import WireClient, make_batch
 
 __all__ = (
     "Batch",

@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-
-from broker_proc import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from crash_checks import IndexCheck, check_indexes
-from fault_wire import (
+
+from tests.crash.broker_proc import BrokerProcess
+from tests.crash.crash_checks import IndexCheck, check_indexes
+from tests.faults.fault_wire import (
     CORRUPT_MESSAGE,
     KAFKA_STORAGE_ERROR,
     PartitionView,
@@ -45,8 +42,7 @@ from fault_wire import (
     produce,
     read_partition,
 )
-from kafka_wire import WireClient
-
+from tests.kafka_wire import WireClient
 from tidelog.storage.batch import iter_batches
 
 SETTINGS = {

@@ -12,20 +12,21 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-
-from broker_proc import BrokerProcess
-from fault_wire import KAFKA_STORAGE_ERROR, create_topic, produce_answer, read_partition
-from kafka_wire import WireClient, make_batch
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v12 import request as md12
 
+from tests.crash.broker_proc import BrokerProcess
+from tests.faults.fault_wire import (
+    KAFKA_STORAGE_ERROR,
+    create_topic,
+    produce_answer,
+    read_partition,
+)
+from tests.kafka_wire import WireClient, make_batch
 from tidelog.storage.batch import iter_batches
 
 SETTINGS = {

@@ -27,11 +27,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_wire import encode_request
 from kio.schema.api_versions.v0 import request as av0
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v1 import request as md1
 
+from tests.kafka_wire import encode_request
 from tidelog.protocol import codec
 
 __all__ = ("ANSWER_TIMEOUT_S", "Canary", "FuzzTarget", "RssWatch", "Verdict")

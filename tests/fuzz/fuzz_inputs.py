@@ -16,10 +16,10 @@ from typing import Any
 
 from crc32c import crc32c
 from hypothesis import strategies as st
-from kafka_wire import encode_request, make_batch
 from kio.index import load_request_schema
 from kio.static.primitive import Records
 
+from tests.kafka_wire import encode_request, make_batch
 from tidelog.protocol.codec import is_known
 
 __all__ = (

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from fuzz_inputs import mutated, register, requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzz.fuzz_inputs import mutated, register, requests
 from tidelog.broker.router import discover_handlers
 from tidelog.protocol import codec
 from tidelog.protocol.errors import FrameDecodeError

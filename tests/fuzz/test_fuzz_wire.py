@@ -28,15 +28,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from fuzz_harness import Canary, FuzzTarget, RssWatch
-from fuzz_inputs import framed, mutated, raw_frames, record_sets, register, requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_wire import WireClient, encode_request, make_batch
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.fetch.v12 import request as f12
@@ -44,12 +40,11 @@ from kio.schema.list_offsets.v8 import request as lo8
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v9 import request as p9
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
-
-from broker_proc import BrokerProcess
-from fault_wire import read_partition
-
+from tests.crash.broker_proc import BrokerProcess
+from tests.faults.fault_wire import read_partition
+from tests.fuzz.fuzz_harness import Canary, FuzzTarget, RssWatch
+from tests.fuzz.fuzz_inputs import framed, mutated, raw_frames, record_sets, register, requests
+from tests.kafka_wire import WireClient, encode_request, make_batch
 from tidelog.broker.router import discover_handlers
 
 SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))

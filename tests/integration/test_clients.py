@@ -18,9 +18,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from kafka_wire import WireClient
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
+
+from tests.kafka_wire import WireClient
 
 pytestmark = pytest.mark.integration
 

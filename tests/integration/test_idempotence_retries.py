@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from test_idempotence import consume_all, create_topic, logged_batches
+
+from tests.integration.test_idempotence import consume_all, create_topic, logged_batches
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_wire import WireClient
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as produce
 
+from tests.kafka_wire import WireClient
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 

@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from kafka_wire import WireClient
 
+from tests.kafka_wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import request_types
 from tidelog.storage.record_codec import encode_batch

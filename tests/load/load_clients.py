@@ -13,13 +13,14 @@ import struct
 from datetime import timedelta
 from typing import Any
 
-from kafka_wire import encode_request, make_batch
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
+
+from tests.kafka_wire import encode_request, make_batch
 
 __all__ = ("Conn", "api_versions", "fetch", "metadata", "produce")
 

@@ -15,20 +15,15 @@ from __future__ import annotations
 import asyncio
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from load_clients import Conn, api_versions, fetch, metadata, produce
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fuzz"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-
-from broker_proc import BrokerProcess
-from fuzz_harness import RssWatch
-
+from tests.crash.broker_proc import BrokerProcess
+from tests.fuzz.fuzz_harness import RssWatch
+from tests.load.load_clients import Conn, api_versions, fetch, metadata, produce
 from tidelog.broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
 
 CONNECTIONS = 1000

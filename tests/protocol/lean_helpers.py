@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import HealthCheck, settings
-from kafka_wire import encode_request
 
+from tests.kafka_wire import encode_request
 from tidelog.protocol import codec
 
 SETTINGS = settings(

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.static.primitive import Records
-from lean_helpers import SETTINGS as _SETTINGS
-from lean_helpers import frame as _frame
-from lean_helpers import kio_decode as _kio
 
+from tests.protocol.lean_helpers import SETTINGS as _SETTINGS
+from tests.protocol.lean_helpers import frame as _frame
+from tests.protocol.lean_helpers import kio_decode as _kio
 from tidelog.protocol.errors import FrameDecodeError
 from tidelog.protocol.fast.answers import (
     ProducePartitionAnswer,

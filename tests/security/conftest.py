@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from certs import CertFiles, make_certs
+from tests.security.certs import CertFiles, make_certs
 
 
 @pytest.fixture(scope="session")

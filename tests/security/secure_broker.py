@@ -15,12 +15,6 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(
     broker_factory: Callable[..., Any], listeners: Mapping[str, int], settings: Mapping[str, str]
 ) -> Any:

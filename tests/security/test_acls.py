@@ -9,7 +9,14 @@ import time
 from typing import Any
 
 import pytest
-from secure_broker import PLAIN_JAAS, STANDARD_AUTHORIZER, free_port, start, wait_for_log
+
+from tests.security.secure_broker import (
+    PLAIN_JAAS,
+    STANDARD_AUTHORIZER,
+    start,
+    wait_for_log,
+)
+from tests.support.net import free_port
 
 TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
 

@@ -13,19 +13,19 @@ import sys
 import time
 from typing import Any
 
-from certs import CertFiles, ssl_settings
-from secure_broker import (
+from tests.security.certs import CertFiles, ssl_settings
+from tests.security.secure_broker import (
     PLAIN_JAAS,
     SCRAM_JAAS,
     api_versions_frame,
     closed_by_peer,
-    free_port,
     kstring,
     read_frame,
     request_frame,
     start,
     wait_for_log,
 )
+from tests.support.net import free_port
 
 TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
 

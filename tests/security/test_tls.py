@@ -10,8 +10,15 @@ import sys
 from typing import Any
 
 import pytest
-from certs import KEY_PASSWORD, CertFiles, ssl_settings
-from secure_broker import STANDARD_AUTHORIZER, closed_by_peer, free_port, start, wait_for_log
+
+from tests.security.certs import KEY_PASSWORD, CertFiles, ssl_settings
+from tests.security.secure_broker import (
+    STANDARD_AUTHORIZER,
+    closed_by_peer,
+    start,
+    wait_for_log,
+)
+from tests.support.net import free_port
 
 ROOT_CMD = [sys.executable, "-m", "tidelog.broker.cli", "serve"]
 

@@ -6,16 +6,12 @@ Helpers live in ``storage_helpers`` (a unique module name: the tests tree has se
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from storage_helpers import FakeClock, expected_indexes, index_file_entries
+from tests.storage.storage_helpers import FakeClock, expected_indexes, index_file_entries
 
 __all__ = ["FakeClock", "expected_indexes", "index_file_entries"]
 

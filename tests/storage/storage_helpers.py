@@ -5,19 +5,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from tests.support.clock import FakeClock
 
-class FakeClock:
-    """An injected clock (epoch ms) that moves only when told: the one fake clock of the
-    storage tests (``clock`` fixture in conftest.py)."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+__all__ = ["FakeClock", "expected_indexes"]
 
 
 def expected_indexes(

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from storage_helpers import FakeClock
 
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import InvalidRecordError, LogConfig, LogManager, PartitionLog, StorageError
 from tidelog.storage.batch import parse_batch_header, validate_records
 from tidelog.storage.checkpoint import read_checkpoint

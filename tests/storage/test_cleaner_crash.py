@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import FakeClock
 
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, LogManager, PartitionLog
 from tidelog.storage.cleaner import CompactionConfig, LogCleaner
 from tidelog.storage.record_codec import encode_batch, iter_records

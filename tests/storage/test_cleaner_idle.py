@@ -10,20 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.clock import FakeClock
 from tidelog.storage import LogConfig, LogManager
 from tidelog.storage.cleaner import CleanerConfig, CompactionConfig, LogCleaner
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 
 COMPACT = LogConfig(segment_bytes=400, cleanup_policy="compact", file_delete_delay_ms=0)
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def keyed(i: int, ts: int) -> bytes:

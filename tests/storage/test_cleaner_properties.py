@@ -25,8 +25,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from storage_helpers import FakeClock
 
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, LogManager, PartitionLog
 from tidelog.storage.cleaner import CompactionConfig, LogCleaner
 from tidelog.storage.record_codec import encode_batch, iter_batches

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batches import simple_batch
 
+from tests.storage.batches import simple_batch
 from tidelog.storage import LogConfig, PartitionLog
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.segment import LogSegment

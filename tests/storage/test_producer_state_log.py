@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from storage_helpers import FakeClock
 
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, LogManager, PartitionLog
 from tidelog.storage.producer_state import OutOfOrderSequenceError
 from tidelog.storage.record_codec import encode_batch

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_producer_state import Log, header
 
+from tests.storage.test_producer_state import Log, header
 from tidelog.storage.producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from batches import Rec, build_batch, simple_batch
 from crc32c import crc32c
 from kafka.record import MemoryRecords
 
+from tests.storage.batches import Rec, build_batch, simple_batch
 from tidelog.storage import (
     CorruptRecordError,
     InvalidRecordError,

@@ -8,10 +8,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from batches import Rec, batch_with_size, build_batch, simple_batch
 from kafka.record import MemoryRecords
-from storage_helpers import FakeClock, expected_indexes
 
+from tests.storage.batches import Rec, batch_with_size, build_batch, simple_batch
+from tests.storage.storage_helpers import FakeClock, expected_indexes
 from tidelog.storage import (
     CorruptRecordError,
     KafkaStorageError,

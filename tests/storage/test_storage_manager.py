@@ -6,9 +6,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from batches import simple_batch
-from storage_helpers import FakeClock
 
+from tests.storage.batches import simple_batch
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, LogManager, StorageError
 from tidelog.storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from tidelog.storage.metadata import (

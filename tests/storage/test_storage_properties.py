@@ -6,12 +6,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from batches import Rec, build_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from storage_helpers import expected_indexes
 
+from tests.storage.batches import Rec, build_batch
+from tests.storage.storage_helpers import expected_indexes
 from tidelog.storage import LogConfig, PartitionLog
 
 record = st.builds(

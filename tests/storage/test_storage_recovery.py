@@ -9,10 +9,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from batches import simple_batch
 from kafka.record import MemoryRecords
-from storage_helpers import expected_indexes, index_file_entries
 
+from tests.storage.batches import simple_batch
+from tests.storage.storage_helpers import expected_indexes, index_file_entries
 from tidelog.storage import CorruptRecordError, LogConfig, PartitionLog
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=300)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batches import simple_batch
-from storage_helpers import FakeClock
-
+from tests.storage.batches import simple_batch
+from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, PartitionLog
 
 HOUR = 3600 * 1000

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from tools_fixtures import RunTool, ToolRun
-
+from tests.tools.tools_fixtures import RunTool, ToolRun
 from tidelog.broker.cli import main
 
 

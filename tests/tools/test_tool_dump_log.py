@@ -8,7 +8,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from tools_fixtures import (
+
+from tests.tools.tools_fixtures import (
     RunTool,
     legacy_message,
     legacy_wrapper,
@@ -16,7 +17,6 @@ from tools_fixtures import (
     time_index,
     txn_index,
 )
-
 from tidelog.broker.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
 from tidelog.broker.txn.schemas import TxnLogValue, encode_txn_key, encode_txn_value
 from tidelog.storage.record_codec import NewRecord, encode_batch, encode_control_batch

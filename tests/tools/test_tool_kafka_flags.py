@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_fixtures import RunTool
+
+from tests.support.net import free_port as _free_port
+from tests.tools.tools_fixtures import RunTool
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +34,6 @@ def _cli(*args: str) -> list[str]:
 
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("tool", TOOLS)

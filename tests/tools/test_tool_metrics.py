@@ -10,8 +10,8 @@ import urllib.request
 from typing import Any
 
 import pytest
-from tools_fixtures import RunTool
 
+from tests.tools.tools_fixtures import RunTool
 from tidelog.broker.metrics import LATENCY_BUCKETS, Metrics, PartitionStats, metrics_of
 
 

@@ -12,17 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tools_fixtures import RunTool
 
+from tests.support.net import free_port as _free_port
+from tests.tools.tools_fixtures import RunTool
 from tidelog.broker.tools.probe import request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tools_fixtures import RunTool
 
+from tests.tools.tools_fixtures import RunTool
 from tidelog.broker.group.schemas import partition_for
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_fixtures import RunTool
+
+from tests.tools.tools_fixtures import RunTool
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from group_wire import WireBroker
 from kio.schema.errors import ErrorCode
 
+from tests.broker.group.group_wire import WireBroker
 from tidelog.broker.group.consumer import records as rec
 from tidelog.storage.record_codec import iter_records
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from group_wire import WireBroker
 from kio.schema.errors import ErrorCode
 
+from tests.broker.group.group_wire import WireBroker
 from tidelog.broker.handlers import (
     delete_groups,
     describe_groups,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from group_harness import CONFIG, Harness, done, run, subscription
 from kio.schema.errors import ErrorCode
 
+from tests.broker.group.group_harness import CONFIG, Harness, done, run, subscription
 from tidelog.broker.group.results import MemberIdentity
 from tidelog.broker.group.state import GroupState
 

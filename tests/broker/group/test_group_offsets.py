@@ -6,10 +6,10 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from group_harness import CONFIG, Harness, done, run, subscription
 from kio.schema.errors import ErrorCode
-from test_group_membership import stable_group
 
+from tests.broker.group.group_harness import CONFIG, Harness, done, run, subscription
+from tests.broker.group.test_group_membership import stable_group
 from tidelog.broker.group.log import MemoryCoordinatorLog
 from tidelog.broker.group.results import CommitPartition, MemberIdentity
 from tidelog.broker.group.schemas import (
