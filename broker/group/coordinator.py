@@ -105,8 +105,18 @@ class GroupCoordinator:
         self.leave_group = self.membership.leave_group
         #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
         self.partition_exists = partition_exists
-        #: KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator.
-        self.consumer_groups: Any = None
+        self._consumer_groups: Any = None
+
+    @property
+    def consumer_groups(self) -> Any:
+        """KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator
+        (None until then); the membership part checks them on JoinGroup."""
+        return self._consumer_groups
+
+    @consumer_groups.setter
+    def consumer_groups(self, value: Any) -> None:
+        self._consumer_groups = value
+        self.membership.consumer_groups = value
 
     @property
     def status(self) -> str:

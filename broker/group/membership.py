@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -64,6 +65,8 @@ class GroupMembership:
         self.rebalancer = rebalancer
         self.config = metadata_log.config
         self.timer = metadata_log.timer
+        #: KIP-848 consumer groups beside the classic ones (set by ``GroupCoordinator``).
+        self.consumer_groups: Any = None
 
     # ------------------------------------------------------------ JoinGroup
 
@@ -79,7 +82,7 @@ class GroupMembership:
             <= self.config.max_session_timeout_ms
         ):
             return JoinGroupResult(ErrorCode.invalid_session_timeout, req.member_id)
-        consumer = getattr(self, "consumer_groups", None)
+        consumer = self.consumer_groups
         if consumer is not None and consumer.owns(req.group_id):
             # A KIP-848 consumer group of that id: an empty one goes back to a classic group
             # (Kafka 4's downgrade); classic members in a live one are not supported here.

@@ -67,8 +67,8 @@ def test_delete_of_a_pattern_refuses_internal_topics(tidelog: RunTool, module_br
     b = _b(module_broker)
     for name in ("kfdel-a", "kfdel-b"):
         assert tidelog("topics", *b, "--create", "--topic", name).code == 0
-    # Make sure __consumer_offsets exists (the first group use creates it).
-    tidelog("groups", *b, "--list")
+    # Make sure __consumer_offsets exists: the first group lookup (FindCoordinator) creates it.
+    tidelog("groups", *b, "--describe", "--group", "kfdel-group")
     r = tidelog("topics", *b, "--delete", "--topic", "(kfdel-.*|__consumer_offsets)")
     assert r.code == 1
     assert "__consumer_offsets is a kafka internal topic" in r.err, r.err

@@ -279,7 +279,8 @@ async def _abandon(app: Any) -> None:
     """What SIGKILL leaves: listeners and connections gone, no flush, no checkpoint, no clean
     shutdown marker. What would outlive the loop in this process and touch the log dir or a
     port (the log cleaner's threads, the metrics endpoint) is stopped; the worker pool is left
-    to finish what it holds."""
+    to finish what it holds. The log dirs' ``.lock`` is released, as the kernel releases a
+    dead process's locks."""
     for server in app.listeners:
         server.stop_accepting()
         for connection in list(server.connections):
@@ -289,3 +290,4 @@ async def _abandon(app: Any) -> None:
     app._executor.shutdown(wait=False, cancel_futures=True)
     await asyncio.get_running_loop().run_in_executor(None, app.log_cleaner.shutdown, 10.0)
     await app.metrics.stop()
+    app.log_manager.release_locks()
