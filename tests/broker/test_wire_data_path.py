@@ -22,7 +22,7 @@ from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v3 import request as p3
 from kio.schema.produce.v9 import request as p9
 
-from tests.kafka_wire import WireClient, make_batch
+from tests.kafka_wire import WireClient, encode_request, make_batch
 
 
 def create(
@@ -552,10 +552,7 @@ def test_client_that_does_not_read_is_paused_not_buffered(module_broker: Any) ->
         create(c, "flood")
         produce(c, "flood", make_batch([b"z" * 65000]))
     flooder = WireClient(module_broker.bootstrap, timeout=60)
-    frames = b"".join(
-        __import__("kafka_wire").encode_request(fetch_request("flood", 0), cid)
-        for cid in range(1, 401)
-    )
+    frames = b"".join(encode_request(fetch_request("flood", 0), cid) for cid in range(1, 401))
     for cid in range(1, 401):
         flooder._sent[cid] = (1, 12)
     sender = threading.Thread(target=flooder.send_raw, args=(frames,))
