@@ -99,9 +99,8 @@ def test_deleting_a_log_being_cleaned_stops_the_pass_quietly(
         worker.start()
         deadline = time.monotonic() + 10
         while not cleaner.manager._in_progress and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.2)
-        assert ("t", 0) in cleaner.manager._in_progress
+            time.sleep(0.001)
+        assert ("t", 0) in cleaner.manager._in_progress  # the pass is running now
         manager.delete_log("t", 0)  # waits for the pass to stop
         assert ("t", 0) not in cleaner.manager._in_progress
         worker.join(10)
