@@ -7,6 +7,10 @@ CPU time per request (``/proc/<pid>/stat``), which does not depend on the machin
 way wall rates do.
 
     .venv/bin/python scripts/bench/produce_cpu.py --count 20000 --version 10 --runs 3
+
+``--topic-config flush.messages=9223372036854775807`` measures page-cache acks: since issue 14
+a topic on the defaults fsyncs before each ack, so an A/B against a tree from before that
+change compares the fsync, not the code, unless both sides get this setting.
 """
 
 from __future__ import annotations
@@ -69,9 +73,16 @@ def produce_request(version: int, topic: str, batch: bytes, acks: int) -> bytes:
     return _SIZE.pack(len(body)) + body
 
 
-def run(server: Tidelog, version: int, count: int, window: int, acks: int) -> float:
+def run(
+    server: Tidelog,
+    version: int,
+    count: int,
+    window: int,
+    acks: int,
+    configs: dict[str, str] | None = None,
+) -> float:
     topic = f"cpu-{version}-{time.monotonic_ns()}"
-    create_topic(server.bootstrap, topic)
+    create_topic(server.bootstrap, topic, configs)
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     request = bytearray(produce_request(version, topic, record_batch([b"x" * 100], 0), acks))
@@ -111,14 +122,22 @@ def main() -> None:
     parser.add_argument("--acks", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tree", type=Path, default=None)
+    parser.add_argument(
+        "--topic-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic setting of the measured topic (repeatable)",
+    )
     args = parser.parse_args()
+    configs = dict(item.split("=", 1) for item in args.topic_config)
     with tempfile.TemporaryDirectory(prefix="produce-cpu-") as tmp:
         server = Tidelog("tidelog", Path(tmp), tree=args.tree)
         server.start()
         try:
             for version in args.version or [10]:
                 figures = [
-                    run(server, version, args.count, args.window, args.acks)
+                    run(server, version, args.count, args.window, args.acks, configs)
                     for _ in range(args.runs)
                 ]
                 shown = ", ".join(f"{f:.1f}" for f in figures)
