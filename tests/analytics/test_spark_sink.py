@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.analytics.orders import transactions_or_skip
+from tests.support.net import free_port
 from tidelog.analytics.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark
@@ -220,11 +221,7 @@ def test_overwrite_and_unreachable_broker(spark: Any, sink_broker: Any) -> None:
         w.option("kafka.bootstrap.servers", sink_broker.bootstrap).save()
 
     _fails_before_tasks(spark, overwrite, "Save mode Overwrite not allowed for Kafka")
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    dead = f"127.0.0.1:{free_port()}"  # a port nothing listens on
 
     def unreachable() -> None:
         (df.write.format("tidelog").mode("append").option("kafka.bootstrap.servers", dead)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.admin_harness import AdminHarness
+from tests.support.router_broker import AdminHarness
 from tidelog.config import TOPIC_CONFIGS
 
 DESCRIBE, ALTER, INCREMENTAL = 32, 33, 44

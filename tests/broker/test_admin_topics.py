@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.admin_harness import AdminHarness
+from tests.support.router_broker import AdminHarness
 
 DELETE_TOPICS, DELETE_RECORDS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 20, 21, 37, 60
 ZERO = uuid.UUID(int=0)

@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.index import api_key_map
 
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 from tidelog.broker.router import discover_handlers
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -68,7 +68,7 @@ def test_yaml_config_file_is_read(broker_factory: Any, tmp_path: Path) -> None:
     b = broker_factory(config_path=config)
     from kio.schema.metadata.v12 import request as md12
 
-    from tests.kafka_wire import WireClient
+    from tests.support.kafka_wire import WireClient
 
     with WireClient(b.bootstrap) as c:
         answer = c.request(

@@ -28,7 +28,8 @@ from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 from kio.schema.produce.v9 import request as p9
 
-from tests.kafka_wire import WireClient, make_batch
+from tests.support.fault_wire import create_topic
+from tests.support.kafka_wire import WireClient, make_batch
 from tidelog.broker.app import Broker
 from tidelog.config import load_broker_config
 
@@ -127,25 +128,6 @@ def broker(tmp_path: Path, gate: FsyncGate) -> Iterator[ThreadBroker]:
     b.close()
 
 
-def _create(c: WireClient, name: str, partitions: int = 1) -> None:
-    answer = c.request(
-        ct7.CreateTopicsRequest(
-            topics=(
-                ct7.CreatableTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=-1,
-                    assignments=(),
-                    configs=(),
-                ),
-            ),
-            timeout=timedelta(seconds=5),
-            validate_only=False,
-        )
-    )
-    assert answer.topics[0].error_code == ErrorCode.none
-
-
 def _produce(
     topic: str, acks: int, partitions: tuple[int, ...] = (0,), timeout_ms: int = 20_000
 ) -> Any:
@@ -215,7 +197,7 @@ def test_produce_answer_waits_for_the_fsync(
     broker: ThreadBroker, gate: FsyncGate, acks: int
 ) -> None:
     with WireClient(broker.bootstrap) as c, WireClient(broker.bootstrap) as reader:
-        _create(c, "durable")
+        create_topic(c, "durable")
         gate.arm("durable-0")
         c.send(_produce("durable", acks))
         assert gate.entered.wait(WAIT_S)
@@ -232,7 +214,7 @@ def test_multi_partition_acks_1_waits_for_every_fsync(
 ) -> None:
     """Two partitions in one request take the general path (not the one-partition one)."""
     with WireClient(broker.bootstrap) as c:
-        _create(c, "two", partitions=2)
+        create_topic(c, "two", partitions=2)
         gate.arm("two-1")
         c.send(_produce("two", 1, partitions=(0, 1)))
         answer = _held_then_answered(gate, c)
@@ -246,7 +228,7 @@ def test_multi_partition_acks_1_waits_for_every_fsync(
 def test_one_fsync_covers_every_waiting_request(broker: ThreadBroker, gate: FsyncGate) -> None:
     """Group commit: requests appended while an fsync runs share the next one."""
     with WireClient(broker.bootstrap) as c:
-        _create(c, "group")
+        create_topic(c, "group")
         gate.arm("group-0")
         first = c.send(_produce("group", -1))
         assert gate.entered.wait(WAIT_S)
@@ -266,7 +248,7 @@ def test_one_fsync_covers_every_waiting_request(broker: ThreadBroker, gate: Fsyn
 
 def test_offset_commit_answer_waits_for_the_fsync(broker: ThreadBroker, gate: FsyncGate) -> None:
     with WireClient(broker.bootstrap) as c:
-        _create(c, "events")
+        create_topic(c, "events")
         gate.arm("__consumer_offsets-0")
         c.send(
             oc8.OffsetCommitRequest(
@@ -340,7 +322,7 @@ def test_plain_topic_answers_without_waiting(broker: ThreadBroker, gate: FsyncGa
 def test_held_answer_times_out(broker: ThreadBroker, gate: FsyncGate) -> None:
     """An fsync slower than the request timeout: REQUEST_TIMED_OUT, never a success."""
     with WireClient(broker.bootstrap) as c:
-        _create(c, "slow")
+        create_topic(c, "slow")
         gate.arm("slow-0")
         c.send(_produce("slow", -1, timeout_ms=300))
         assert gate.entered.wait(WAIT_S)
@@ -352,7 +334,7 @@ def test_held_answer_times_out(broker: ThreadBroker, gate: FsyncGate) -> None:
 
 def test_failed_fsync_is_a_storage_error(broker: ThreadBroker, gate: FsyncGate) -> None:
     with WireClient(broker.bootstrap) as c:
-        _create(c, "broken")
+        create_topic(c, "broken")
         gate.fail_with = OSError(5, "Input/output error")
         gate.arm("broken-0")
         answer = c.request(_produce("broken", 1))
@@ -365,7 +347,7 @@ def test_switching_a_topic_to_page_cache_acks_answers_the_held_ones(
     broker: ThreadBroker, gate: FsyncGate
 ) -> None:
     with WireClient(broker.bootstrap) as c, WireClient(broker.bootstrap) as admin:
-        _create(c, "switch")
+        create_topic(c, "switch")
         gate.arm("switch-0")
         c.send(_produce("switch", -1))
         assert gate.entered.wait(WAIT_S)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.admin_harness import AdminHarness
 from tests.broker.test_admin_configs import (
     BROKER,
     DELETE,
@@ -20,6 +19,7 @@ from tests.broker.test_admin_configs import (
     describe,
     incremental,
 )
+from tests.support.router_broker import AdminHarness
 
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_GROUP = 2, 3, 8
 

@@ -18,13 +18,13 @@ from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v12 import response as f12r
 from kio.serial import entity_reader
 
-from tests.kafka_wire import encode_request, make_batch
+from tests.support.kafka_wire import make_batch, router_frame
 from tidelog.broker.app import Broker
 from tidelog.config import load_broker_config
 
 
 def _frame(request: Any, correlation_id: int = 5) -> bytes:
-    return encode_request(request, correlation_id, "t")[4:]  # the router gets it unprefixed
+    return router_frame(request, correlation_id)
 
 
 def _fetch(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> bytes:

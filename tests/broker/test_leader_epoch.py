@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle
 from kio.schema.produce.v9 import request as produce
 
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 

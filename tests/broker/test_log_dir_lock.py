@@ -17,7 +17,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.crash.broker_proc import BrokerProcess, free_port
+from tests.support.broker_process import BrokerProcess
+from tests.support.net import free_port
 from tidelog.storage.lockfile import LOCK_FILE, LogDirLock, LogDirLockedError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,38 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as f11
 from kio.schema.produce.v9 import request as p9
 
-from tests.crash.broker_proc import BrokerProcess, free_port
-from tests.kafka_wire import WireClient, make_batch
+from tests.support.broker_process import BrokerProcess
+from tests.support.fault_wire import create_topic
+from tests.support.kafka_wire import WireClient, make_batch
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30
 SETTINGS = {"log.segment.bytes": "2048"}  # a few segments, so recovery has work to do
-
-
-def _create(c: WireClient, name: str, configs: dict[str, str]) -> None:
-    answer = c.request(
-        ct7.CreateTopicsRequest(
-            topics=(
-                ct7.CreatableTopic(
-                    name=name,
-                    num_partitions=1,
-                    replication_factor=-1,
-                    assignments=(),
-                    configs=tuple(
-                        ct7.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()
-                    ),
-                ),
-            ),
-            timeout=timedelta(seconds=5),
-            validate_only=False,
-        )
-    )
-    assert answer.topics[0].error_code == ErrorCode.none
 
 
 def _produce(c: WireClient, topic: str) -> None:
@@ -111,7 +91,7 @@ def _crashed_broker(tmp_path: Path) -> Path:
         log_dir, {**SETTINGS, "replica.high.watermark.checkpoint.interval.ms": "100"}
     ).start()
     with WireClient(broker.bootstrap) as c:
-        _create(c, "kept", {"retention.ms": "-1"})
+        create_topic(c, "kept", {"retention.ms": "-1"})
         _produce(c, "kept")
     broker.stop(signal.SIGKILL)
     return log_dir

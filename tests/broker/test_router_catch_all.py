@@ -22,7 +22,7 @@ from kio.schema.metadata.v5 import request as md5
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
-from tests.kafka_wire import encode_request
+from tests.support.kafka_wire import router_frame
 from tidelog.broker.app import Broker
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.router import Close, Router, discover_handlers
@@ -38,7 +38,7 @@ def _explode_at_once(broker: Any, version: int, correlation_id: int, request: An
 
 
 def _frame(request: Any, correlation_id: int = 9) -> bytes:
-    return encode_request(request, correlation_id, "t")[4:]  # the router gets it unprefixed
+    return router_frame(request, correlation_id)
 
 
 @pytest.fixture

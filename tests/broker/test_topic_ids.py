@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.admin_harness import AdminHarness
+from tests.support.router_broker import AdminHarness
 
 METADATA, DELETE_TOPICS = 3, 20
 ZERO = uuid.UUID(int=0)

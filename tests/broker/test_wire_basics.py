@@ -1,4 +1,4 @@
-"""The server and router against a real broker, with exact frames (tests/kafka_wire.py).
+"""The server and router against a real broker, with exact frames (tests/support/kafka_wire.py).
 
 Framing, in-order pipelined answers, connection-closing rules, ApiVersions (incl. KIP-511 and
 librdkafka 2.0.2's tagged-field limits) and the advertised version ranges.
@@ -16,7 +16,7 @@ from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersions
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
 
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 
 # Produce is listed from v0 as Kafka 4 lists it (KAFKA-18659); v0-2 are refused when used.
 EXPECTED_RANGES = {0: (0, 10), 1: (4, 16), 2: (1, 8), 3: (0, 13), 18: (0, 4), 19: (2, 7)}
@@ -112,7 +112,7 @@ def test_size_prefix_over_socket_request_max_bytes_closes_before_buffering(broke
 def test_request_split_across_many_tcp_segments(broker) -> None:
     with WireClient(broker.bootstrap) as c:
         c._sent[5] = (18, 0)
-        from tests.kafka_wire import encode_request
+        from tests.support.kafka_wire import encode_request
 
         data = encode_request(ApiVersionsRequestV0(), 5)
         for i in range(len(data)):

@@ -22,7 +22,7 @@ from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v3 import request as p3
 from kio.schema.produce.v9 import request as p9
 
-from tests.kafka_wire import WireClient, encode_request, make_batch
+from tests.support.kafka_wire import WireClient, encode_request, make_batch
 
 
 def create(

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from tests.crash.broker_proc import BrokerProcess
 from tests.crash.crash_checks import (
     IndexCheck,
     check_indexes,
@@ -42,6 +41,7 @@ from tests.crash.crash_checks import (
     read_back,
 )
 from tests.crash.crash_workload import ChaosConsumer, ChaosProducer, Ledger
+from tests.support.broker_process import BrokerProcess
 
 __all__ = ("BROKER_SETTINGS", "ChaosReport", "run_chaos")
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.crash.broker_proc import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 RECORDS = 10
 ABORT_EVERY = 5

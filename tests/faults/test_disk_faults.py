@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from tests.crash.broker_proc import BrokerProcess
 from tests.crash.crash_checks import IndexCheck, check_indexes
-from tests.faults.fault_wire import (
+from tests.support.broker_process import BrokerProcess
+from tests.support.fault_wire import (
     CORRUPT_MESSAGE,
     KAFKA_STORAGE_ERROR,
     PartitionView,
@@ -42,7 +42,7 @@ from tests.faults.fault_wire import (
     produce,
     read_partition,
 )
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 from tidelog.storage.batch import iter_batches
 
 SETTINGS = {

@@ -19,14 +19,14 @@ import pytest
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v12 import request as md12
 
-from tests.crash.broker_proc import BrokerProcess
-from tests.faults.fault_wire import (
+from tests.support.broker_process import BrokerProcess
+from tests.support.fault_wire import (
     KAFKA_STORAGE_ERROR,
     create_topic,
     produce_answer,
     read_partition,
 )
-from tests.kafka_wire import WireClient, make_batch
+from tests.support.kafka_wire import WireClient, make_batch
 from tidelog.storage.batch import iter_batches
 
 SETTINGS = {

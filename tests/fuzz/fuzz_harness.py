@@ -31,7 +31,7 @@ from kio.schema.api_versions.v0 import request as av0
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v1 import request as md1
 
-from tests.kafka_wire import encode_request
+from tests.support.kafka_wire import encode_request, read_frame
 from tidelog.protocol import codec
 
 __all__ = ("ANSWER_TIMEOUT_S", "Canary", "FuzzTarget", "RssWatch", "Verdict")
@@ -202,8 +202,7 @@ class Canary(threading.Thread):
                 started = time.monotonic()
                 try:
                     sock.sendall(encode_request(requests[correlation % 2], correlation))
-                    (size,) = struct.unpack(">i", _read_exact(sock, 4))
-                    (got,) = struct.unpack_from(">i", _read_exact(sock, size), 0)
+                    (got,) = struct.unpack_from(">i", read_frame(sock), 0)
                 except OSError as exc:
                     self.failures.append(f"canary request {correlation} failed: {exc!r}")
                     return
@@ -212,17 +211,6 @@ class Canary(threading.Thread):
                     return
                 self.answered += 1
                 self.slowest_s = max(self.slowest_s, time.monotonic() - started)
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    parts = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
 
 
 def rss_kib(pid: int) -> int:

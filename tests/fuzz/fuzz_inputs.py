@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.static.primitive import Records
 
-from tests.kafka_wire import encode_request, make_batch
+from tests.support.kafka_wire import encode_request, make_batch
 from tidelog.protocol.codec import is_known
 
 __all__ = (

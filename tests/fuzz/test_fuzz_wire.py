@@ -40,11 +40,11 @@ from kio.schema.list_offsets.v8 import request as lo8
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v9 import request as p9
 
-from tests.crash.broker_proc import BrokerProcess
-from tests.faults.fault_wire import read_partition
 from tests.fuzz.fuzz_harness import Canary, FuzzTarget, RssWatch
 from tests.fuzz.fuzz_inputs import framed, mutated, raw_frames, record_sets, register, requests
-from tests.kafka_wire import WireClient, encode_request, make_batch
+from tests.support.broker_process import BrokerProcess
+from tests.support.fault_wire import read_partition
+from tests.support.kafka_wire import WireClient, encode_request, make_batch
 from tidelog.broker.router import discover_handlers
 
 SCALE = float(os.environ.get("CHAOS_FUZZ_SCALE", "1"))

@@ -14,14 +14,11 @@ import struct
 import subprocess
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from kio.schema.create_topics.v7 import request as ct7
-from kio.schema.errors import ErrorCode
 
-from tests.kafka_wire import WireClient
+from tests.support.fault_wire import create_topic_at
 
 pytestmark = pytest.mark.integration
 
@@ -44,23 +41,7 @@ def expected(codec: str) -> set[Record]:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
-    with WireClient(bootstrap) as c:
-        answer = c.request(
-            ct7.CreateTopicsRequest(
-                topics=(
-                    ct7.CreatableTopic(
-                        name=name,
-                        num_partitions=partitions,
-                        replication_factor=1,
-                        assignments=(),
-                        configs=(),
-                    ),
-                ),
-                timeout=timedelta(seconds=5),
-                validate_only=False,
-            )
-        )
-    assert answer.topics[0].error_code == ErrorCode.none
+    create_topic_at(bootstrap, name, partitions)
 
 
 def consume_with_kcat(bootstrap: str, topic: str, n: int) -> set[Record]:

@@ -45,8 +45,7 @@ FAST = {
 
 @pytest.fixture(scope="module")
 def fast_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    # tests/conftest.py's BrokerProcess under a name of its own (several conftest.py exist)
-    from tests.crash.broker_proc import BrokerProcess
+    from tests.support.broker_process import BrokerProcess
 
     log_dir = tmp_path_factory.mktemp("kip848") / "data"
     log_dir.mkdir(parents=True)

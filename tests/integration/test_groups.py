@@ -24,8 +24,9 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
 from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+from tests.support.fault_wire import create_topic_at
 
 pytestmark = pytest.mark.integration
 
@@ -47,14 +48,6 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
 
 
 def produce(bootstrap: str, topic: str, prefix: str, count: int, partitions: int) -> set[str]:
@@ -225,7 +218,7 @@ class ProcessMember:
 def test_three_clients_share_a_topic_through_leave_and_crash(broker_factory: Any) -> None:
     b = broker_factory(OVERRIDES)
     topic, group = "shared", "mixed"
-    create_topic(b.bootstrap, topic, 6)
+    create_topic_at(b.bootstrap, topic, 6)
     expected = produce(b.bootstrap, topic, "a", 600, 6)
 
     kp = kafka_python_member(b.bootstrap, topic, group)
@@ -287,7 +280,7 @@ def test_three_clients_share_a_topic_through_leave_and_crash(broker_factory: Any
 def test_committed_offsets_survive_a_broker_restart(broker_factory: Any) -> None:
     b = broker_factory(OVERRIDES)
     topic, group = "resume", "resumers"
-    create_topic(b.bootstrap, topic, 3)
+    create_topic_at(b.bootstrap, topic, 3)
     produce(b.bootstrap, topic, "old", 90, 3)
 
     first = KafkaConsumer(
@@ -342,7 +335,7 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory: Any) -> None
 def test_static_member_restarts_without_a_rebalance(broker_factory: Any) -> None:
     b = broker_factory(OVERRIDES)
     topic, group = "static", "statics"
-    create_topic(b.bootstrap, topic, 4)
+    create_topic_at(b.bootstrap, topic, 4)
     events: list[str] = []
     live: list[Any] = []  # consumers to poll (and to close at the end)
 

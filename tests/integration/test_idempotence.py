@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 from kio.serial import entity_reader, entity_writer
 
+from tests.support.fault_wire import create_topic_at
+from tests.support.kafka_wire import read_frame
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import request_types
@@ -48,15 +49,6 @@ class WireClient:
     def close(self) -> None:
         self.sock.close()
 
-    def _read_exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            out += chunk
-        return bytes(out)
-
     def call(self, api_key: int, version: int, request: Any) -> Any:
         self.correlation += 1
         client_id = b"idempotence-test"
@@ -68,8 +60,7 @@ class WireClient:
         entity_writer(type(request))(body, request)
         frame = header + body.getvalue()
         self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", self._read_exact(4))
-        answer = self._read_exact(size)
+        answer = read_frame(self.sock)
         (correlation,) = struct.unpack_from(">i", answer, 0)
         assert correlation == self.correlation
         offset = 4 + (1 if codec.response_header_version(api_key, version) == 1 else 0)
@@ -118,14 +109,6 @@ def idempotent_batch(pid: int, epoch: int, sequence: int, values: list[bytes]) -
     )
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
-
-
 def consume_all(bootstrap: str, topic: str, expected: int, partition: int = 0) -> list[bytes]:
     """Every value of the partition from offset 0 (waits for ``expected``, then a bit more)."""
     consumer = KafkaConsumer(
@@ -164,7 +147,7 @@ def logged_batches(log_dir: Path, topic: str, partition: int = 0) -> list[Record
 
 def test_kafka_python_default_producer_is_idempotent(broker: Any) -> None:
     topic = "kp-idem"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
     sent = [b"kp-%05d" % i for i in range(3000)]
     for value in sent:
@@ -185,7 +168,7 @@ def test_kafka_python_default_producer_is_idempotent(broker: Any) -> None:
 def test_confluent_kafka_enable_idempotence(broker: Any) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = "ck-idem"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5}
     )
@@ -226,7 +209,7 @@ def test_init_producer_id_every_version(broker: Any) -> None:
 
 def test_retried_batch_is_written_once_and_gaps_are_refused(broker: Any) -> None:
     topic = "wire-idem"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     client = WireClient(broker.bootstrap)
     try:
         init = client.init_producer_id()
@@ -261,7 +244,7 @@ def test_retried_batch_is_written_once_and_gaps_are_refused(broker: Any) -> None
 @pytest.mark.parametrize("how", ["sigkill", "sigterm"])
 def test_retry_after_restart_is_still_a_duplicate(broker: Any, how: str) -> None:
     topic = f"restart-idem-{how}"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     client = WireClient(broker.bootstrap)
     pid = int(client.init_producer_id().producer_id)
     batches = [
@@ -298,7 +281,7 @@ def test_retry_after_restart_is_still_a_duplicate(broker: Any, how: str) -> None
 def test_producer_state_survives_segment_rolls_and_restart(broker_factory: Any) -> None:
     broker = broker_factory({"log.segment.bytes": "2000"})
     topic = "roll-idem"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     client = WireClient(broker.bootstrap)
     pid = int(client.init_producer_id().producer_id)
     value = b"v" * 300

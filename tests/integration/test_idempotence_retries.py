@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from tests.integration.test_idempotence import consume_all, create_topic, logged_batches
+from tests.integration.test_idempotence import consume_all, logged_batches
+from tests.support.fault_wire import create_topic_at
+from tests.support.kafka_wire import read_frame
 
 pytestmark = pytest.mark.integration
 
@@ -64,12 +66,11 @@ class AnswerDroppingProxy:
 
     @staticmethod
     def _frame(sock: socket.socket) -> bytes | None:
-        head = _read(sock, 4)
-        if head is None:
+        try:
+            body = read_frame(sock)
+        except OSError:  # closed or reset: the proxied connection is over
             return None
-        (size,) = struct.unpack(">i", head)
-        body = _read(sock, size)
-        return None if body is None else head + body
+        return struct.pack(">i", len(body)) + body
 
     def _requests(self, conn_id: int, client: socket.socket, upstream: socket.socket) -> None:
         while (frame := self._frame(client)) is not None:
@@ -101,19 +102,6 @@ class AnswerDroppingProxy:
         _close(client, upstream)
 
 
-def _read(sock: socket.socket, n: int) -> bytes | None:
-    out = bytearray()
-    while len(out) < n:
-        try:
-            chunk = sock.recv(n - len(out))
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        out += chunk
-    return bytes(out)
-
-
 def _close(*socks: socket.socket) -> None:
     for s in socks:
         try:
@@ -137,7 +125,7 @@ def proxied_broker(broker_factory: Any) -> Any:
 def test_kafka_python_retries_after_lost_answers(proxied_broker: Any) -> None:
     broker = proxied_broker
     topic = "kp-lost-answers"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     producer = KafkaProducer(
         bootstrap_servers=broker.proxy_bootstrap,
         linger_ms=2,
@@ -160,7 +148,7 @@ def test_confluent_kafka_retries_after_lost_answers(proxied_broker: Any) -> None
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = proxied_broker
     topic = "ck-lost-answers"
-    create_topic(broker.bootstrap, topic)
+    create_topic_at(broker.bootstrap, topic)
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": broker.proxy_bootstrap,

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as produce
 
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
 

@@ -20,7 +20,7 @@ from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
-from tests.kafka_wire import encode_request, make_batch
+from tests.support.kafka_wire import encode_request, make_batch
 
 __all__ = ("Conn", "api_versions", "fetch", "metadata", "produce")
 

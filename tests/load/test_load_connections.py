@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.crash.broker_proc import BrokerProcess
 from tests.fuzz.fuzz_harness import RssWatch
 from tests.load.load_clients import Conn, api_versions, fetch, metadata, produce
+from tests.support.broker_process import BrokerProcess
 from tidelog.broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
 
 CONNECTIONS = 1000

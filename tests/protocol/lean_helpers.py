@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from tests.kafka_wire import encode_request
+from tests.support.kafka_wire import encode_request
 from tidelog.protocol import codec
 
 SETTINGS = settings(

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tests.support import kafka_wire
+
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";'
@@ -62,20 +64,10 @@ def kstring(text: str) -> bytes:
 def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes | None:
     """One response frame, or None when the broker closed the connection."""
     sock.settimeout(timeout)
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            return None
-        head += chunk
-    size = int.from_bytes(head, "big")
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
+    try:
+        return kafka_wire.read_frame(sock)
+    except ConnectionError:
+        return None
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:

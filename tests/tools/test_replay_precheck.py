@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +31,7 @@ def _replay(*args: str, python_prelude: str = "") -> tuple[subprocess.CompletedP
 
 
 def _refused_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_missing_log_dir_is_one_line_before_spark(tmp_path: Path) -> None:

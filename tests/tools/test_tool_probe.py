@@ -113,9 +113,7 @@ def test_second_server_answers(tidelog: RunTool, fake_server) -> None:  # type: 
 def test_without_an_address_it_probes_the_configured_listener(
     tidelog: RunTool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     monkeypatch.setenv("TIDELOG_LISTENERS", f"PLAINTEXT://0.0.0.0:{port}")
     r = tidelog("probe", "--timeout", "2")
     assert r.code == 1 and f"127.0.0.1:{port}: connection refused" in r.err

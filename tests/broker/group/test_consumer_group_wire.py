@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.group.group_wire import WireBroker
+from tests.support.router_broker import WireBroker
 from tidelog.broker.group.consumer import records as rec
 from tidelog.storage.record_codec import iter_records
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.broker.group.group_wire import WireBroker
+from tests.support.router_broker import WireBroker
 from tidelog.broker.handlers import (
     delete_groups,
     describe_groups,

@@ -1,8 +1,11 @@
 """A tiny blocking Kafka wire client for tests: kio requests in, kio responses out.
 
 Tests use it to send exactly the bytes they mean (raw frames, pipelined requests, odd versions)
-to a real broker. Import it as ``from tests.kafka_wire import WireClient`` (``tests/`` is a
-package; pyproject's pytest ``pythonpath`` puts the repository root on ``sys.path``).
+to a real broker. Import it as ``from tests.support.kafka_wire import WireClient`` (``tests/`` is
+a package; pyproject's pytest ``pythonpath`` puts the repository root on ``sys.path``).
+
+The frame helpers (``read_exact``, ``read_frame``, ``router_frame``) are the one copy the other
+test clients, proxies and harnesses use.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-__all__ = ("WireClient", "encode_request", "make_batch")
+__all__ = ("WireClient", "encode_request", "make_batch", "read_exact", "read_frame", "router_frame")
 
 
 def encode_request(
@@ -34,6 +37,29 @@ def encode_request(
     entity_writer(type(request))(buffer, request)
     body = buffer.getvalue()
     return struct.pack(">i", len(body)) + body
+
+
+def router_frame(request: Any, correlation_id: int, client_id: str | None = "t") -> bytes:
+    """``request`` encoded as the router gets it from the server: header and body, no size."""
+    return encode_request(request, correlation_id, client_id)[4:]
+
+
+def read_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; ConnectionError when the peer closes first."""
+    parts = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """The next size-prefixed frame from ``sock``, without its size."""
+    (size,) = struct.unpack(">i", read_exact(sock, 4))
+    return read_exact(sock, size)
 
 
 def make_batch(
@@ -91,19 +117,8 @@ class WireClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def _read_exact(self, n: int) -> bytes:
-        parts = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            parts.append(chunk)
-            n -= len(chunk)
-        return b"".join(parts)
-
     def receive_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._read_exact(4))
-        return self._read_exact(size)
+        return read_frame(self.sock)
 
     def receive(self) -> tuple[int, Any]:
         """(correlation id, decoded response) of the next answer."""

@@ -1,4 +1,5 @@
-"""Exact-frame helpers of the disk-fault tests: create, produce one batch, read a partition.
+"""Exact-frame helpers: create a topic, produce one batch, read a partition (first written for
+the disk-fault tests; the wire, metadata-file and client tests create their topics with it too).
 
 ``read_partition`` checks everything the broker hands out: each batch's CRC-32C (so damaged
 bytes can never pass as data) and its records, decoded with kafka-python's independent reader.
@@ -16,12 +17,13 @@ from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.produce.v9 import request as p9
 
-from tests.kafka_wire import WireClient, make_batch
+from tests.support.kafka_wire import WireClient, make_batch
 
 __all__ = (
     "Batch",
     "PartitionView",
     "create_topic",
+    "create_topic_at",
     "expected_values",
     "produce",
     "read_partition",
@@ -51,13 +53,17 @@ class PartitionView:
     bad_crc: list[int] = field(default_factory=list)  # base offsets of batches served damaged
 
 
-def create_topic(c: WireClient, name: str, configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    c: WireClient, name: str, configs: dict[str, str] | None = None, *, partitions: int = 1
+) -> None:
+    """CreateTopics v7 for one topic (the broker's default replication factor); asserts it
+    was created."""
     answer = c.request(
         ct7.CreateTopicsRequest(
             topics=(
                 ct7.CreatableTopic(
                     name=name,
-                    num_partitions=1,
+                    num_partitions=partitions,
                     replication_factor=-1,
                     assignments=(),
                     configs=tuple(
@@ -71,6 +77,14 @@ def create_topic(c: WireClient, name: str, configs: dict[str, str] | None = None
         )
     )
     assert answer.topics[0].error_code == 0, answer
+
+
+def create_topic_at(
+    bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
+    """``create_topic`` over a connection of its own."""
+    with WireClient(bootstrap) as c:
+        create_topic(c, name, configs, partitions=partitions)
 
 
 def expected_values(topic: str, index: int, count: int = 3) -> tuple[bytes, ...]:
