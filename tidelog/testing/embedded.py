@@ -21,21 +21,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Self
 
-from tidelog.testing._common import ContextManagerMixin, TopicAdmin, settings_list
+from tidelog.testing._common import LocalBroker
 
 __all__ = ("EmbeddedBroker",)
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class EmbeddedBroker(ContextManagerMixin):
+class EmbeddedBroker(LocalBroker):
     """A tidelog broker on its own event loop in a background thread of this process."""
 
     def __init__(
@@ -48,36 +45,21 @@ class EmbeddedBroker(ContextManagerMixin):
         start_timeout_s: float = 30.0,
         stop_timeout_s: float = 30.0,
     ) -> None:
-        self.host = "127.0.0.1"
-        self.port = port
-        self.overrides: dict[str, object] = dict(overrides or {})
-        self.keep = keep
-        self.start_timeout_s = start_timeout_s
-        self.stop_timeout_s = stop_timeout_s
-        self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
-        self.log_file = self.work_dir / "broker.log"
-        self._own_log_dir = log_dir is None
-        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
-        self.starts = 0
+        super().__init__(
+            log_dir,
+            overrides,
+            port=port,
+            keep=keep,
+            start_timeout_s=start_timeout_s,
+            stop_timeout_s=stop_timeout_s,
+        )
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: asyncio.Future[str] | None = None
         self._app: Any = None
         self._handler: logging.Handler | None = None
-        self._admin = TopicAdmin()
-        self._closed = False
 
     # ------------------------------------------------------------------ the interface
-
-    @property
-    def bootstrap_servers(self) -> str:
-        if not self.port:
-            raise RuntimeError("the broker has not been started yet")
-        return f"{self.host}:{self.port}"
-
-    @property
-    def log_dir(self) -> Path:
-        return self._log_dir
 
     @property
     def running(self) -> bool:
@@ -90,21 +72,13 @@ class EmbeddedBroker(ContextManagerMixin):
 
     def start(self) -> Self:
         """Start the broker thread and wait until it listens."""
-        if self._closed:
-            raise RuntimeError("this broker was closed")
-        if self.running:
-            raise RuntimeError(f"the broker at {self.bootstrap_servers} is already running")
+        self._check_startable()
         from tidelog.broker.app import Broker as App
         from tidelog.config import load_broker_config
 
         self.starts += 1
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
-            "log.dirs": str(self._log_dir),
-            **self.overrides,
-        }
-        config = load_broker_config(None, settings_list(settings))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        config = load_broker_config(None, self.settings())
         self._attach_log()
         app = App(config)
         ready = threading.Event()
@@ -136,48 +110,11 @@ class EmbeddedBroker(ContextManagerMixin):
         """End the broker with no shutdown work (in-process stand-in for SIGKILL)."""
         self._end("kill", self.stop_timeout_s)
 
-    def restart(self, overrides: Mapping[str, object] | None = None) -> Self:
-        if self.running:
-            self.stop()
-        if overrides is not None:
-            self.overrides.update(overrides)
-        return self.start()
-
-    def create_topic(
-        self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
-    ) -> str:
-        return self._admin.create_topic(self.bootstrap_servers, name, partitions, config)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_file.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._admin.close()
-        try:
-            if self.running:
-                self.stop()
-        finally:
-            self._detach_log()
-            if not self.keep:
-                if self._own_log_dir:
-                    shutil.rmtree(self.work_dir, ignore_errors=True)
-                else:
-                    self.log_file.unlink(missing_ok=True)
-                    try:
-                        self.work_dir.rmdir()
-                    except OSError:
-                        pass
-
     def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        where = f"{self.host}:{self.port}" if self.port else "not started"
-        return f"<tidelog.Broker (embedded) {where} {state} log_dir={self._log_dir}>"
+        return f"<tidelog.Broker (embedded) {self._state()}>"
+
+    def _released(self) -> None:
+        self._detach_log()
 
     # ------------------------------------------------------------------ the thread
 

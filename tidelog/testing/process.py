@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
-from tidelog.testing._common import ContextManagerMixin, TopicAdmin, settings_list
+from tidelog.testing._common import LocalBroker
 
 __all__ = ("Broker", "BrokerStartError")
 
@@ -48,7 +46,7 @@ def _package_root() -> str:
     return str(Path(tidelog.__file__).resolve().parent.parent)
 
 
-class Broker(ContextManagerMixin):
+class Broker(LocalBroker):
     """One ``tidelog serve`` subprocess; survives restarts on the same port and log dir."""
 
     def __init__(
@@ -62,37 +60,19 @@ class Broker(ContextManagerMixin):
         stop_timeout_s: float = 30.0,
         log_level: str = "INFO",
     ) -> None:
-        self.host = "127.0.0.1"
-        self.port = port
-        self.overrides: dict[str, object] = dict(overrides or {})
-        self.keep = keep
-        self.start_timeout_s = start_timeout_s
-        self.stop_timeout_s = stop_timeout_s
+        super().__init__(
+            log_dir,
+            overrides,
+            port=port,
+            keep=keep,
+            start_timeout_s=start_timeout_s,
+            stop_timeout_s=stop_timeout_s,
+        )
         self.log_level = log_level
-        #: Where the broker's stdout and stderr go (all starts, appended).
-        self.work_dir = Path(tempfile.mkdtemp(prefix="tidelog-"))
-        self.log_file = self.work_dir / "broker.log"
-        self._own_log_dir = log_dir is None
-        self._log_dir = Path(log_dir).resolve() if log_dir is not None else self.work_dir / "data"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
         self.exit_codes: list[int] = []
-        self._admin = TopicAdmin()
-        self._closed = False
 
     # ------------------------------------------------------------------ the interface
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """``127.0.0.1:PORT`` for a client's ``bootstrap_servers``."""
-        if not self.port:
-            raise RuntimeError("the broker has not been started yet")
-        return f"{self.host}:{self.port}"
-
-    @property
-    def log_dir(self) -> Path:
-        """The broker's ``log.dirs`` (its data: topics, segments, checkpoints)."""
-        return self._log_dir
 
     @property
     def running(self) -> bool:
@@ -103,24 +83,16 @@ class Broker(ContextManagerMixin):
         return self.proc.pid if self.proc is not None else None
 
     def command(self) -> list[str]:
-        settings = {
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
-            "log.dirs": str(self._log_dir),
-            **self.overrides,
-        }
         args = [sys.executable, "-m", "tidelog.broker.cli", "serve", "--log-level", self.log_level]
-        for item in settings_list(settings):
+        for item in self.settings():
             args += ["--override", item]
         return args
 
     def start(self) -> Self:
         """Start the broker and wait until it listens (``BrokerStartError`` if it cannot)."""
-        if self._closed:
-            raise RuntimeError("this broker was closed")
-        if self.running:
-            raise RuntimeError(f"the broker at {self.bootstrap_servers} is already running")
+        self._check_startable()
         self.starts += 1
-        self._log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         root = _package_root()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -150,52 +122,8 @@ class Broker(ContextManagerMixin):
         the process (what reached the page cache stays; unflushed policy is not applied)."""
         self._signal(signal.SIGKILL, self.stop_timeout_s)
 
-    def restart(self, overrides: Mapping[str, object] | None = None) -> Self:
-        """Stop (gracefully, if it still runs), then start on the same port and log dir;
-        ``overrides`` are merged into the current ones."""
-        if self.running:
-            self.stop()
-        if overrides is not None:
-            self.overrides.update(overrides)
-        return self.start()
-
-    def create_topic(
-        self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
-    ) -> str:
-        """Create ``name`` over the wire (CreateTopics); returns the name."""
-        return self._admin.create_topic(self.bootstrap_servers, name, partitions, config)
-
-    def log_text(self) -> str:
-        """Everything the broker logged, over all its starts."""
-        try:
-            return self.log_file.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def close(self) -> None:
-        """Stop the broker if it runs; remove the temporary files unless ``keep``."""
-        if self._closed:
-            return
-        self._closed = True
-        self._admin.close()
-        try:
-            if self.running:
-                self.stop()
-        finally:
-            if not self.keep:
-                if self._own_log_dir:
-                    shutil.rmtree(self.work_dir, ignore_errors=True)
-                else:
-                    self.log_file.unlink(missing_ok=True)
-                    try:
-                        self.work_dir.rmdir()
-                    except OSError:
-                        pass
-
     def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        where = f"{self.host}:{self.port}" if self.port else "not started"
-        return f"<tidelog.testing.Broker {where} {state} log_dir={self._log_dir}>"
+        return f"<tidelog.testing.Broker {self._state()}>"
 
     # ------------------------------------------------------------------ internals
 
