@@ -21,8 +21,8 @@ from datetime import timedelta
 from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS
-from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH, TopicInfo, topic_name_error
+from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS, partition_states
+from tidelog.broker.topics import INTERNAL_TOPICS, TopicInfo, topic_name_error
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -51,20 +51,8 @@ def _topic(types: Any, node: int, info: TopicInfo, first: int, count: int) -> An
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.is_internal,
-        partitions=tuple(
-            build(
-                types.DescribeTopicPartitionsResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=i,
-                leader_id=node,
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                eligible_leader_replicas=(),
-                last_known_elr=(),
-                offline_replicas=(),
-            )
-            for i in range(first, first + count)
+        partitions=partition_states(
+            types.DescribeTopicPartitionsResponsePartition, node, range(first, first + count)
         ),
         topic_authorized_operations=TOPIC_OPERATIONS,
     )

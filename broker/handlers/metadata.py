@@ -56,20 +56,31 @@ def _operations(ctx: RequestContext, rtype: ResourceType, name: str, all_ops: in
     return bits
 
 
-def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Any:
-    node = ctx.broker.node_id
-    partitions = tuple(
+def partition_states(cls: Any, node: int, indexes: range) -> tuple[Any, ...]:
+    """The partitions ``indexes`` of a topic as this single node describes them (``cls``: the
+    response's partition type, Metadata's or DescribeTopicPartitions'): no error, this node the
+    leader at ``LEADER_EPOCH``, its only replica and in-sync replica, none offline, and empty
+    eligible-leader-replica lists where ``cls`` has them (KIP-966)."""
+    return tuple(
         build(
-            types.MetadataResponsePartition,
+            cls,
             error_code=ErrorCode.none,
             partition_index=i,
             leader_id=node,
             leader_epoch=LEADER_EPOCH,
             replica_nodes=(node,),
             isr_nodes=(node,),
+            eligible_leader_replicas=(),
+            last_known_elr=(),
             offline_replicas=(),
         )
-        for i in range(info.partitions)
+        for i in indexes
+    )
+
+
+def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Any:
+    partitions = partition_states(
+        types.MetadataResponsePartition, ctx.broker.node_id, range(info.partitions)
     )
     return build(
         types.MetadataResponseTopic,
