@@ -204,6 +204,34 @@ def client_errors(bootstrap: str, template: str | None = None) -> Iterator[None]
         raise ToolError(broker_said or describe_client_error(exc, bootstrap)) from exc
 
 
+@contextlib.contextmanager
+def admin_session(
+    args: argparse.Namespace, timeout_ms: int = 30000, template: str | None = None
+) -> Iterator[Any]:
+    """The admin client of one tool run (``admin_client(args)``): kafka-python's errors worded
+    by ``client_errors`` (``template`` as there), the client closed at the end."""
+    with client_errors(args.bootstrap_server, template):
+        admin = admin_client(args, timeout_ms)
+        try:
+            yield admin
+        finally:
+            close_quietly(admin)
+
+
+def add_actions(parser: argparse.ArgumentParser, actions: Sequence[tuple[str, str]]) -> None:
+    """The action flags of a Kafka tool (``--create``, ``--list`` ...: ``(flag, help)``
+    pairs), of which a command line gives exactly one."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    for flag, help_text in actions:
+        group.add_argument(flag, action="store_true", help=help_text)
+
+
+def add_timeout_ms(parser: argparse.ArgumentParser, help_text: str = argparse.SUPPRESS) -> None:
+    """``--timeout-ms`` (30000): the admin client's request timeout; hidden unless a help is
+    given."""
+    parser.add_argument("--timeout-ms", type=int, default=30000, metavar="MS", help=help_text)
+
+
 #: Kafka's tools' words for a failed command (kafka-topics, kafka-consumer-groups).
 TOPIC_COMMAND_ERROR = "Error while executing topic command : {}"
 GROUP_COMMAND_ERROR = "Error: Executing consumer group command failed due to {}"

@@ -18,11 +18,11 @@ from tidelog.broker.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
+    add_actions,
     add_bootstrap,
+    add_timeout_ms,
     add_tool_parser,
-    admin_client,
-    client_errors,
-    close_quietly,
+    admin_session,
 )
 
 __all__ = ["add_parser", "run"]
@@ -68,10 +68,14 @@ def add_parser(subparsers: SubParsers) -> None:
         run=run,
     )
     add_bootstrap(p)
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--add", action="store_true", help="add ACLs")
-    actions.add_argument("--remove", action="store_true", help="remove matching ACLs")
-    actions.add_argument("--list", action="store_true", help="list ACLs")
+    add_actions(
+        p,
+        (
+            ("--add", "add ACLs"),
+            ("--remove", "remove matching ACLs"),
+            ("--list", "list ACLs"),
+        ),
+    )
     p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
     p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST")
@@ -98,7 +102,7 @@ def add_parser(subparsers: SubParsers) -> None:
     p.add_argument("--producer", action="store_true", help="the ACLs a producer needs")
     p.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs")
     p.add_argument("--force", action="store_true", help="accepted: --remove never prompts")
-    p.add_argument("--timeout-ms", type=int, default=30000, help=argparse.SUPPRESS)
+    add_timeout_ms(p)
 
 
 def _norm(name: str) -> str:
@@ -150,17 +154,12 @@ def run(args: argparse.Namespace) -> int:
     has_resource = args.topic or args.group or args.transactional_id or args.cluster
     if (args.add or args.remove) and not has_resource:
         raise ToolError("give a resource: --topic, --group, --transactional-id or --cluster", 2)
-    admin = None
-    with client_errors(args.bootstrap_server):
-        admin = admin_client(args.bootstrap_server, args.timeout_ms)
-        try:
-            if args.add:
-                return _add(admin, args, k)
-            if args.remove:
-                return _remove(admin, args, k)
-            return _list(admin, args, k)
-        finally:
-            close_quietly(admin)
+    with admin_session(args, args.timeout_ms) as admin:
+        if args.add:
+            return _add(admin, args, k)
+        if args.remove:
+            return _remove(admin, args, k)
+        return _list(admin, args, k)
 
 
 def _entries(args: argparse.Namespace, k: Any) -> list[tuple[str, str, Any]]:

@@ -16,11 +16,11 @@ from tidelog.broker.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
+    add_actions,
     add_bootstrap,
+    add_timeout_ms,
     add_tool_parser,
-    admin_client,
-    client_errors,
-    close_quietly,
+    admin_session,
 )
 from tidelog.broker.tools._scram_spec import MECHANISMS, parse_scram_specs
 
@@ -46,14 +46,18 @@ def add_parser(subparsers: SubParsers) -> None:
         run=run,
     )
     add_bootstrap(p)
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--alter", action="store_true", help="add or delete credentials")
-    actions.add_argument("--describe", action="store_true", help="list credentials")
+    add_actions(
+        p,
+        (
+            ("--alter", "add or delete credentials"),
+            ("--describe", "list credentials"),
+        ),
+    )
     p.add_argument("--entity-type", required=True, choices=("users",), help="users")
     p.add_argument("--entity-name", metavar="USER", help="the user (all users for --describe)")
     p.add_argument("--add-config", metavar="SPEC", help="SCRAM-SHA-256=[iterations=N,password=P]")
     p.add_argument("--delete-config", metavar="MECHANISMS", help="SCRAM-SHA-256,SCRAM-SHA-512")
-    p.add_argument("--timeout-ms", type=int, default=30000, help=argparse.SUPPRESS)
+    add_timeout_ms(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,30 +82,25 @@ def run(args: argparse.Namespace) -> int:
             if name not in MECHANISMS:
                 raise ToolError(f"unknown SCRAM mechanism {name!r} in --delete-config", 2)
             alterations.append(UserScramCredentialDeletion(args.entity_name, name))
-    admin = None
-    with client_errors(args.bootstrap_server):
-        admin = admin_client(args.bootstrap_server, args.timeout_ms)
-        try:
-            if args.alter:
-                results = admin.alter_user_scram_credentials(alterations)
-                failed = {u: e for u, e in results.items() if e}
-                for user, error in failed.items():
-                    print(f"Error altering SCRAM credentials of {user!r}: {error}")
-                if failed:
-                    raise ToolError("the credentials were not changed")
-                print(f"Completed updating config for user {args.entity_name}.")
-                return EXIT_OK
-            users = [args.entity_name] if args.entity_name else None
-            described = admin.describe_user_scram_credentials(users)
-            for user, info in sorted(described.items()):
-                if info["error"]:
-                    print(f"SCRAM credentials of user-principal '{user}': {info['error']}")
-                    continue
-                mechanisms = ",".join(
-                    f"{ci['mechanism'].name.replace('_', '-')}=iterations={ci['iterations']}"
-                    for ci in info["credential_infos"]
-                )
-                print(f"SCRAM credential configs for user-principal '{user}' are {mechanisms}")
+    with admin_session(args, args.timeout_ms) as admin:
+        if args.alter:
+            results = admin.alter_user_scram_credentials(alterations)
+            failed = {u: e for u, e in results.items() if e}
+            for user, error in failed.items():
+                print(f"Error altering SCRAM credentials of {user!r}: {error}")
+            if failed:
+                raise ToolError("the credentials were not changed")
+            print(f"Completed updating config for user {args.entity_name}.")
             return EXIT_OK
-        finally:
-            close_quietly(admin)
+        users = [args.entity_name] if args.entity_name else None
+        described = admin.describe_user_scram_credentials(users)
+        for user, info in sorted(described.items()):
+            if info["error"]:
+                print(f"SCRAM credentials of user-principal '{user}': {info['error']}")
+                continue
+            mechanisms = ",".join(
+                f"{ci['mechanism'].name.replace('_', '-')}=iterations={ci['iterations']}"
+                for ci in info["credential_infos"]
+            )
+            print(f"SCRAM credential configs for user-principal '{user}' are {mechanisms}")
+        return EXIT_OK

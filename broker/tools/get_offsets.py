@@ -19,9 +19,7 @@ from tidelog.broker.tools._common import (
     ToolError,
     add_bootstrap,
     add_tool_parser,
-    admin_client,
-    client_errors,
-    close_quietly,
+    admin_session,
     topic_matcher,
 )
 
@@ -120,28 +118,24 @@ def run(args: argparse.Namespace) -> int:
     wanted = _partition_set(args.partitions)
     rules = _rules(args.topic_partitions) if args.topic_partitions else None
     match = topic_matcher(args.topic)
-    with client_errors(args.bootstrap_server):
-        admin = admin_client(args)
-        try:
-            from kafka import TopicPartition
+    with admin_session(args) as admin:
+        from kafka import TopicPartition
 
-            names = [n for n in admin.list_topics() if rules is not None or match(n)]
-            if args.exclude_internal_topics:
-                names = [n for n in names if not n.startswith("__")]
-            tps = []
-            for topic in admin.describe_topics(names) if names else []:
-                for p in topic.get("partitions", []):
-                    tp = TopicPartition(topic["name"], p["partition_index"])
-                    if rules is not None:
-                        if any(m(tp.topic) and lo <= tp.partition < hi for m, lo, hi in rules):
-                            tps.append(tp)
-                    elif wanted is None or tp.partition in wanted:
+        names = [n for n in admin.list_topics() if rules is not None or match(n)]
+        if args.exclude_internal_topics:
+            names = [n for n in names if not n.startswith("__")]
+        tps = []
+        for topic in admin.describe_topics(names) if names else []:
+            for p in topic.get("partitions", []):
+                tp = TopicPartition(topic["name"], p["partition_index"])
+                if rules is not None:
+                    if any(m(tp.topic) and lo <= tp.partition < hi for m, lo, hi in rules):
                         tps.append(tp)
-            if not tps:
-                raise ToolError("Could not match any topic-partitions with the specified filters")
-            answer = admin.list_partition_offsets(dict.fromkeys(tps, ts))
-        finally:
-            close_quietly(admin)
+                elif wanted is None or tp.partition in wanted:
+                    tps.append(tp)
+        if not tps:
+            raise ToolError("Could not match any topic-partitions with the specified filters")
+        answer = admin.list_partition_offsets(dict.fromkeys(tps, ts))
     for tp in sorted(answer, key=lambda t: (t.topic, t.partition)):
         offset = int(answer[tp].offset)
         if offset >= 0:

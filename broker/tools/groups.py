@@ -27,11 +27,11 @@ from tidelog.broker.tools._common import (
     GROUP_COMMAND_ERROR,
     SubParsers,
     ToolError,
+    add_actions,
     add_bootstrap,
+    add_timeout_ms,
     add_tool_parser,
-    admin_client,
-    client_errors,
-    close_quietly,
+    admin_session,
     format_table,
 )
 from tidelog.broker.tools.probe import served_apis
@@ -77,17 +77,18 @@ def add_parser(subparsers: SubParsers) -> None:
         run=run,
     )
     add_bootstrap(p)
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list groups")
-    actions.add_argument("--describe", action="store_true", help="offsets and lag of a group")
-    actions.add_argument(
-        "--reset-offsets", action="store_true", help="move a group's committed offsets"
-    )
-    actions.add_argument("--delete", action="store_true", help="delete groups")
-    actions.add_argument(
-        "--delete-offsets",
-        action="store_true",
-        help="delete a group's committed offsets of --topic (the group must not consume it)",
+    add_actions(
+        p,
+        (
+            ("--list", "list groups"),
+            ("--describe", "offsets and lag of a group"),
+            ("--reset-offsets", "move a group's committed offsets"),
+            ("--delete", "delete groups"),
+            (
+                "--delete-offsets",
+                "delete a group's committed offsets of --topic (the group must not consume it)",
+            ),
+        ),
     )
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id")
     p.add_argument("--all-groups", action="store_true", help="every group (describe/delete)")
@@ -141,7 +142,7 @@ def add_parser(subparsers: SubParsers) -> None:
     run_mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
     run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     p.add_argument("--export", action="store_true", help="--reset-offsets: print the plan as CSV")
-    p.add_argument("--timeout-ms", type=int, default=30000, metavar="MS", help="(30000)")
+    add_timeout_ms(p, "(30000)")
 
 
 def parse_datetime(value: str) -> int:
@@ -219,21 +220,17 @@ def _require_apis(args: argparse.Namespace, action: str) -> None:
 def run(args: argparse.Namespace) -> int:
     action = _check(args)
     _require_apis(args, action)
-    with client_errors(args.bootstrap_server, GROUP_COMMAND_ERROR):
-        admin = admin_client(args, args.timeout_ms)
-        try:
-            if action == "list":
-                return _list(admin, args)
-            groups = sorted(_group_ids(admin)) if args.all_groups else args.group
-            if action == "describe":
-                return _describe(admin, args, groups)
-            if action == "delete":
-                return _delete(admin, groups)
-            if action == "delete_offsets":
-                return _delete_offsets(admin, args, groups[0])
-            return _reset(admin, args, groups)
-        finally:
-            close_quietly(admin)
+    with admin_session(args, args.timeout_ms, GROUP_COMMAND_ERROR) as admin:
+        if action == "list":
+            return _list(admin, args)
+        groups = sorted(_group_ids(admin)) if args.all_groups else args.group
+        if action == "describe":
+            return _describe(admin, args, groups)
+        if action == "delete":
+            return _delete(admin, groups)
+        if action == "delete_offsets":
+            return _delete_offsets(admin, args, groups[0])
+        return _reset(admin, args, groups)
 
 
 def _list(admin: Any, args: argparse.Namespace) -> int:

@@ -16,11 +16,11 @@ from tidelog.broker.tools._common import (
     TOPIC_COMMAND_ERROR,
     SubParsers,
     ToolError,
+    add_actions,
     add_bootstrap,
+    add_timeout_ms,
     add_tool_parser,
-    admin_client,
-    client_errors,
-    close_quietly,
+    admin_session,
     parse_properties,
     topic_matcher,
 )
@@ -54,16 +54,16 @@ def add_parser(subparsers: SubParsers) -> None:
         run=run,
     )
     add_bootstrap(p)
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--create", action="store_true", help="create a topic")
-    actions.add_argument("--list", action="store_true", help="list topic names")
-    actions.add_argument(
-        "--describe", action="store_true", help="show partitions, offsets and configs"
+    add_actions(
+        p,
+        (
+            ("--create", "create a topic"),
+            ("--list", "list topic names"),
+            ("--describe", "show partitions, offsets and configs"),
+            ("--alter", "add partitions and/or change configs"),
+            ("--delete", "delete topics"),
+        ),
     )
-    actions.add_argument(
-        "--alter", action="store_true", help="add partitions and/or change configs"
-    )
-    actions.add_argument("--delete", action="store_true", help="delete topics")
     p.add_argument("--topic", metavar="TOPIC", help="topic name (a regular expression allowed)")
     p.add_argument("--partitions", type=int, metavar="N", help="partition count")
     p.add_argument(
@@ -107,31 +107,24 @@ def add_parser(subparsers: SubParsers) -> None:
         action="store_true",
         help="--describe: only partitions without a leader",
     )
-    p.add_argument(
-        "--timeout-ms", type=int, default=30000, metavar="MS", help="request timeout (30000)"
-    )
+    add_timeout_ms(p, "request timeout (30000)")
 
 
 def run(args: argparse.Namespace) -> int:
     configs = parse_properties(args.config, "--config")
     _check_args(args, configs)
-    admin = None
-    with client_errors(args.bootstrap_server, TOPIC_COMMAND_ERROR):
-        admin = admin_client(args, args.timeout_ms)
-        try:
-            if args.create:
-                return _create(admin, args, configs)
-            if args.list:
-                for name in _matching(admin, args):
-                    print(name)
-                return EXIT_OK
-            if args.describe:
-                return _describe(admin, args)
-            if args.alter:
-                return _alter(admin, args, configs)
-            return _delete(admin, args)
-        finally:
-            close_quietly(admin)
+    with admin_session(args, args.timeout_ms, TOPIC_COMMAND_ERROR) as admin:
+        if args.create:
+            return _create(admin, args, configs)
+        if args.list:
+            for name in _matching(admin, args):
+                print(name)
+            return EXIT_OK
+        if args.describe:
+            return _describe(admin, args)
+        if args.alter:
+            return _alter(admin, args, configs)
+        return _delete(admin, args)
 
 
 def _check_args(args: argparse.Namespace, configs: dict[str, str]) -> None:
