@@ -38,7 +38,7 @@ from tidelog.broker.group.offsets import (
     CommittedOffset,
     OffsetStore,
     group_tombstone,
-    offset_commit_record,
+    offset_commit_records,
     offset_tombstone,
 )
 from tidelog.broker.group.rebalance import Rebalancer, append_error
@@ -317,19 +317,7 @@ class GroupCoordinator:
             else:
                 accepted.append(p)
         if accepted:
-            records = [
-                offset_commit_record(
-                    group_id,
-                    p.topic,
-                    p.partition,
-                    p.offset,
-                    p.leader_epoch,
-                    p.metadata or "",
-                    now,
-                    expire,
-                )
-                for p in accepted
-            ]
+            records = offset_commit_records(group_id, accepted, now, expire)
             write_error: ErrorCode | None
             try:
                 waiter = self.metadata_log.write(group_id, records)
@@ -341,7 +329,7 @@ class GroupCoordinator:
                         group_id,
                         p.topic,
                         p.partition,
-                        CommittedOffset(p.offset, p.leader_epoch, p.metadata or "", now, expire),
+                        CommittedOffset.from_commit(p, now, expire),
                     )
                 write_error = await self._await_hw(group_id, waiter)
             for p in accepted:

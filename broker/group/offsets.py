@@ -6,10 +6,11 @@ after the coordinator appends them), so memory always equals a replay of the log
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from tidelog.broker.group.log import KeyValue
+from tidelog.broker.group.results import CommitPartition
 from tidelog.broker.group.schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -33,6 +34,22 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+
+    @staticmethod
+    def from_record(value: OffsetCommitValue) -> CommittedOffset:
+        """What an offset-commit record of ``__consumer_offsets`` says (expire -1: none)."""
+        return CommittedOffset(
+            value.offset,
+            value.leader_epoch,
+            value.metadata,
+            value.commit_timestamp,
+            value.expire_timestamp if value.expire_timestamp >= 0 else None,
+        )
+
+    @staticmethod
+    def from_commit(p: CommitPartition, now_ms: int, expire_ms: int | None) -> CommittedOffset:
+        """What an OffsetCommit (or TxnOffsetCommit) request's partition ``p`` commits."""
+        return CommittedOffset(p.offset, p.leader_epoch, p.metadata or "", now_ms, expire_ms)
 
 
 class OffsetStore:
@@ -75,13 +92,7 @@ class OffsetStore:
                 key.group,
                 key.topic,
                 key.partition,
-                CommittedOffset(
-                    value.offset,
-                    value.leader_epoch,
-                    value.metadata,
-                    value.commit_timestamp,
-                    value.expire_timestamp if value.expire_timestamp >= 0 else None,
-                ),
+                CommittedOffset.from_record(value),
             )
 
     def expired(
@@ -164,6 +175,25 @@ def offset_commit_record(
             )
         ),
     )
+
+
+def offset_commit_records(
+    group_id: str, partitions: Iterable[CommitPartition], now_ms: int, expire_ms: int | None
+) -> list[KeyValue]:
+    """The ``__consumer_offsets`` records of committing ``partitions`` for ``group_id``."""
+    return [
+        offset_commit_record(
+            group_id,
+            p.topic,
+            p.partition,
+            p.offset,
+            p.leader_epoch,
+            p.metadata or "",
+            now_ms,
+            expire_ms,
+        )
+        for p in partitions
+    ]
 
 
 def offset_tombstone(group_id: str, topic: str, partition: int) -> KeyValue:

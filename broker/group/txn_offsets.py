@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.log import LogRecord
-from tidelog.broker.group.offsets import CommittedOffset, offset_commit_record
+from tidelog.broker.group.offsets import CommittedOffset, offset_commit_records
 from tidelog.broker.group.rebalance import append_error
 from tidelog.broker.group.results import CommitPartition, PartitionError
 from tidelog.broker.group.schemas import (
@@ -100,13 +100,7 @@ class TxnOffsets:
                 except SchemaError:
                     continue
                 self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = (
-                    CommittedOffset(
-                        value.offset,
-                        value.leader_epoch,
-                        value.metadata,
-                        value.commit_timestamp,
-                        value.expire_timestamp if value.expire_timestamp >= 0 else None,
-                    )
+                    CommittedOffset.from_record(value)
                 )
 
     def complete(self, producer_id: int, commit: bool) -> None:
@@ -163,8 +157,8 @@ class TxnOffsets:
             if write_error is None:
                 pending = self._pending.setdefault(producer_id, {})
                 for p in accepted:
-                    pending[(group_id, p.topic, p.partition)] = CommittedOffset(
-                        p.offset, p.leader_epoch, p.metadata or "", now, None
+                    pending[(group_id, p.topic, p.partition)] = CommittedOffset.from_commit(
+                        p, now, None
                     )
             for p in accepted:
                 errors[(p.topic, p.partition)] = write_error or ErrorCode.none
@@ -185,19 +179,7 @@ class TxnOffsets:
         partition_log = broker.topics.get_log(OFFSETS_TOPIC, partition)
         if partition_log is None:
             return ErrorCode.coordinator_not_available
-        records = [
-            offset_commit_record(
-                group_id,
-                p.topic,
-                p.partition,
-                p.offset,
-                p.leader_epoch,
-                p.metadata or "",
-                now,
-                None,
-            )
-            for p in partitions
-        ]
+        records = offset_commit_records(group_id, partitions, now, None)
         batch = encode_batch(
             [NewRecord(key=k, value=v, timestamp=now) for k, v in records],
             producer_id=producer_id,
