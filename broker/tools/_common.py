@@ -367,10 +367,7 @@ def consumer_client(
     """A KafkaConsumer: ``defaults`` (the tool's choices), then the client properties."""
     from kafka import KafkaConsumer
 
-    kwargs = dict(defaults)
-    kwargs.update(client_kwargs(args, "consumer", files, properties))
-    kwargs["bootstrap_servers"] = parse_bootstrap(args.bootstrap_server)
-    return _build(KafkaConsumer, "consumer", kwargs)
+    return _client(KafkaConsumer, "consumer", args, defaults, files, properties)
 
 
 def producer_client(
@@ -382,10 +379,21 @@ def producer_client(
     """A KafkaProducer: ``defaults`` (the tool's choices), then the client properties."""
     from kafka import KafkaProducer
 
+    return _client(KafkaProducer, "producer", args, defaults, files, properties)
+
+
+def _client(
+    cls: Any,
+    role: str,
+    args: argparse.Namespace,
+    defaults: Mapping[str, Any],
+    files: Sequence[str | None],
+    properties: Sequence[Mapping[str, str]],
+) -> Any:
     kwargs = dict(defaults)
-    kwargs.update(client_kwargs(args, "producer", files, properties))
+    kwargs.update(client_kwargs(args, role, files, properties))
     kwargs["bootstrap_servers"] = parse_bootstrap(args.bootstrap_server)
-    return _build(KafkaProducer, "producer", kwargs)
+    return _build(cls, role, kwargs)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
