@@ -6,7 +6,8 @@ KIP-848 consumer groups (``group.protocol=consumer``) are described with Consume
 ``--state`` adds the group epoch and target assignment epoch, ``--members`` each member's epoch,
 current and target assignment (kafka-consumer-groups.sh's ``--verbose`` columns).
 ``--reset-offsets`` works on groups without active members, as Kafka's does: ``--dry-run`` (the
-default, with a warning) shows the new offsets, ``--execute`` commits them.
+default, with a warning) shows the new offsets, ``--execute`` commits them; how the new offsets
+are chosen is in ``_reset_offsets.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import re
 import sys
-import time
-from datetime import datetime
 from typing import Any
 
 from tidelog.broker.tools import consumer_group_describe
@@ -34,9 +32,16 @@ from tidelog.broker.tools._common import (
     admin_session,
     format_table,
 )
+from tidelog.broker.tools._reset_offsets import (
+    new_offset,
+    parse_duration_ms,
+    read_reset_plan,
+    reset_time_ms,
+    target_partitions,
+)
 from tidelog.broker.tools.probe import served_apis
 
-__all__ = ["add_parser", "parse_datetime", "run"]
+__all__ = ["add_parser", "run"]
 
 EXAMPLES = """\
   tidelog groups --bootstrap-server 127.0.0.1:9092 --list
@@ -61,9 +66,6 @@ NEEDED = {
     "delete_offsets": {FIND_COORDINATOR: "FindCoordinator", OFFSET_DELETE: "OffsetDelete"},
 }  # fmt: skip
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
-_DURATION = re.compile(
-    r"(-)?P(?:([0-9.]+)D)?(?:T(?:([0-9.]+)H)?(?:([0-9.]+)M)?(?:([0-9.]+)S)?)?", re.IGNORECASE
-)
 ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
 
 
@@ -143,40 +145,6 @@ def add_parser(subparsers: SubParsers) -> None:
     run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     p.add_argument("--export", action="store_true", help="--reset-offsets: print the plan as CSV")
     add_timeout_ms(p, "(30000)")
-
-
-def parse_datetime(value: str) -> int:
-    """``YYYY-MM-DDTHH:mm:SS.sss`` (optionally with Z or an offset) -> epoch ms."""
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise ToolError(
-            f"--to-datetime {value!r} is not YYYY-MM-DDTHH:mm:SS.sss "
-            "(e.g. 2026-01-31T12:00:00.000, optionally ending in Z or +01:00)",
-            2,
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()  # local time, as Kafka's tool reads it
-    return int(dt.timestamp() * 1000)
-
-
-def parse_duration_ms(value: str) -> int:
-    """An ISO-8601 duration as Java's Duration.parse reads it (``PnDTnHnMnS``) -> ms."""
-    m = _DURATION.fullmatch(value.strip())
-    if m is None or not any(m.groups()[1:]):
-        raise ToolError(
-            f"--by-duration {value!r} is not an ISO-8601 duration such as PT1H30M or P1DT2H", 2
-        )
-    sign, days, hours, minutes, seconds = m.groups()
-    try:
-        total = (float(days or 0) * 86400 + float(hours or 0) * 3600
-                 + float(minutes or 0) * 60 + float(seconds or 0))  # fmt: skip
-    except ValueError:
-        raise ToolError(f"--by-duration {value!r}: numbers must be like 1 or 1.5", 2) from None
-    return int(total * 1000) * (-1 if sign else 1)
 
 
 def _check(args: argparse.Namespace) -> str:
@@ -487,33 +455,6 @@ def _delete(admin: Any, groups: list[str]) -> int:
     return EXIT_OK
 
 
-def _targets(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> list[Any]:
-    """The partitions --topic / --all-topics name."""
-    from kafka import TopicPartition
-
-    if args.all_topics:
-        return sorted(committed, key=lambda tp: (tp.topic, tp.partition))
-    out: list[Any] = []
-    for spec in args.topic:
-        topic, _, parts = spec.partition(":")
-        if parts:
-            try:
-                out.extend(TopicPartition(topic, int(p)) for p in parts.split(","))
-            except ValueError:
-                raise ToolError(
-                    f"--topic {spec!r}: partitions must be numbers, e.g. t:0,1", 2
-                ) from None
-            continue
-        described = admin.describe_topics([topic])
-        if not described or described[0].get("error_code"):
-            raise ToolError(f"topic '{topic}' does not exist")
-        out.extend(
-            TopicPartition(topic, p["partition_index"])
-            for p in sorted(described[0]["partitions"], key=lambda p: p["partition_index"])
-        )
-    return out
-
-
 def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
     from kafka.admin import OffsetSpec
     from kafka.structs import OffsetAndMetadata
@@ -539,7 +480,7 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             )
         committed = admin.list_group_offsets({gid: None}).get(gid, {})
         planned = plan.get(gid, plan.get("", {})) if plan is not None else None
-        tps = list(planned) if planned is not None else _targets(admin, args, committed)
+        tps = list(planned) if planned is not None else target_partitions(admin, args, committed)
         earliest = {
             tp: int(o.offset)
             for tp, o in admin.list_partition_offsets(
@@ -548,34 +489,24 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
         }
         latest = _end_offsets(admin, tps)
         by_time: dict[Any, int] = {}
-        if args.to_datetime or args.by_duration:
-            ts = (parse_datetime(args.to_datetime) if args.to_datetime
-                  else int(time.time() * 1000) - parse_duration_ms(args.by_duration))  # fmt: skip
+        ts = reset_time_ms(args)
+        if ts is not None:
             by_time = {
                 tp: int(o.offset)
                 for tp, o in admin.list_partition_offsets(dict.fromkeys(tps, ts)).items()
             }
         new: dict[Any, int] = {}
         for tp in tps:
-            lo, hi = earliest.get(tp, 0), latest.get(tp, 0)
             cur = committed.get(tp)
             current = int(cur.offset) if cur is not None and cur.offset >= 0 else None
-            if args.to_earliest:
-                target = lo
-            elif args.to_latest:
-                target = hi
-            elif args.to_offset is not None:
-                target = args.to_offset
-            elif args.shift_by is not None:
-                target = (current if current is not None else hi) + args.shift_by
-            elif args.to_current:
-                target = current if current is not None else hi
-            elif planned is not None:
-                target = planned[tp]
-            else:
-                found = by_time.get(tp, -1)
-                target = found if found >= 0 else hi
-            new[tp] = min(max(target, lo), hi)
+            new[tp] = new_offset(
+                args,
+                earliest.get(tp, 0),
+                latest.get(tp, 0),
+                current,
+                planned[tp] if planned is not None else None,
+                by_time.get(tp, -1),
+            )
         if args.execute and new:
             errors = admin.alter_group_offsets(
                 gid, {tp: OffsetAndMetadata(off, "", -1) for tp, off in new.items()}
@@ -599,32 +530,3 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             writer.writerow(row if len(groups) > 1 else row[1:])
         sys.stdout.write(out.getvalue())
     return EXIT_OK
-
-
-def read_reset_plan(path: str) -> dict[str, dict[Any, int]]:
-    """A --from-file CSV plan: ``topic,partition,offset`` lines (group "" = every --group) or
-    ``group,topic,partition,offset`` lines, as --export writes them."""
-    from kafka import TopicPartition
-
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-    except OSError as exc:
-        raise ToolError(f"--from-file {path}: {exc.strerror}") from None
-    plan: dict[str, dict[Any, int]] = {}
-    for number, row in enumerate(rows, 1):
-        if len(row) not in (3, 4):
-            raise ToolError(
-                f"--from-file {path} line {number}: expected topic,partition,offset or "
-                "group,topic,partition,offset",
-                2,
-            )
-        gid, topic, partition, offset = row if len(row) == 4 else ["", *row]
-        try:
-            tp = TopicPartition(topic.strip(), int(partition))
-            plan.setdefault(gid.strip(), {})[tp] = int(offset)
-        except ValueError:
-            raise ToolError(
-                f"--from-file {path} line {number}: partition and offset must be numbers", 2
-            ) from None
-    return plan

@@ -16,9 +16,9 @@ from tidelog.broker.tools._common import (
     parse_properties,
     topic_matcher,
 )
+from tidelog.broker.tools._reset_offsets import parse_datetime
 from tidelog.broker.tools.consume import RecordFormat, format_record
 from tidelog.broker.tools.get_offsets import parse_time
-from tidelog.broker.tools.groups import parse_datetime
 from tidelog.broker.tools.produce import LineError, LineFormat, parse_line
 
 
