@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tidelog.broker.group.consumer.coordinator import HeartbeatRequest, owned_from_wire
+from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
 from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode

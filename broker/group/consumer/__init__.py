@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.consumer.assignors import names as assignor_names
-from tidelog.broker.group.consumer.coordinator import ConsumerGroups, Host
+from tidelog.broker.group.consumer.coordinator import ConsumerGroups
+from tidelog.broker.group.consumer.heartbeat import Host
 from tidelog.broker.group.log import KeyValue
 
 if TYPE_CHECKING:

@@ -51,14 +51,14 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
+from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, Host
 from tidelog.broker.group.consumer.model import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -82,34 +82,7 @@ from tidelog.broker.group.schemas import SchemaError
 
 log = logging.getLogger("tidelog.group.consumer")
 
-__all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatResult"]
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None
-    rack_id: str | None
-    rebalance_timeout_ms: int
-    subscribed_topic_names: tuple[str, ...] | None
-    subscribed_topic_regex: str | None
-    server_assignor: str | None
-    owned: Partitions | None
-    client_id: str
-    client_host: str
-    api_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    error: ErrorCode
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: Partitions | None = None
+__all__ = ["ConsumerGroups"]
 
 
 class _Refused(Exception):
@@ -117,28 +90,6 @@ class _Refused(Exception):
         super().__init__(message)
         self.error = error
         self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class Host:
-    """What the consumer-group protocol uses of the broker and the classic coordinator."""
-
-    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
-    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
-    now_ms: Callable[[], int]
-    schedule: Callable[[str, int, Callable[[], None]], None]
-    cancel: Callable[[str], None]
-    #: ErrorCode while the coordinator loads or is stopped, else None
-    inactive_error: Callable[[], ErrorCode | None]
-    #: classic group id -> True when it has members (None: no such classic group)
-    classic_group_busy: Callable[[str], bool | None]
-    drop_classic_group: Callable[[str], None]
-    #: name -> (topic id, partitions) of the topics that exist (internal excluded)
-    topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
-    #: group id -> (session timeout ms, heartbeat interval ms)
-    timeouts: Callable[[str], tuple[int, int]]
-    assignors: Sequence[str]
-    max_size: int
 
 
 class ConsumerGroups:
@@ -614,15 +565,3 @@ def _session_key(group_id: str, member_id: str) -> str:
 
 def _rebalance_key(group_id: str, member_id: str) -> str:
     return f"cg-rebalance:{group_id}:{member_id}"
-
-
-def owned_from_wire(topic_partitions: Any) -> Partitions | None:
-    """The heartbeat's owned partitions (None when the request left them out)."""
-    if topic_partitions is None:
-        return None
-    out: dict[uuid.UUID, frozenset[int]] = {}
-    for t in topic_partitions:
-        if t.topic_id is None:
-            continue
-        out[t.topic_id] = out.get(t.topic_id, frozenset()) | frozenset(int(p) for p in t.partitions)
-    return out
