@@ -28,7 +28,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _fetch_frame(topic_id: Any, offset: int) -> bytes:
+def _fetch_frame(topic_id: Any, offset: int, isolation_level: int = 1) -> bytes:
     from kio.schema.fetch.v16 import request as f16
     from kio.serial import entity_writer
 
@@ -37,7 +37,7 @@ def _fetch_frame(topic_id: Any, offset: int) -> bytes:
         max_wait=timedelta(milliseconds=500),
         min_bytes=1,
         max_bytes=52428800,
-        isolation_level=1,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=(
@@ -84,7 +84,7 @@ def _start(outcome: Any) -> Any:
     return asyncio.ensure_future(_finish(outcome, waiting_on))
 
 
-async def _main(count: int, runs: int) -> None:
+async def _main(count: int, runs: int, isolation_level: int) -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # as the broker does
     from tidelog.broker.app import Broker
     from tidelog.config.broker import load_broker_config
@@ -106,7 +106,9 @@ async def _main(count: int, runs: int) -> None:
             log = broker.topics.get_log("cycle", 0)
             assert log is not None
             total = (2 * runs + 1) * count + 10
-            fetches = [_fetch_frame(info.topic_id, offset) for offset in range(total)]
+            fetches = [
+                _fetch_frame(info.topic_id, offset, isolation_level) for offset in range(total)
+            ]
             produce = produce_request(10, "cycle", record_batch([b"x" * 100], 0), 1)[4:]
             router = broker.router
 
@@ -140,11 +142,18 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tree", type=Path, default=HERE.parent.parent)
+    parser.add_argument(
+        "--isolation-level",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="the Fetch's isolation_level: 1 read_committed (librdkafka's default), 0 uncommitted",
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(args.tree.resolve()), str(HERE)]
     import uvloop
 
-    uvloop.run(_main(args.count, args.runs))
+    uvloop.run(_main(args.count, args.runs, args.isolation_level))
 
 
 if __name__ == "__main__":
