@@ -22,13 +22,12 @@ import pytest
 import uvloop
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v11 import request as f11
 from kio.schema.incremental_alter_configs.v0 import request as iac0
 from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 from kio.schema.produce.v9 import request as p9
 
-from tests.support.fault_wire import create_topic
+from tests.support.fault_wire import create_topic, fetch_once
 from tests.support.kafka_wire import WireClient, make_batch
 from tidelog.broker.app import Broker
 from tidelog.config import load_broker_config
@@ -148,34 +147,7 @@ def _produce(
 
 
 def _high_watermark(c: WireClient, topic: str) -> int:
-    answer = c.request(
-        f11.FetchRequest(
-            replica_id=-1,
-            max_wait=timedelta(0),
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(
-                f11.FetchTopic(
-                    topic=topic,
-                    partitions=(
-                        f11.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        ),
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-    )
-    return int(answer.responses[0].partitions[0].high_watermark)
+    return int(fetch_once(c, topic, 0).high_watermark)
 
 
 def _answered_within(c: WireClient, seconds: float) -> bool:

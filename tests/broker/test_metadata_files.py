@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v11 import request as f11
 from kio.schema.produce.v9 import request as p9
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.fault_wire import create_topic
+from tests.support.fault_wire import create_topic, fetch_once
 from tests.support.kafka_wire import WireClient, make_batch
 from tests.support.net import free_port
 
@@ -54,34 +53,7 @@ def _produce(c: WireClient, topic: str) -> None:
 
 
 def _fetch(c: WireClient, topic: str) -> Any:
-    answer = c.request(
-        f11.FetchRequest(
-            replica_id=-1,
-            max_wait=timedelta(0),
-            min_bytes=0,
-            max_bytes=1 << 22,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(
-                f11.FetchTopic(
-                    topic=topic,
-                    partitions=(
-                        f11.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 22,
-                        ),
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-    )
-    return answer.responses[0].partitions[0]
+    return fetch_once(c, topic, 0, max_bytes=1 << 22)
 
 
 def _crashed_broker(tmp_path: Path) -> Path:

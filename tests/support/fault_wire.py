@@ -25,6 +25,7 @@ __all__ = (
     "create_topic",
     "create_topic_at",
     "expected_values",
+    "fetch_once",
     "produce",
     "read_partition",
     "batch_timestamp",
