@@ -10,15 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.net import free_port
+from tests.support.broker_process import BrokerProcess, serve_to_the_end
 from tidelog.storage.lockfile import LOCK_FILE, LogDirLock, LogDirLockedError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,28 +77,6 @@ def _consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return got
 
 
-def _serve(log_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tidelog.broker.cli",
-            "serve",
-            "--override",
-            f"log.dirs={log_dir}",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_second_broker_on_a_live_log_dir_refuses_and_the_first_keeps_every_record(
     tmp_path: Path,
 ) -> None:
@@ -117,7 +92,7 @@ def test_second_broker_on_a_live_log_dir_refuses_and_the_first_keeps_every_recor
         assert first.proc is not None
         before = _snapshot(log_dir)
 
-        second = _serve(log_dir)
+        second = serve_to_the_end(log_dir)
 
         assert second.returncode == 1, second.stderr
         errors = [line for line in second.stderr.splitlines() if " ERROR " in line]

@@ -8,10 +8,7 @@ naming the file, exit 1 - never a traceback.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,10 +17,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as p9
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, serve_to_the_end
 from tests.support.fault_wire import create_topic, fetch_once
 from tests.support.kafka_wire import WireClient, make_batch
-from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30
@@ -76,24 +72,7 @@ def _damage(path: Path, how: str) -> None:
 
 
 def _serve_fails(log_dir: Path) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tidelog.broker.cli",
-            "serve",
-            "--override",
-            f"log.dirs={log_dir}",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = serve_to_the_end(log_dir)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and "JSONDecodeError" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]

@@ -9,13 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.net import free_port as _free_port
+from tests.support.broker_process import serve_to_the_end
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Without these capabilities root obeys file modes like any user.
@@ -30,23 +28,12 @@ def _serve(
     log_dirs: str, *, as_user: bool = False, port: int | None = None, extra: tuple[str, ...] = ()
 ) -> str:
     """Run ``tidelog serve``; assert exit 1 with one ERROR line; return that line."""
-    argv = [
-        sys.executable,
-        "-m",
-        "tidelog.broker.cli",
-        "serve",
-        "--override",
-        f"log.dirs={log_dirs}",
-        "--override",
-        f"listeners=PLAINTEXT://127.0.0.1:{port or _free_port()}",
-        *(arg for override in extra for arg in ("--override", override)),
-    ]
+    prefix: tuple[str, ...] = ()
     if as_user and os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("running as root without setpriv: file modes cannot be tested")
-        argv = [*_DROP_ROOT_POWERS, *argv]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        prefix = tuple(_DROP_ROOT_POWERS)
+    result = serve_to_the_end(log_dirs, *extra, port=port, prefix=prefix)
     assert result.returncode == 1, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]

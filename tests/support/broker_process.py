@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.support.net import free_port
 
-__all__ = ("LISTENING", "BrokerProcess")
+__all__ = ("LISTENING", "BrokerProcess", "serve_to_the_end")
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTENING = "tidelog listening on"
@@ -124,3 +124,31 @@ class BrokerProcess:
     def log_text(self) -> str:
         """Everything the broker logged, over all its starts."""
         return "".join(p.read_text(errors="replace") for p in self._log_paths if p.exists())
+
+
+def serve_to_the_end(
+    log_dirs: str | Path,
+    *overrides: str,
+    port: int | None = None,
+    prefix: tuple[str, ...] = (),
+    timeout_s: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tidelog serve`` (log dirs, a free 127.0.0.1 port, ``overrides`` as ``key=value``)
+    until it exits, for tests of a start-up that must be refused; ``prefix`` runs it under
+    another command (``setpriv ...``)."""
+    argv = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "tidelog.broker.cli",
+        "serve",
+        "--override",
+        f"log.dirs={log_dirs}",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}",
+        *(arg for override in overrides for arg in ("--override", override)),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
