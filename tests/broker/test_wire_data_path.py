@@ -13,7 +13,6 @@ import pytest
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4 import request as f4
-from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v16 import request as f16
 from kio.schema.find_coordinator.v3 import request as fc3
 from kio.schema.list_offsets.v8 import request as lo8
@@ -22,6 +21,7 @@ from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v3 import request as p3
 from kio.schema.produce.v9 import request as p9
 
+from tests.support.fault_wire import fetch_request
 from tests.support.kafka_wire import WireClient, encode_request, make_batch
 
 
@@ -85,35 +85,6 @@ def produce_request(
                 partition_data=(p9.PartitionProduceData(index=partition, records=records),),
             ),
         ),
-    )
-
-
-def fetch_request(
-    topic: str,
-    offset: int,
-    *,
-    partition: int = 0,
-    max_wait_ms: int = 0,
-    min_bytes: int = 1,
-    session_id: int = 0,
-    max_bytes: int = 1 << 20,
-) -> Any:
-    return f12.FetchRequest(
-        max_wait=timedelta(milliseconds=max_wait_ms),
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        session_id=session_id,
-        topics=(
-            f12.FetchTopic(
-                topic=topic,
-                partitions=(
-                    f12.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                    ),
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
     )
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3 import request as av3
-from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
+from tests.support.fault_wire import fetch_request
 from tests.support.kafka_wire import encode_request, make_batch
 
 __all__ = ("Conn", "api_versions", "fetch", "metadata", "produce")
@@ -58,22 +58,8 @@ def produce(topic: str, partition: int, values: list[bytes], acks: int = -1) -> 
 def fetch(
     topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, wait_ms: int = 0
 ) -> Any:
-    return f12.FetchRequest(
-        max_wait=timedelta(milliseconds=wait_ms),
-        min_bytes=1,
-        max_bytes=max_bytes,
-        session_id=0,
-        topics=(
-            f12.FetchTopic(
-                topic=topic,
-                partitions=(
-                    f12.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                    ),
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
+    return fetch_request(
+        topic, offset, partition=partition, max_wait_ms=wait_ms, max_bytes=max_bytes
     )
 
 

@@ -26,6 +26,7 @@ __all__ = (
     "create_topic_at",
     "expected_values",
     "fetch_once",
+    "fetch_request",
     "produce",
     "read_partition",
     "batch_timestamp",
@@ -120,25 +121,40 @@ def produce(c: WireClient, topic: str, values: tuple[bytes, ...], timestamp_ms: 
     return int(answer.base_offset)
 
 
-def fetch_once(c: WireClient, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
-    request = f12.FetchRequest(
-        max_wait=timedelta(0),
-        min_bytes=1,
+def fetch_request(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    session_id: int = 0,
+    max_bytes: int = 1 << 20,
+) -> Any:
+    """A Fetch v12 of one partition (``max_bytes`` for the request and the partition)."""
+    return f12.FetchRequest(
+        max_wait=timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
         max_bytes=max_bytes,
-        session_id=0,
+        session_id=session_id,
         topics=(
             f12.FetchTopic(
                 topic=topic,
                 partitions=(
                     f12.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes
+                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
                     ),
                 ),
             ),
         ),
         forgotten_topics_data=(),
     )
-    return c.request(request).responses[0].partitions[0]
+
+
+def fetch_once(c: WireClient, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
+    """Partition 0's answer to a Fetch that does not wait."""
+    answer = c.request(fetch_request(topic, offset, max_bytes=max_bytes))
+    return answer.responses[0].partitions[0]
 
 
 def parse_batches(data: bytes, view: PartitionView, *, decode: bool = True) -> list[Batch]:
