@@ -24,6 +24,7 @@ import pytest
 from tests.fuzz.fuzz_harness import RssWatch
 from tests.load.load_clients import Conn, api_versions, fetch, metadata, produce
 from tests.support.broker_process import BrokerProcess
+from tests.support.fault_wire import create_topic_request
 from tidelog.broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
 
 CONNECTIONS = 1000
@@ -56,26 +57,8 @@ def started(tmp_path: Path) -> Any:
 
 
 async def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    from datetime import timedelta
-
-    from kio.schema.create_topics.v7 import request as ct7
-
     conn = await Conn.open(bootstrap)
-    answer = await conn.call(
-        ct7.CreateTopicsRequest(
-            topics=(
-                ct7.CreatableTopic(
-                    name=topic,
-                    num_partitions=partitions,
-                    replication_factor=-1,
-                    assignments=(),
-                    configs=(),
-                ),
-            ),
-            timeout=timedelta(seconds=10),
-            validate_only=False,
-        )
-    )
+    answer = await conn.call(create_topic_request(topic, partitions=partitions))
     assert answer.topics[0].error_code == 0
     await conn.close()
 

@@ -24,6 +24,7 @@ __all__ = (
     "PartitionView",
     "create_topic",
     "create_topic_at",
+    "create_topic_request",
     "expected_values",
     "fetch_once",
     "fetch_request",
@@ -55,29 +56,32 @@ class PartitionView:
     bad_crc: list[int] = field(default_factory=list)  # base offsets of batches served damaged
 
 
+def create_topic_request(
+    name: str, configs: dict[str, str] | None = None, *, partitions: int = 1
+) -> Any:
+    """CreateTopics v7 for one topic (the broker's default replication factor)."""
+    return ct7.CreateTopicsRequest(
+        topics=(
+            ct7.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=-1,
+                assignments=(),
+                configs=tuple(
+                    ct7.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+                ),
+            ),
+        ),
+        timeout=timedelta(seconds=10),
+        validate_only=False,
+    )
+
+
 def create_topic(
     c: WireClient, name: str, configs: dict[str, str] | None = None, *, partitions: int = 1
 ) -> None:
-    """CreateTopics v7 for one topic (the broker's default replication factor); asserts it
-    was created."""
-    answer = c.request(
-        ct7.CreateTopicsRequest(
-            topics=(
-                ct7.CreatableTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=-1,
-                    assignments=(),
-                    configs=tuple(
-                        ct7.CreatableTopicConfig(name=k, value=v)
-                        for k, v in (configs or {}).items()
-                    ),
-                ),
-            ),
-            timeout=timedelta(seconds=10),
-            validate_only=False,
-        )
-    )
+    """``create_topic_request`` sent over ``c``; asserts the topic was created."""
+    answer = c.request(create_topic_request(name, configs, partitions=partitions))
     assert answer.topics[0].error_code == 0, answer
 
 
