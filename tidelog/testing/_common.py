@@ -251,6 +251,15 @@ class LocalBroker(ContextManagerMixin):
         """The broker's ``log.dirs`` (its data: topics, segments, checkpoints)."""
         return self._files.log_dir
 
+    @property
+    def keep(self) -> bool:
+        """Whether ``close()`` leaves the temporary files in place."""
+        return self._files.keep
+
+    @keep.setter
+    def keep(self, value: bool) -> None:
+        self._files.keep = value
+
     def settings(self) -> list[str]:
         """``key=value`` settings of the next start: listener, log dir, then ``overrides``."""
         return local_settings(self.host, self.port, self._files.log_dir, self.overrides)
