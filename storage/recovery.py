@@ -38,6 +38,7 @@ from pathlib import Path
 from .batch import BATCH_HEADER_SIZE, parse_batch_header
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .file_handles import UNBOUNDED, FileHandleCache
 from .index import IndexCorruptError
 from .segment import (
     DELETED_SUFFIX,
@@ -162,8 +163,19 @@ def load_segments(
     recovery_point: int,
     log_start_offset: int,
     clean_shutdown: bool,
+    handles: FileHandleCache = UNBOUNDED,
+    new: bool = False,
 ) -> LoadedLog:
-    """Open (and recover as needed) every segment of a partition directory."""
+    """Open (and recover as needed) every segment of a partition directory.
+
+    ``new``: the directory was just created (nothing to look for): one empty segment.
+    """
+    if new:
+        segment = LogSegment(
+            directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles
+        )
+        segment.make_active(config)
+        return LoadedLog([segment], 0, 0, None)
     _clean_stray_files(directory)
     bases = sorted(
         base
@@ -179,7 +191,7 @@ def load_segments(
         indexes_present = (directory / f"{name}{INDEX_SUFFIX}").exists() and (
             directory / f"{name}{TIMEINDEX_SUFFIX}"
         ).exists()
-        segment = LogSegment(directory, base, config, now_ms=now_ms)
+        segment = LogSegment(directory, base, config, now_ms=now_ms, handles=handles)
         is_last = i == len(bases) - 1
         next_base = bases[i + 1] if not is_last else None
         prev_last = segments[-1].next_offset - 1 if segments else None
@@ -223,7 +235,9 @@ def load_segments(
             break
     if not segments:
         # As Kafka: an empty log starts at its log start offset.
-        segments.append(LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms))
+        segments.append(
+            LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles)
+        )
     for segment in segments[:-1]:
         segment.seal()
         segment.release_index_files()  # no-op while a rebuilt index awaits its fsync
