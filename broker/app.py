@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +52,15 @@ from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config
 
 log = logging.getLogger("tidelog.broker")
 
-__all__ = ("Broker", "Endpoint", "Service", "now_ms", "resolve_endpoints")
+__all__ = (
+    "Broker",
+    "Endpoint",
+    "Service",
+    "now_ms",
+    "open_files_max",
+    "raise_open_file_limit",
+    "resolve_endpoints",
+)
 
 T = TypeVar("T")
 
@@ -74,6 +83,29 @@ def _no_offsets_topic() -> None:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def open_files_max(setting: int) -> int:
+    """``log.open.files.max``, with -1 resolved to half the soft RLIMIT_NOFILE (at least 16)."""
+    if setting > 0:
+        return setting
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(soft // 2, 16)
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (as Kafka's start scripts ask users to);
+    returns ``(soft, hard)`` after. Logged by ``tidelog serve`` before the broker is built."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft, hard
 
 
 class Service(Protocol):
@@ -142,6 +174,7 @@ class Broker:
             node_id=self.node_id,
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
+            open_files_max=open_files_max(config.get_int("log.open.files.max")),
         )
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
         # Group configs and Kafka-only broker settings set by admin tools (broker/dynamic_configs).
