@@ -55,11 +55,13 @@ from .lockfile import LogDirLock
 from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
 from .metadata import (
     META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE,
     kafka_uuid_string,
     read_meta_properties,
     write_meta_properties,
     write_new_partition_metadata,
 )
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file_name
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
 
@@ -389,7 +391,7 @@ class LogManager:
         for log in made.values():
             log.close_without_flush()
         for directory in made_dirs:
-            shutil.rmtree(directory, ignore_errors=True)
+            _remove_new_partition_dir(directory)
         with self._lock:
             log_dirs = {self._log_dir_of.pop((topic, p), None) for p in wanted}
         for log_dir in log_dirs:
@@ -533,3 +535,28 @@ def _create_failure(topic: str, exc: OSError) -> str:
             f"({exc.filename}). Free disk space or delete topics"
         )
     return f"cannot create the partitions of {topic}: {exc.strerror or exc} ({exc.filename})"
+
+
+def _remove_new_partition_dir(directory: Path) -> None:
+    """Remove a partition dir ``create_logs`` made, without opening a descriptor when possible
+    (the usual reason to be here is that none is left): the files it can hold are known."""
+    for name in (
+        PARTITION_METADATA_FILE,
+        f"{segment_file_name(0)}{LOG_SUFFIX}",
+        f"{segment_file_name(0)}{INDEX_SUFFIX}",
+        f"{segment_file_name(0)}{TIMEINDEX_SUFFIX}",
+    ):
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.warning("cannot remove %s: %s", directory / name, exc)
+    try:
+        os.rmdir(directory)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)
+        if directory.exists():
+            logger.error("cannot remove %s: remove it by hand", directory)
