@@ -122,6 +122,10 @@ class FileHandle:
         """The file was written to: fsync it before its descriptor is closed."""
         self._unsynced = True
 
+    def mark_synced(self) -> None:
+        """The file's bytes are known to be on disk already (nothing for ``sync`` to do)."""
+        self._unsynced = False
+
     def sync(self) -> None:
         """fsync the file if it was written to since the last sync (nothing to do when the
         cache closed it: it fsynced it first). Raises ``OSError`` when fsync fails."""
@@ -138,11 +142,15 @@ class FileHandle:
         finally:
             self.unpin()
 
-    def release(self) -> None:
+    def release(self, *, unsynced_ok: bool = False) -> None:
         """Close the descriptor now if nobody uses it and nothing awaits an fsync (a segment
-        that stopped being active gives its index descriptors back at once)."""
+        that stopped being active gives its index descriptors back at once). ``unsynced_ok``:
+        the file's changes need no fsync (the active segment's indexes, rebuilt after a crash).
+        """
         cache = self._cache
         with cache._lock:
+            if unsynced_ok:
+                self._unsynced = False
             if self._fd >= 0 and self._pins == 0 and not self._held and not self._unsynced:
                 del cache._idle[self]
                 cache._close_locked(self)

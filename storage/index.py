@@ -98,12 +98,13 @@ class _Index:
         return self._file.path
 
     # -- the descriptor: from the file-handle cache, only while the file is used ---------------
-    def release(self) -> None:
-        """Close the descriptor of a synced index now (it is reopened when needed).
+    def release(self, *, unsynced_ok: bool = False) -> None:
+        """Close the descriptor of a synced index now (it is reopened when needed);
+        ``unsynced_ok``: its changes need no fsync (an active segment's index).
 
         A segment then costs one descriptor (its ``.log``), as in Kafka, which maps indexes.
         """
-        self._file.release()
+        self._file.release(unsynced_ok=unsynced_ok)
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -192,7 +193,9 @@ class _Index:
                 os.ftruncate(fd, size)
             self._file_size = size
             self._exists = True
-            self._file.release()  # nothing is written to it until the segment rolls
+        # Nothing is written to it until the segment rolls, and the active segment's index
+        # needs no fsync (a crash rebuilds it): the descriptor goes back at once.
+        self._file.release(unsynced_ok=True)
 
     def trim_to_valid_size(self) -> None:
         """Write pending entries and shrink the file to them (roll or clean shutdown)."""

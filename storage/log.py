@@ -138,9 +138,14 @@ class PartitionLog:
             replay_from=loaded.first_recovered_base,
         )
         self._last_flush_ms = now
-        if loaded.recovered_segments or loaded.truncated_bytes:
+        if loaded.truncated_bytes or self._log_end_offset > recovery_point:
             # Recovered data is made durable before it counts as flushed.
             self.flush(now)
+        elif loaded.recovered_segments:
+            # Only the active segment was checked and every byte of it lies below the recovery
+            # point, i.e. was fsynced before the crash: no fsync now (after a SIGKILL of a
+            # broker with thousands of partitions, these were most of its start-up time).
+            self._segments[-1].mark_flushed()
         # Single replica: the leader's HW is the ISR's smallest LEO, i.e. its own LEO, and
         # everything on disk after loading has been validated (and fsynced if recovered).
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
