@@ -82,15 +82,21 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def _clean_stray_files(directory: Path) -> None:
+def _clean_stray_files(directory: Path) -> set[str]:
+    """Remove the left-overs of interrupted operations; returns the names in the directory
+    afterwards (one listing when there was nothing to clean, the usual case)."""
+    names = os.listdir(directory)
+    changed = False
     min_cleaned: int | None = None
     swaps: list[Path] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    for name in sorted(names):
+        path = directory / name
         if name.endswith(DELETED_SUFFIX):
+            changed = True
             logger.info("removing %s left by an interrupted deletion", path)
             _unlink(path)
         elif name.endswith(CLEANED_SUFFIX):
+            changed = True
             base = _base_offset_of(name)
             if base is not None:
                 min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
@@ -98,6 +104,8 @@ def _clean_stray_files(directory: Path) -> None:
             _unlink(path)
         elif name.endswith(SWAP_SUFFIX):
             swaps.append(path)
+    if swaps:
+        changed = True
     for swap in swaps:
         live_name = swap.name[: -len(SWAP_SUFFIX)]
         base = _base_offset_of(live_name)
@@ -109,16 +117,16 @@ def _clean_stray_files(directory: Path) -> None:
             _unlink(swap)
             continue
         _complete_swap(directory, swap, base)
+    present = set(os.listdir(directory)) if changed else set(names)
     # Index files whose log is gone.
-    for path in directory.iterdir():
-        if path.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)):
-            base = _base_offset_of(path.name)
-            if (
-                base is not None
-                and not (directory / f"{segment_file_name(base)}{LOG_SUFFIX}").exists()
-            ):
-                logger.info("removing orphan index %s", path)
-                _unlink(path)
+    for name in list(present):
+        if name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)):
+            base = _base_offset_of(name)
+            if base is not None and f"{segment_file_name(base)}{LOG_SUFFIX}" not in present:
+                logger.info("removing orphan index %s", directory / name)
+                _unlink(directory / name)
+                present.discard(name)
+    return present
 
 
 def _swap_next_offset(swap: Path, base: int) -> int:
@@ -176,11 +184,11 @@ def load_segments(
         )
         segment.make_active(config)
         return LoadedLog([segment], 0, 0, None)
-    _clean_stray_files(directory)
+    present = _clean_stray_files(directory)
     bases = sorted(
         base
-        for path in directory.iterdir()
-        if path.name.endswith(LOG_SUFFIX) and (base := _base_offset_of(path.name)) is not None
+        for name in present
+        if name.endswith(LOG_SUFFIX) and (base := _base_offset_of(name)) is not None
     )
     segments: list[LogSegment] = []
     recovered = 0
@@ -188,9 +196,9 @@ def load_segments(
     first_recovered: int | None = None
     for i, base in enumerate(bases):
         name = segment_file_name(base)
-        indexes_present = (directory / f"{name}{INDEX_SUFFIX}").exists() and (
-            directory / f"{name}{TIMEINDEX_SUFFIX}"
-        ).exists()
+        indexes_present = (
+            f"{name}{INDEX_SUFFIX}" in present and f"{name}{TIMEINDEX_SUFFIX}" in present
+        )
         segment = LogSegment(directory, base, config, now_ms=now_ms, handles=handles)
         is_last = i == len(bases) - 1
         next_base = bases[i + 1] if not is_last else None
