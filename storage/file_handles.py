@@ -27,8 +27,8 @@ its default is half the soft RLIMIT_NOFILE, leaving the other half for sockets a
 opened briefly (snapshots, checkpoints, ``.txnindex``, the cleaner's output).
 
 Threading: every method may be called from any thread; one lock per cache guards the LRU, the
-counts and each handle's descriptor. The lock is held across ``os.open``/``close`` (a few
-microseconds) and, rarely, across the fsync of an unsynced handle being evicted.
+counts and each handle's descriptor. ``os.open`` runs outside it (``pin``); ``close`` (a few
+microseconds) and, rarely, the fsync of an unsynced handle being evicted run under it.
 """
 
 from __future__ import annotations
@@ -77,16 +77,38 @@ class FileHandle:
     def pin(self) -> int:
         """The open descriptor (opened now if needed), kept open until ``unpin``.
 
-        Raises ``OSError`` (EBADF once ``close``d; the ``os.open`` error otherwise).
+        Raises ``OSError`` (EBADF once ``close``d; the ``os.open`` error otherwise). The file
+        is opened outside the cache's lock (threads loading thousands of partitions open
+        files in parallel); two threads opening the same handle at once keep one descriptor.
         """
         cache = self._cache
         with cache._lock:
             fd = self._fd
-            if fd < 0:
-                fd = cache._open_locked(self)
-            elif self._pins == 0 and not self._held:
-                del cache._idle[self]
-            self._pins += 1
+            if fd >= 0:
+                if self._pins == 0 and not self._held:
+                    del cache._idle[self]
+                self._pins += 1
+                return fd
+            if self.closed:
+                raise OSError(errno.EBADF, f"{self.path} is closed")
+            cache._make_room_locked()
+            self._pins += 1  # not idle while it opens: nothing evicts or reuses it
+            path = self.path
+        try:
+            fd = cache._open_file(path)
+        except BaseException:
+            with cache._lock:
+                self._pins -= 1
+            raise
+        with cache._lock:
+            if self._fd >= 0 or self.closed:  # another thread opened it, or it was closed
+                os.close(fd)
+                if self.closed and self._fd < 0:
+                    self._pins -= 1
+                    raise OSError(errno.EBADF, f"{self.path} is closed")
+                return self._fd
+            self._fd = fd
+            cache._opened_locked()
             return fd
 
     def unpin(self) -> None:
@@ -217,25 +239,31 @@ class FileHandleCache:
             return self._evict_locked(len(self._idle))
 
     # -- under the lock --------------------------------------------------------------------------
-    def _open_locked(self, handle: FileHandle) -> int:
-        if handle.closed:
-            raise OSError(errno.EBADF, f"{handle.path} is closed")
+    def _make_room_locked(self) -> None:
         if self.max_open is not None and self._open >= self.max_open:
             self._evict_locked(self._open - self.max_open + 1)
+
+    def _open_file(self, path: Path) -> int:
+        """``os.open`` (without the lock); out of descriptors, close half of the idle ones and
+        try once more."""
         try:
-            fd = os.open(handle.path, _OPEN_FLAGS, 0o644)
+            return os.open(path, _OPEN_FLAGS, 0o644)
         except OSError as exc:
-            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._idle:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
                 raise
-            closed = self._evict_locked(max(len(self._idle) // 2, 1))
+            with self._lock:
+                if not self._idle:
+                    raise
+                closed = self._evict_locked(max(len(self._idle) // 2, 1))
             logger.warning(
                 "out of file descriptors opening %s: closed %d idle segment files and retrying "
                 "(lower log.open.files.max or raise the process's RLIMIT_NOFILE)",
-                handle.path,
+                path,
                 closed,
             )
-            fd = os.open(handle.path, _OPEN_FLAGS, 0o644)
-        handle._fd = fd
+            return os.open(path, _OPEN_FLAGS, 0o644)
+
+    def _opened_locked(self) -> None:
         self._open += 1
         if self.max_open is not None and self._open > self.max_open and not self._over_bound_logged:
             self._over_bound_logged = True
@@ -245,6 +273,21 @@ class FileHandleCache:
                 self._open,
                 self.max_open,
             )
+
+    def _open_locked(self, handle: FileHandle) -> int:
+        """Open under the lock (``hold``: rare)."""
+        if handle.closed:
+            raise OSError(errno.EBADF, f"{handle.path} is closed")
+        self._make_room_locked()
+        try:
+            fd = os.open(handle.path, _OPEN_FLAGS, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._idle:
+                raise
+            self._evict_locked(max(len(self._idle) // 2, 1))
+            fd = os.open(handle.path, _OPEN_FLAGS, 0o644)
+        handle._fd = fd
+        self._opened_locked()
         return fd
 
     def _trim_locked(self) -> None:
