@@ -224,3 +224,35 @@ def test_one_topic_failing_does_not_stop_the_others(broker: BrokerProcess) -> No
     assert "fine" in topics and "blocked" not in topics
     _produce_one_each(broker, "fine", 4)
     assert len(_consume_one_each(broker, "fine", 4)) == 4
+
+
+@pytest.mark.slow
+def test_twenty_thousand_partitions_under_the_default_bound(broker_factory: Any) -> None:
+    """Issue 20's size: 20 topics of 1,000 partitions with the defaults (the bound is half the
+    soft limit): every partition takes a produce and serves it back, the broker stays under
+    its soft limit, and a clean restart loads them all."""
+    broker = broker_factory()
+    pid = _pid(broker)
+    soft = _soft_nofile(pid)
+    admin = _admin(broker)
+    names = [f"huge-{t}" for t in range(20)]
+    for name in names:
+        assert _create(admin, {name: 1000}) == {name: None}
+        assert _fd_count(pid) < soft
+    for name in names:
+        _produce_one_each(broker, name, 1000)
+    assert _fd_count(pid) < soft
+    for name in names[:2] + names[-2:]:
+        assert len(_consume_one_each(broker, name, 1000)) == 1000
+    assert _fd_count(pid) < soft
+    broker.restart()
+    assert _fd_count(_pid(broker)) < soft
+    assert len(_consume_one_each(broker, names[-1], 1000)) == 1000
+
+
+def _soft_nofile(pid: int) -> int:
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    raise AssertionError("no open-file limit in /proc")
