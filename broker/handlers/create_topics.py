@@ -132,6 +132,9 @@ async def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only
             topic_id = created.topic_id
     except TopicError as exc:
         return _result(types, name, error_code_for(exc.error_name), exc.message)
+    except Exception as exc:  # as Kafka's ApiError.fromThrowable: this topic fails, not the request
+        log.exception("creating topic %s failed", name)
+        return _result(types, name, ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}")
     return _result(
         types,
         name,
