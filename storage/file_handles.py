@@ -209,7 +209,9 @@ class FileHandleCache:
         if max_open is not None and max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open}")
         self.max_open = max_open
-        self._lock = threading.Lock()
+        # Reentrant: a segment freed by the garbage collector while this thread holds the lock
+        # (any allocation may start a collection) closes its handles from ``__del__``.
+        self._lock = threading.RLock()
         #: Open, unpinned, unheld handles, least recently used first.
         self._idle: OrderedDict[FileHandle, None] = OrderedDict()
         self._open = 0
