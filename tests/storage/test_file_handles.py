@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,49 @@ def test_partitions_work_through_a_tiny_cache(tmp_path: Path) -> None:
     assert cache.open_count <= 4
     for r in reopened:
         r.close()
+
+
+def test_readers_and_writers_share_a_bound_of_two(tmp_path: Path) -> None:
+    """Reader threads and an appender on eight partitions through a cache of two descriptors:
+    every read returns whole, correct batches (a descriptor is never closed or reused under a
+    read) and the cache ends under its bound."""
+    cache = FileHandleCache(2)
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=100)
+    logs = [
+        PartitionLog(tmp_path / f"r-{p}", config, file_handles=cache, clean_shutdown=True)
+        for p in range(8)
+    ]
+    expected = [simple_batch(1, seed=p, value_size=40) for p in range(8)]
+    for p, log in enumerate(logs):
+        log.append(expected[p])
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def reader(p: int) -> None:
+        while not stop.is_set():
+            data = logs[p].read(0, 1 << 20).read_bytes()
+            head = data[: len(expected[p])]
+            if head[12:] != expected[p][12:]:  # after base offset and length: the same batch
+                errors.append(f"partition {p}: read {head[:16]!r}")
+                return
+
+    threads = [threading.Thread(target=reader, args=(p,)) for p in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        for round_ in range(40):
+            for p, log in enumerate(logs):
+                log.append(simple_batch(1, seed=1000 + round_ * 8 + p, value_size=40))
+            for log in logs[:2]:
+                log.flush()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert errors == []
+    assert cache.evictions > 100  # the bound was exercised, not just respected
+    assert cache.open_count <= 2
+    assert [log.log_end_offset for log in logs] == [41] * 8
+    for log in logs:
+        log.close()
+    assert cache.open_count == 0
