@@ -19,9 +19,15 @@ recovery point when the shutdown was not clean); ``-delete`` dirs are removed. S
 is flushed and closed (indexes trimmed), the checkpoints are written, then the marker; the locks
 are released last.
 
-A new partition goes to the log dir holding the fewest partitions. Deleting a partition renames
-its directory to ``<topic>-<partition>.<uuid hex>-delete`` (atomic; a crash leaves the renamed
-dir, removed at the next start-up) and removes it after ``file.delete.delay.ms``.
+Descriptors: every segment file of every log is opened through one bounded cache
+(``file_handles``, ``storage.file_handles``; ``log.open.files.max``), so the number of open
+files does not grow with the number of partitions.
+
+New partitions are made a topic at a time (``create_logs``: all or none, no fsync per
+partition, one per log dir). A new partition goes to the log dir holding the fewest partitions.
+Deleting a partition renames its directory to ``<topic>-<partition>.<uuid hex>-delete``
+(atomic; a crash leaves the renamed dir, removed at the next start-up) and removes it after
+``file.delete.delay.ms``.
 
 Threading: ``create_log``/``delete_log``/``get_log`` take the manager lock (short). Checkpoint
 writes take a per-dir lock. Per-partition work follows ``PartitionLog``'s rules.
