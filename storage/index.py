@@ -198,13 +198,18 @@ class _Index:
         self._file.release(unsynced_ok=True)
 
     def trim_to_valid_size(self) -> None:
-        """Write pending entries and shrink the file to them (roll or clean shutdown)."""
+        """Write pending entries and shrink the file to them (roll or clean shutdown).
+
+        Entries written here need an fsync (``write_pending`` marks the file); cutting off the
+        preallocated tail alone does not: should a crash lose the cut, the zeros left are no
+        valid index and the loader rebuilds it from the log. A clean stop of thousands of idle
+        partitions saves two fsyncs each this way.
+        """
         self.write_pending()
         size = self.size_in_bytes
         if self._file_size != size or not self._exists:
             with self._file.pinned() as fd:
                 os.ftruncate(fd, size)
-            self._file.mark_unsynced()
             self._file_size = size
             self._exists = True
         self._max_entries = max(self.entries, 2)
