@@ -22,6 +22,7 @@ import asyncio
 import importlib
 import logging
 import pkgutil
+import resource
 import signal
 import sys
 from collections.abc import Coroutine, Sequence
@@ -120,8 +121,18 @@ def serve(args: argparse.Namespace) -> int:
     _keep_test_libraries_out()
     try:
         config = load_broker_config(args.config, args.override)
-        from tidelog.broker.app import Broker
+        from tidelog.broker.app import Broker, open_files_max, raise_open_file_limit
 
+        before, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        soft, hard = raise_open_file_limit()
+        log.info(
+            "open-file limit (RLIMIT_NOFILE): soft %d (was %d), hard %d; segment files kept "
+            "open at most %d (log.open.files.max)",
+            soft,
+            before,
+            hard,
+            open_files_max(config.get_int("log.open.files.max")),
+        )
         broker = Broker(config)
     except ConfigError as exc:
         print(f"tidelog: bad configuration: {exc}", file=sys.stderr)

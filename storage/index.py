@@ -32,6 +32,11 @@ A crash can leave an untrimmed file (zero entries after the used ones), a laggin
 or one of the wrong size; ``load`` reports any of these as ``IndexCorruptError`` and the loader
 rebuilds the index from the ``.log`` file. Removed entries (truncation) are zeroed on disk.
 
+Descriptors: an index file is opened through the segment files' cache
+(``storage.file_handles``) only while it is read or written - load, preallocation, roll,
+rebuild, truncation, fsync - and given back right after preallocation and after the fsync of an
+inactive index; look-ups never touch the file (Kafka's LazyIndex opens its file on first use).
+
 Threading: one writer (the appender, or the loader, under the partition lock); readers may
 ``lookup`` concurrently from other threads (array operations are atomic under the GIL; a reader
 sees a prefix of the entries, which is always a valid index).
@@ -39,15 +44,15 @@ sees a prefix of the entries, which is always a valid index).
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import struct
 import sys
-import threading
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+
+from .file_handles import UNBOUNDED, FileHandleCache
 
 __all__ = [
     "IndexCorruptError",
@@ -67,36 +72,39 @@ class IndexCorruptError(Exception):
 class _Index:
     entry_size: int = 0
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        handles: FileHandleCache = UNBOUNDED,
+    ) -> None:
         self.base_offset = base_offset
         self._max_entries = max(max_index_bytes // self.entry_size, 2)
-        self._fd_lock = threading.Lock()  # guards opening/closing the descriptor only
-        self._descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._file_size = os.fstat(self._descriptor).st_size
+        # The descriptor comes from the cache only while the file is read or written (load,
+        # preallocation, roll, rebuild, truncation, fsync): look-ups use the arrays in memory.
+        self._file = handles.handle(path)
+        try:
+            self._file_size = os.stat(path).st_size
+            self._exists = True
+        except FileNotFoundError:
+            self._file_size = 0
+            self._exists = False  # created (empty) when first opened, or when trimmed
         self._written = 0  # leading entries that are in the file
         self._writable = False  # preallocated for appends (active segment)
-        self._unsynced = False  # file changed since the last fsync
-        self._closed = False
 
-    # -- the descriptor: open while active or unsynced, released afterwards --------------------
-    def _fd(self) -> int:
-        with self._fd_lock:
-            if self._descriptor < 0:
-                if self._closed:
-                    raise OSError(errno.EBADF, f"index {self.path} is closed")
-                self._descriptor = os.open(self.path, os.O_RDWR)
-            return self._descriptor
+    @property
+    def path(self) -> Path:
+        return self._file.path
 
-    def release(self) -> None:
-        """Close the descriptor of an inactive, synced index (it is reopened when needed).
+    # -- the descriptor: from the file-handle cache, only while the file is used ---------------
+    def release(self, *, unsynced_ok: bool = False) -> None:
+        """Close the descriptor of a synced index now (it is reopened when needed);
+        ``unsynced_ok``: its changes need no fsync (an active segment's index).
 
         A segment then costs one descriptor (its ``.log``), as in Kafka, which maps indexes.
         """
-        with self._fd_lock:
-            if self._descriptor >= 0 and not self._writable and not self._unsynced:
-                os.close(self._descriptor)
-                self._descriptor = -1
+        self._file.release(unsynced_ok=unsynced_ok)
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -117,20 +125,20 @@ class _Index:
         return self._file_size
 
     def _read_file(self) -> bytes:
-        fd = self._fd()
-        size = os.fstat(fd).st_size
-        if size % self.entry_size != 0:
-            raise IndexCorruptError(
-                f"{self.path}: size {size} is not a multiple of {self.entry_size}"
-            )
-        chunks: list[bytes] = []
-        done = 0
-        while done < size:
-            chunk = os.pread(fd, size - done, done)
-            if not chunk:
-                raise IndexCorruptError(f"{self.path}: short read")
-            chunks.append(chunk)
-            done += len(chunk)
+        with self._file.pinned() as fd:
+            size = os.fstat(fd).st_size
+            if size % self.entry_size != 0:
+                raise IndexCorruptError(
+                    f"{self.path}: size {size} is not a multiple of {self.entry_size}"
+                )
+            chunks: list[bytes] = []
+            done = 0
+            while done < size:
+                chunk = os.pread(fd, size - done, done)
+                if not chunk:
+                    raise IndexCorruptError(f"{self.path}: short read")
+                chunks.append(chunk)
+                done += len(chunk)
         return b"".join(chunks)
 
     def _pack(self, first: int, last: int) -> bytes:
@@ -142,8 +150,10 @@ class _Index:
         if self._written < entries:
             data = self._pack(self._written, entries)
             start = self._written * self.entry_size
-            os.pwrite(self._fd(), data, start)
-            self._unsynced = True
+            with self._file.pinned() as fd:
+                os.pwrite(fd, data, start)
+            self._exists = True
+            self._file.mark_unsynced()
             self._file_size = max(self._file_size, start + len(data))
             self._written = entries
 
@@ -153,79 +163,79 @@ class _Index:
             start = keep * self.entry_size
             end = min(self._written * self.entry_size, self._file_size)
             if end > start:
-                os.pwrite(self._fd(), bytes(end - start), start)
-                self._unsynced = True
+                with self._file.pinned() as fd:
+                    os.pwrite(fd, bytes(end - start), start)
+                self._file.mark_unsynced()
             self._written = keep
 
     def _replace_file(self, data: bytes, entries: int) -> None:
-        fd = self._fd()
-        os.ftruncate(fd, 0)
-        if data:
-            os.pwrite(fd, data, 0)
-        self._unsynced = True
+        with self._file.pinned() as fd:
+            os.ftruncate(fd, 0)
+            if data:
+                os.pwrite(fd, data, 0)
+        self._exists = True
+        self._file.mark_unsynced()
         self._file_size = len(data)
         self._written = entries
 
     def make_writable(self, max_index_bytes: int) -> None:
-        """Preallocate the file for appends (the segment became active)."""
+        """Preallocate the file for appends (the segment became active).
+
+        The preallocation needs no fsync: the active segment's indexes are rebuilt from its
+        log after a crash, and trimmed (and then fsynced) when it stops being active.
+        """
         self._max_entries = max(max_index_bytes // self.entry_size, 2)
         self._max_entries = max(self._max_entries, self.entries + 2)
         size = self._max_entries * self.entry_size
         self._writable = True
         if self._file_size != size:
-            os.ftruncate(self._fd(), size)
-            self._unsynced = True
+            with self._file.pinned() as fd:
+                os.ftruncate(fd, size)
             self._file_size = size
+            self._exists = True
+        # Nothing is written to it until the segment rolls, and the active segment's index
+        # needs no fsync (a crash rebuilds it): the descriptor goes back at once.
+        self._file.release(unsynced_ok=True)
 
     def trim_to_valid_size(self) -> None:
-        """Write pending entries and shrink the file to them (roll or clean shutdown)."""
+        """Write pending entries and shrink the file to them (roll or clean shutdown).
+
+        Entries written here need an fsync (``write_pending`` marks the file); cutting off the
+        preallocated tail alone does not: should a crash lose the cut, the zeros left are no
+        valid index and the loader rebuilds it from the log. A clean stop of thousands of idle
+        partitions saves two fsyncs each this way.
+        """
         self.write_pending()
         size = self.size_in_bytes
-        if self._file_size != size:
-            os.ftruncate(self._fd(), size)
-            self._unsynced = True
+        if self._file_size != size or not self._exists:
+            with self._file.pinned() as fd:
+                os.ftruncate(fd, size)
             self._file_size = size
+            self._exists = True
         self._max_entries = max(self.entries, 2)
         self._writable = False
 
     def flush(self) -> None:
-        """fsync the file, then release the descriptor of an inactive index.
+        """fsync the file if it changed, then release the descriptor of an inactive index.
 
         Pending entries are not written here (that happens under the partition lock, in
         ``trim_to_valid_size``), so a flusher never races the appender.
         """
-        with self._fd_lock:
-            if self._descriptor < 0:
-                return  # released: nothing unsynced
-            self._unsynced = False  # cleared first: a write racing the fsync sets it again
-            try:
-                os.fsync(self._descriptor)
-            except OSError:
-                self._unsynced = True
-                raise
-            if not self._writable:
-                os.close(self._descriptor)
-                self._descriptor = -1
+        self._file.sync()
+        if not self._writable:
+            self._file.release()
 
     def rename(self, new_path: Path) -> None:
-        os.rename(self.path, new_path)
-        self.path = new_path
+        os.rename(self._file.path, new_path)
+        self._file.rename(new_path)
 
     def close(self) -> None:
-        with self._fd_lock:
-            self._closed = True
-            if self._descriptor >= 0:
-                os.close(self._descriptor)
-                self._descriptor = -1
+        self._file.close()
 
     def __del__(self) -> None:
-        fd = getattr(self, "_descriptor", -1)
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            self._descriptor = -1
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
 
 
 class OffsetIndex(_Index):
@@ -233,8 +243,14 @@ class OffsetIndex(_Index):
 
     entry_size = 8
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        super().__init__(path, base_offset, max_index_bytes)
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        handles: FileHandleCache = UNBOUNDED,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_bytes, handles)
         self._offsets: array[int] = array("i")
         self._positions: array[int] = array("i")
 
@@ -347,8 +363,14 @@ class TimeIndex(_Index):
 
     entry_size = 12
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        super().__init__(path, base_offset, max_index_bytes)
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        handles: FileHandleCache = UNBOUNDED,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_bytes, handles)
         self._timestamps: array[int] = array("q")
         self._offsets: array[int] = array("i")
 

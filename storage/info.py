@@ -9,6 +9,8 @@ Threading: immutable values.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -40,9 +42,10 @@ class AppendInfo(NamedTuple):
 class FileRegion:
     """``length`` bytes of whole batches at ``position`` in the segment file ``path``.
 
-    The region holds a reference to its segment, whose open file descriptor keeps the bytes the
-    read found readable even if retention deletes the segment or the cleaner swaps a new file
-    in under the same name meanwhile: ``read_bytes`` and ``fileno`` (for ``sendfile``) use it.
+    The region holds a reference to its segment, whose file (reopened by the segment-file cache
+    when it was closed meanwhile; held open once scheduled for deletion) keeps the bytes the read
+    found readable even if retention deletes the segment or the cleaner swaps a new file in
+    under the same name meanwhile: ``read_bytes`` and ``pinned_fd`` (for ``sendfile``) use it.
     Only without a segment (or once the log was closed) is the file reopened by ``path``
     (falling back to ``path + ".deleted"``, kept for ``file.delete.delay.ms``).
     """
@@ -53,14 +56,32 @@ class FileRegion:
     segment: LogSegment | None = field(default=None, compare=False, repr=False)
 
     def fileno(self) -> int | None:
-        """The segment's open descriptor (valid while this region is referenced), or None."""
+        """The segment's descriptor now, or None. Segment files live in a bounded cache that
+        may close an idle descriptor at any time: use ``pinned_fd`` to keep one (``sendfile``)."""
         if self.segment is None:
             return None
         fd = self.segment.fileno()
         return fd if fd >= 0 else None
 
+    @contextmanager
+    def pinned_fd(self) -> Iterator[int | None]:
+        """``with region.pinned_fd() as fd:`` the segment's descriptor, kept open for the block
+        (None without a segment or once its log is closed: use ``read_bytes`` then)."""
+        if self.segment is None:
+            yield None
+            return
+        try:
+            fd = self.segment.log_file.pin()
+        except OSError:
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            self.segment.log_file.unpin()
+
     def read_bytes(self) -> bytes:
-        if self.segment is not None and self.segment.fileno() >= 0:
+        if self.segment is not None and not self.segment.log_file.closed:
             try:
                 return self.segment.pread(self.position, self.length)
             except OSError:

@@ -41,6 +41,7 @@ from . import log_transactions
 from .batch import PreparedAppend, prepare_append, validate_records
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .file_handles import UNBOUNDED, FileHandleCache
 from .fileio import fsync_dir
 from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .log_segments import LogSegments
@@ -86,7 +87,15 @@ class PartitionLog:
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int | None = None,
+        file_handles: FileHandleCache = UNBOUNDED,
+        new: bool = False,
     ) -> None:
+        """Open (or recover) the log in ``directory``.
+
+        ``file_handles``: the cache segment files are opened through (the log manager's,
+        bounded by ``log.open.files.max``). ``new``: the directory was just created and holds
+        nothing yet (the loader looks for no files).
+        """
         parsed = parse_partition_dir_name(directory.name)
         if parsed is None:
             raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
@@ -94,7 +103,9 @@ class PartitionLog:
         self.dir = directory
         self.config = config
         self._clock = clock
-        directory.mkdir(parents=True, exist_ok=True)
+        self.file_handles = file_handles
+        if not new:
+            directory.mkdir(parents=True, exist_ok=True)
         self.topic_id = topic_id if topic_id is not None else read_partition_metadata(directory)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -106,6 +117,8 @@ class PartitionLog:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
+            handles=file_handles,
+            new=new,
         )
         self._segments = LogSegments(loaded.segments)
         self._deleted: list[LogSegment] = []
@@ -125,9 +138,14 @@ class PartitionLog:
             replay_from=loaded.first_recovered_base,
         )
         self._last_flush_ms = now
-        if loaded.recovered_segments or loaded.truncated_bytes:
+        if loaded.truncated_bytes or self._log_end_offset > recovery_point:
             # Recovered data is made durable before it counts as flushed.
             self.flush(now)
+        elif loaded.recovered_segments:
+            # Only the active segment was checked and every byte of it lies below the recovery
+            # point, i.e. was fsynced before the crash: no fsync now (after a SIGKILL of a
+            # broker with thousands of partitions, these were most of its start-up time).
+            self._segments[-1].mark_flushed()
         # Single replica: the leader's HW is the ISR's smallest LEO, i.e. its own LEO, and
         # everything on disk after loading has been validated (and fsynced if recovered).
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
@@ -317,7 +335,9 @@ class PartitionLog:
         new_base = self._log_end_offset
         self.producer_state.take_snapshot(new_base, sync=False)
         active.seal()
-        segment = LogSegment(self.dir, new_base, self.config, now_ms=now_ms)
+        segment = LogSegment(
+            self.dir, new_base, self.config, now_ms=now_ms, handles=self.file_handles
+        )
         segment.start_empty(self.config)  # a stray file with our name starts afresh
         self._segments.add(segment)
         self._dir_dirty = True
@@ -493,7 +513,9 @@ class PartitionLog:
         now = self._clock()
         for segment in self._segments.clear():
             self._schedule_delete_locked(segment, now)
-        segment = LogSegment(self.dir, new_offset, self.config, now_ms=now)
+        segment = LogSegment(
+            self.dir, new_offset, self.config, now_ms=now, handles=self.file_handles
+        )
         segment.start_empty(self.config)
         self._segments.add(segment)
         self._log_start_offset = new_offset

@@ -41,6 +41,7 @@ __all__ = [
     "read_meta_properties",
     "read_partition_metadata",
     "write_meta_properties",
+    "write_new_partition_metadata",
     "write_partition_metadata",
 ]
 
@@ -82,6 +83,20 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
     text = f"version: 0\ntopic_id: {kafka_uuid_string(topic_id)}\n"
     atomic_write(directory / PARTITION_METADATA_FILE, text.encode())
+
+
+def write_new_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+    """``partition.metadata`` of a partition dir just made, written in place without fsync
+    (nothing older can be lost; a torn or lost file reads as no id, and the topic registry's id
+    applies). The caller fsyncs the log dir (``LogManager.create_logs``)."""
+    text = f"version: 0\ntopic_id: {kafka_uuid_string(topic_id)}\n".encode()
+    fd = os.open(directory / PARTITION_METADATA_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(text)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:

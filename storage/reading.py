@@ -61,9 +61,10 @@ def collect_regions(
                     break
                 end = position + size
                 if position < unchecked.high and end > unchecked.low and end > checked:
-                    checked = unchecked.verify_from(
-                        segment.fileno(), segment.log_path, position, end_position
-                    )
+                    with segment.log_file.pinned() as fd:
+                        checked = unchecked.verify_from(
+                            fd, segment.log_path, position, end_position
+                        )
                     if checked < end:
                         raise CorruptRecordError(
                             f"batch at position {position} of {segment.log_path} is damaged"

@@ -38,6 +38,7 @@ from pathlib import Path
 from .batch import BATCH_HEADER_SIZE, parse_batch_header
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .file_handles import UNBOUNDED, FileHandleCache
 from .index import IndexCorruptError
 from .segment import (
     DELETED_SUFFIX,
@@ -81,15 +82,21 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def _clean_stray_files(directory: Path) -> None:
+def _clean_stray_files(directory: Path) -> set[str]:
+    """Remove the left-overs of interrupted operations; returns the names in the directory
+    afterwards (one listing when there was nothing to clean, the usual case)."""
+    names = os.listdir(directory)
+    changed = False
     min_cleaned: int | None = None
     swaps: list[Path] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    for name in sorted(names):
+        path = directory / name
         if name.endswith(DELETED_SUFFIX):
+            changed = True
             logger.info("removing %s left by an interrupted deletion", path)
             _unlink(path)
         elif name.endswith(CLEANED_SUFFIX):
+            changed = True
             base = _base_offset_of(name)
             if base is not None:
                 min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
@@ -97,6 +104,8 @@ def _clean_stray_files(directory: Path) -> None:
             _unlink(path)
         elif name.endswith(SWAP_SUFFIX):
             swaps.append(path)
+    if swaps:
+        changed = True
     for swap in swaps:
         live_name = swap.name[: -len(SWAP_SUFFIX)]
         base = _base_offset_of(live_name)
@@ -108,16 +117,16 @@ def _clean_stray_files(directory: Path) -> None:
             _unlink(swap)
             continue
         _complete_swap(directory, swap, base)
+    present = set(os.listdir(directory)) if changed else set(names)
     # Index files whose log is gone.
-    for path in directory.iterdir():
-        if path.name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)):
-            base = _base_offset_of(path.name)
-            if (
-                base is not None
-                and not (directory / f"{segment_file_name(base)}{LOG_SUFFIX}").exists()
-            ):
-                logger.info("removing orphan index %s", path)
-                _unlink(path)
+    for name in list(present):
+        if name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)):
+            base = _base_offset_of(name)
+            if base is not None and f"{segment_file_name(base)}{LOG_SUFFIX}" not in present:
+                logger.info("removing orphan index %s", directory / name)
+                _unlink(directory / name)
+                present.discard(name)
+    return present
 
 
 def _swap_next_offset(swap: Path, base: int) -> int:
@@ -162,13 +171,24 @@ def load_segments(
     recovery_point: int,
     log_start_offset: int,
     clean_shutdown: bool,
+    handles: FileHandleCache = UNBOUNDED,
+    new: bool = False,
 ) -> LoadedLog:
-    """Open (and recover as needed) every segment of a partition directory."""
-    _clean_stray_files(directory)
+    """Open (and recover as needed) every segment of a partition directory.
+
+    ``new``: the directory was just created (nothing to look for): one empty segment.
+    """
+    if new:
+        segment = LogSegment(
+            directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles
+        )
+        segment.make_active(config)
+        return LoadedLog([segment], 0, 0, None)
+    present = _clean_stray_files(directory)
     bases = sorted(
         base
-        for path in directory.iterdir()
-        if path.name.endswith(LOG_SUFFIX) and (base := _base_offset_of(path.name)) is not None
+        for name in present
+        if name.endswith(LOG_SUFFIX) and (base := _base_offset_of(name)) is not None
     )
     segments: list[LogSegment] = []
     recovered = 0
@@ -176,10 +196,10 @@ def load_segments(
     first_recovered: int | None = None
     for i, base in enumerate(bases):
         name = segment_file_name(base)
-        indexes_present = (directory / f"{name}{INDEX_SUFFIX}").exists() and (
-            directory / f"{name}{TIMEINDEX_SUFFIX}"
-        ).exists()
-        segment = LogSegment(directory, base, config, now_ms=now_ms)
+        indexes_present = (
+            f"{name}{INDEX_SUFFIX}" in present and f"{name}{TIMEINDEX_SUFFIX}" in present
+        )
+        segment = LogSegment(directory, base, config, now_ms=now_ms, handles=handles)
         is_last = i == len(bases) - 1
         next_base = bases[i + 1] if not is_last else None
         prev_last = segments[-1].next_offset - 1 if segments else None
@@ -223,7 +243,9 @@ def load_segments(
             break
     if not segments:
         # As Kafka: an empty log starts at its log start offset.
-        segments.append(LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms))
+        segments.append(
+            LogSegment(directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles)
+        )
     for segment in segments[:-1]:
         segment.seal()
         segment.release_index_files()  # no-op while a rebuilt index awaits its fsync

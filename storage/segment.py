@@ -18,11 +18,13 @@ therefore produce identical indexes. When the segment stops being active (roll, 
 end of recovery) the time index gets a final entry with the segment's max timestamp (as Kafka),
 so that a reopened segment knows its largest timestamp from the last entry.
 
-Descriptors: the ``.log`` file stays open for the segment object's whole life; deleting a
-segment only unlinks its files, and the descriptor closes when the last reference (a reader's
-snapshot, a ``FileRegion``) goes, so in-flight reads keep their bytes even across a rename,
-retention or a cleaner swap. Index files are open only while the segment is active or has
-unsynced index changes (one descriptor per inactive segment, as Kafka).
+Descriptors: all three files are opened through the log manager's bounded cache
+(``storage.file_handles``, ``log.open.files.max``): a ``.log`` descriptor is opened on first use
+and closed again when the cache needs room (fsynced first if written since the last flush), then
+reopened by path; every read and write pins it for its duration. Index files are opened only
+while they are read or written. A segment scheduled for deletion (renamed ``.deleted``) holds
+its ``.log`` descriptor until the segment object goes, so in-flight reads keep their bytes even
+across retention, truncation or a cleaner swap.
 
 A crash can leave: a partial or garbage tail on the ``.log`` file (cut by ``recover``), index
 files that are untrimmed, torn or stale (detected by the sanity check at load and rebuilt).
@@ -57,6 +59,7 @@ from .batch import (
 )
 from .config import LogConfig
 from .errors import CorruptRecordError, KafkaStorageError
+from .file_handles import UNBOUNDED, FileHandle, FileHandleCache
 from .fileio import pread_all, scan_batches, write_all
 from .index import (
     IndexCorruptError,
@@ -103,18 +106,23 @@ class LogSegment:
         config: LogConfig,
         *,
         now_ms: int,
+        handles: FileHandleCache = UNBOUNDED,
     ) -> None:
         name = segment_file_name(base_offset)
         self.dir = directory
         self.base_offset = base_offset
-        self.log_path = directory / f"{name}{LOG_SUFFIX}"
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        #: The ``.log`` file: pin it (``log_file.pinned()``) around every use of its descriptor.
+        self.log_file: FileHandle = handles.handle(directory / f"{name}{LOG_SUFFIX}")
+        with self.log_file.pinned() as fd:  # creates the file
+            self._size = os.fstat(fd).st_size
         self.offset_index = OffsetIndex(
-            directory / f"{name}{INDEX_SUFFIX}", base_offset, config.segment_index_bytes
+            directory / f"{name}{INDEX_SUFFIX}", base_offset, config.segment_index_bytes, handles
         )
         self.time_index = TimeIndex(
-            directory / f"{name}{TIMEINDEX_SUFFIX}", base_offset, config.segment_index_bytes
+            directory / f"{name}{TIMEINDEX_SUFFIX}",
+            base_offset,
+            config.segment_index_bytes,
+            handles,
         )
         self.txn_index = TransactionIndex(directory / f"{name}{TXNINDEX_SUFFIX}")
         self.next_offset = base_offset
@@ -146,6 +154,10 @@ class LogSegment:
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_file.path
 
     @property
     def index_path(self) -> Path:
@@ -242,7 +254,8 @@ class LogSegment:
             self.base_offset - 1 if prev_last_offset is None else prev_last_offset,
         )
         offsets, positions, timestamps, time_offsets = entries
-        self._size = os.fstat(self._fd).st_size
+        with self.log_file.pinned() as fd:
+            self._size = os.fstat(fd).st_size
         truncated = self._size - valid_bytes
         if truncated > 0 and not cut:
             logger.warning(
@@ -254,7 +267,9 @@ class LogSegment:
             )
             truncated = 0
         elif truncated > 0:
-            os.ftruncate(self._fd, valid_bytes)
+            with self.log_file.pinned() as fd:
+                os.ftruncate(fd, valid_bytes)
+            self.log_file.mark_unsynced()
             self._size = valid_bytes
             self.dirty = True
             logger.warning(
@@ -277,6 +292,9 @@ class LogSegment:
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
         self.time_index.write_pending()
         self.dirty = True
+        # After a SIGKILL the bytes just validated may sit unsynced in the page cache: the
+        # flush that follows recovery must fsync them even if nothing is written now.
+        self.log_file.mark_unsynced()
         self._load_rolling_base()
         return truncated
 
@@ -292,10 +310,11 @@ class LogSegment:
         positions: array[int] = array("i")
         timestamps: array[int] = array("q")
         time_offsets: array[int] = array("i")
-        size = os.fstat(self._fd).st_size
-        if size == 0:
-            return 0, "", base, -1, base, (offsets, positions, timestamps, time_offsets)
-        mapped = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
+        with self.log_file.pinned() as fd:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                return 0, "", base, -1, base, (offsets, positions, timestamps, time_offsets)
+            mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)  # the map outlives the descriptor
         try:
             mapped.madvise(mmap.MADV_SEQUENTIAL)
             view = memoryview(mapped)
@@ -353,8 +372,14 @@ class LogSegment:
             self.next_offset,
             self.rolling_based_ms,
         )
+        log_file = self.log_file
         try:
-            write_all(self._fd, prepared.iov, position, prepared.size_in_bytes)
+            fd = log_file.pin()
+            try:
+                write_all(fd, prepared.iov, position, prepared.size_in_bytes)
+            finally:
+                log_file.unpin()
+            log_file.mark_unsynced()
             self._size = position + prepared.size_in_bytes
             self.dirty = True
             if position == 0:
@@ -383,7 +408,8 @@ class LogSegment:
                 self.rolling_based_ms,
             ) = saved
             try:
-                os.ftruncate(self._fd, position)
+                with log_file.pinned() as fd:
+                    os.ftruncate(fd, position)
                 self.offset_index.truncate_to(prepared.first_offset)
                 self.time_index.truncate_to(prepared.first_offset)
             except OSError:
@@ -403,7 +429,6 @@ class LogSegment:
         Headers are validated against the bytes present (magic, length); damage raises
         ``CorruptRecordError``. Reads in chunks so small batches cost no syscall each.
         """
-        fd = self._fd
         position = start_position
         window = b""
         window_start = 0
@@ -411,7 +436,7 @@ class LogSegment:
             rel = position - window_start
             if rel < 0 or rel + BATCH_HEADER_SIZE > len(window):
                 want = min(_READ_CHUNK, end_position - position)
-                window = os.pread(fd, max(want, BATCH_HEADER_SIZE), position)
+                window = self._pread_some(max(want, BATCH_HEADER_SIZE), position)
                 window_start = position
                 rel = 0
             try:
@@ -429,7 +454,6 @@ class LogSegment:
         The fetch path's lean scan: 64 KiB preads, one small unpack per batch, header sanity
         (magic, length, inside the range) checked; damage raises ``CorruptRecordError``.
         """
-        fd = self._fd
         unpack = SPAN_STRUCT.unpack_from
         position = start_position
         window = b""
@@ -439,7 +463,7 @@ class LogSegment:
             rel = position - window_start
             if rel + BATCH_HEADER_SIZE > window_len:
                 want = min(_SPAN_CHUNK, end_position - position)
-                window = os.pread(fd, max(want, BATCH_HEADER_SIZE), position)
+                window = self._pread_some(max(want, BATCH_HEADER_SIZE), position)
                 window_start = position
                 window_len = len(window)
                 rel = 0
@@ -488,11 +512,28 @@ class LogSegment:
         return position
 
     def fileno(self) -> int:
-        """The ``.log`` file's descriptor (-1 once closed)."""
-        return self._fd
+        """The ``.log`` file's descriptor now (-1 when the cache has it closed).
+
+        The cache may close it (and the number be reused) at any moment: hold
+        ``log_file.pinned()`` for as long as a descriptor is used (``sendfile``...).
+        """
+        return self.log_file._fd
+
+    def _pread_some(self, length: int, position: int) -> bytes:
+        log_file = self.log_file
+        fd = log_file.pin()
+        try:
+            return os.pread(fd, length, position)
+        finally:
+            log_file.unpin()
 
     def pread(self, position: int, length: int) -> bytes:
-        return pread_all(self._fd, position, length)
+        log_file = self.log_file
+        fd = log_file.pin()
+        try:
+            return pread_all(fd, position, length)
+        finally:
+            log_file.unpin()
 
     # -- state changes -------------------------------------------------------------------------
     def seal(self) -> None:
@@ -529,7 +570,9 @@ class LogSegment:
         """Make a segment just created by a roll or a full truncation the empty active one: a
         stray file that already had its name is cut to zero, the indexes emptied."""
         if self._size > 0:
-            os.ftruncate(self._fd, 0)
+            with self.log_file.pinned() as fd:
+                os.ftruncate(fd, 0)
+            self.log_file.mark_unsynced()
             self._size = 0
         self.offset_index.reset()
         self.time_index.reset()
@@ -545,7 +588,9 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         cut = self._size - position
-        os.ftruncate(self._fd, position)
+        with self.log_file.pinned() as fd:
+            os.ftruncate(fd, position)
+        self.log_file.mark_unsynced()
         self._size = position
         self.unchecked.truncate(position)
         self.append_hint = (self.base_offset, 0)
@@ -576,7 +621,7 @@ class LogSegment:
         one - is rebuilt from its log; a segment's indexes are fsynced once it is inactive.
         """
         try:
-            os.fsync(self._fd)
+            self.log_file.sync()
             if indexes:
                 self.offset_index.flush()
                 self.time_index.flush()
@@ -584,11 +629,21 @@ class LogSegment:
         except OSError as exc:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
 
+    def mark_flushed(self) -> None:
+        """Nothing of this segment awaits an fsync (recovery found every byte of the active
+        segment below the recovery point; its indexes are rebuilt after any crash)."""
+        self.dirty = False
+        self.log_file.mark_synced()
+        self.offset_index.release(unsynced_ok=True)
+        self.time_index.release(unsynced_ok=True)
+
     def rename_with_suffix(self, suffix: str) -> None:
-        """Rename all three files (``.deleted`` on retention); file descriptors stay open."""
+        """Rename all three files (``.deleted`` on retention). The ``.log`` descriptor is held
+        open from now on (readers of the old bytes finish even once the file is unlinked)."""
+        self.log_file.hold()
         new_log = self.log_path.with_name(self.log_path.name + suffix)
         os.rename(self.log_path, new_log)
-        self.log_path = new_log
+        self.log_file.rename(new_log)
         for index in (self.offset_index, self.time_index):
             try:
                 index.rename(index.path.with_name(index.path.name + suffix))
@@ -597,21 +652,15 @@ class LogSegment:
         self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + suffix))
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.log_file.close()
         self.offset_index.close()
         self.time_index.close()
 
     def __del__(self) -> None:
         # Deleted segments keep their descriptors until the last reader's snapshot drops them.
-        fd = getattr(self, "_fd", -1)
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            self._fd = -1
+        log_file = getattr(self, "log_file", None)
+        if log_file is not None:
+            log_file.close()
 
     def delete_files(self) -> None:
         """Unlink the files. The descriptors stay open while anything still references this

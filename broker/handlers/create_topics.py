@@ -4,6 +4,9 @@ num_partitions -1 means ``num.partitions``; replication factor must be -1 or 1 (
 manual assignments must name only this node. Configs are validated by the config package
 (INVALID_CONFIG with its message). ``validate_only`` checks everything and creates nothing.
 v5+ answers carry the partition count, replication factor and every topic config; v7+ the id.
+Partition logs are made in a worker thread. A topic whose logs cannot be made (out of file
+descriptors, out of disk) answers KAFKA_STORAGE_ERROR with a message naming the fix, as Kafka's
+per-topic ApiError does; nothing of it is left, and the other topics of the request go on.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def _result(
     )
 
 
-def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only: bool) -> Any:
+async def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only: bool) -> Any:
     broker = ctx.broker
     name = topic.name
     num_partitions = int(topic.num_partitions)
@@ -123,9 +126,15 @@ def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only: bool
             broker.topics.check_new_topic(name, num_partitions, configs)
             topic_id = uuid_zero
         else:
-            topic_id = broker.topics.create_topic(name, num_partitions, configs).topic_id
+            created = await broker.topics.create_topic_async(
+                name, num_partitions, configs, broker.run_blocking
+            )
+            topic_id = created.topic_id
     except TopicError as exc:
         return _result(types, name, error_code_for(exc.error_name), exc.message)
+    except Exception as exc:  # as Kafka's ApiError.fromThrowable: this topic fails, not the request
+        log.exception("creating topic %s failed", name)
+        return _result(types, name, ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}")
     return _result(
         types,
         name,
@@ -176,7 +185,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code = ErrorCode.topic_authorization_failed
             results.append(_result(types, topic.name, code, "Authorization failed."))
             continue
-        results.append(_create_one(ctx, types, topic, bool(request.validate_only)))
+        results.append(await _create_one(ctx, types, topic, bool(request.validate_only)))
     return build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results))
 
 

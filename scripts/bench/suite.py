@@ -26,6 +26,10 @@ every run, the machine, the date and the settings. Workloads:
   startup         tidelog only (startup.py): `tidelog serve` spawn -> first ApiVersions answer,
                   embedded tidelog.Broker().start(), idle RSS; median of 10 (--runs if more),
                   next to KIP-974's native-image and JVM figures
+  partitions      tidelog only (partitions.py): 20 topics x 1,000 partitions (--quick: 2 x 500),
+                  each CreateTopics timed, Metadata for every topic, one record produced to
+                  every partition round robin and fetched back, peak descriptors against the
+                  soft limit, RSS, clean restart and restart after SIGKILL (issue 20)
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
 is reported at the end.
 
@@ -50,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import hardware
+import partitions
 import servers
 import startup
 import workloads as wl
@@ -69,9 +74,10 @@ WORKLOADS = (
     "durable-100",
     "durable-1k",
     "startup",
+    "partitions",
 )
 #: Workloads that do not run against each broker of the suite.
-OWN_RUN = ("hardware", "startup")
+OWN_RUN = ("hardware", "startup", "partitions")
 
 
 @dataclass(frozen=True)
@@ -546,6 +552,8 @@ def render(results: dict[str, Any]) -> str:
             text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
     if results.get("startup"):
         text = (text + "\n\n" if text else "") + startup.render(results["startup"])
+    if results.get("partitions"):
+        text = (text + "\n\n" if text else "") + partitions.render(results["partitions"])
     notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
     if any(
         e.get("median", {}).get("acked_not_in_log")
@@ -676,6 +684,10 @@ def main(argv: list[str] | None = None) -> int:
         if "startup" in args.selected:
             log("startup: tidelog serve and the embedded broker, 10+ runs each")
             results["startup"] = startup.measure(sys.executable, max(10, args.runs))
+        if "partitions" in args.selected:
+            topics, per_topic = (2, 500) if args.quick else (20, 1000)
+            log(f"partitions: {topics} topics x {per_topic} partitions on one tidelog serve")
+            results["partitions"] = partitions.measure(sys.executable, topics, per_topic)
         if any(w not in OWN_RUN for w in args.selected):
             for name in args.broker_list:
                 results["servers"][name] = run_server(ctx, name, args.selected)

@@ -72,7 +72,9 @@ def replace_segments(
                 f"swap of cleaned segment {writer.log_path} failed: {exc}"
             ) from exc
         writer.close_log_file()
-        segment = LogSegment(log.dir, writer.base_offset, log.config, now_ms=now_ms)
+        segment = LogSegment(
+            log.dir, writer.base_offset, log.config, now_ms=now_ms, handles=log.file_handles
+        )
         fresh_offset_index, fresh_time_index = segment.offset_index, segment.time_index
         segment.offset_index = writer.offset_index
         segment.time_index = writer.time_index
