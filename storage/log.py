@@ -16,7 +16,10 @@ them). After a crash, everything from the segment holding the recovery point on 
 (see ``storage.recovery``).
 
 Threading (the contract with the broker):
-* ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop).
+* ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop; the
+  broker appends a big or compacted-and-compressed batch from a worker thread, with the other
+  appends of that partition queued behind it: ``broker/partition_appends.py``). Everything they
+  change is changed under ``self._lock``; validation and the key check run before it.
 * ``read``, ``flush``, ``apply_retention``, ``delete_expired_files``, timestamp look-ups and the
   offset properties may be called from worker threads at the same time.
 * ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
