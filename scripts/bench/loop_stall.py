@@ -43,7 +43,7 @@ PROBE = "stall-probe"
 #: The broker inflates at most 32 MiB of records per batch (storage.record_scan); stay under it.
 BIG_RECORDS_BYTES = 31 * 1024 * 1024
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
-CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 TARGET_P99_MS = 5.0
 #: ``flush.messages`` of a probe topic whose acknowledgements do not wait for an fsync.
 PAGE_CACHE = 9223372036854775807

@@ -26,6 +26,12 @@ every run, the machine, the date and the settings. Workloads:
   startup         tidelog only (startup.py): `tidelog serve` spawn -> first ApiVersions answer,
                   embedded tidelog.Broker().start(), idle RSS; median of 10 (--runs if more),
                   next to KIP-974's native-image and JVM figures
+  loop-stall      tidelog only (loop_stall.py): one-record produce p50/p99/max while ~31 MiB
+                  zstd batches stream to a compacted topic on another connection, and alone;
+                  --runs runs of 10 s (3 s with --quick); target p99 <= 5 ms
+  recovery        tidelog only (recovery.py): a 5 GB partition (0.3 GB with --quick), SIGKILL
+                  while producing, time until `tidelog serve` serves again (ApiVersions,
+                  Metadata, ListOffsets, a fetch of the last offset); target <= 2 s
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
 is reported at the end.
 
@@ -50,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 import hardware
+import loop_stall
+import recovery
 import servers
 import startup
 import workloads as wl
@@ -69,9 +77,11 @@ WORKLOADS = (
     "durable-100",
     "durable-1k",
     "startup",
+    "loop-stall",
+    "recovery",
 )
 #: Workloads that do not run against each broker of the suite.
-OWN_RUN = ("hardware", "startup")
+OWN_RUN = ("hardware", "startup", "loop-stall", "recovery")
 
 
 @dataclass(frozen=True)
@@ -546,6 +556,10 @@ def render(results: dict[str, Any]) -> str:
             text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
     if results.get("startup"):
         text = (text + "\n\n" if text else "") + startup.render(results["startup"])
+    for run in results.get("loop-stall", []):
+        text = (text + "\n\n" if text else "") + loop_stall.render(run)
+    if results.get("recovery"):
+        text = (text + "\n\n" if text else "") + recovery.render(results["recovery"])
     notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
     if any(
         e.get("median", {}).get("acked_not_in_log")
@@ -676,6 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         if "startup" in args.selected:
             log("startup: tidelog serve and the embedded broker, 10+ runs each")
             results["startup"] = startup.measure(sys.executable, max(10, args.runs))
+        if "loop-stall" in args.selected:
+            seconds = 3.0 if args.quick else 10.0
+            log(f"loop-stall: {args.runs} run(s) of {seconds:.0f} s")
+            results["loop-stall"] = [loop_stall.measure(seconds) for _ in range(args.runs)]
+        if "recovery" in args.selected:
+            gb = 0.3 if args.quick else 5.0
+            log(f"recovery: a {gb} GB partition, {args.runs} run(s) (needs {gb:.1f} GB of disk)")
+            results["recovery"] = recovery.measure(gb, args.runs, args.dir)
         if any(w not in OWN_RUN for w in args.selected):
             for name in args.broker_list:
                 results["servers"][name] = run_server(ctx, name, args.selected)
