@@ -206,6 +206,7 @@ class Broker:
         self.producer_ids = ProducerIdManager.for_broker(self)
         #: How late the event loop runs its timers (a stall detector, ``broker/loop_lag.py``).
         self.loop_lag = LoopLag()
+        self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
         install_group_coordinator(self)  # sets self.groups, joins self.services
         install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones

@@ -19,6 +19,11 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["INTERVAL_S", "STALL_MS", "LoopLag"]
 
@@ -56,6 +61,22 @@ class LoopLag:
         """The largest lateness since the last call (a scrape), then start over."""
         value, self.max_s = self.max_s, 0.0
         return value
+
+    def families(self) -> Iterator[Metric]:
+        """The Prometheus families (``Metrics.extra_families``; at scrape time)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        yield GaugeMetricFamily(
+            "tidelog_event_loop_lag_seconds",
+            "The longest the event loop was late running a timer since the last scrape "
+            "(how long it was blocked).",
+            value=self.take_max_s(),
+        )
+        yield CounterMetricFamily(
+            "tidelog_event_loop_stalls",
+            f"Times the event loop was blocked for {self.stall_s * 1000:.0f} ms or more.",
+            value=self.stalls,
+        )
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         now = time.perf_counter()
