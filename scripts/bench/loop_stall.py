@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -32,7 +33,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -124,31 +124,52 @@ def connect(port: int) -> socket.socket:
     return sock
 
 
-class Stream(threading.Thread):
-    """Sends the big batch again and again on one connection, one request in flight."""
+class Stream:
+    """Sends the big batch again and again on one connection, one request in flight, from a
+    process of its own (forked: the probe's timing never waits for this client's GIL)."""
 
     def __init__(self, port: int, batch: bytes) -> None:
-        super().__init__(daemon=True)
-        self.sock = connect(port)
-        self.frame = produce_frame(COMPACTED, batch, 1)
-        self.stop_at = threading.Event()
-        self.acked = 0
+        ctx = multiprocessing.get_context("fork")
+        self.stop_at = ctx.Event()
+        self._acked = ctx.Value("q", 0)
+        self._error = ctx.Value("i", 0)
+        self._failure = ctx.Queue()
+        self._process = ctx.Process(
+            target=self._run, args=(port, produce_frame(COMPACTED, batch, 1)), daemon=True
+        )
+        self.failure: str | None = None
         self.errors: list[int] = []
-        self.failure: BaseException | None = None
 
-    def run(self) -> None:
+    @property
+    def acked(self) -> int:
+        return int(self._acked.value)
+
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self, timeout: float) -> None:
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        if self._error.value:
+            self.errors.append(int(self._error.value))
+        if not self._failure.empty():
+            self.failure = self._failure.get()
+
+    def _run(self, port: int, frame: bytes) -> None:
         try:
-            while not self.stop_at.is_set():
-                self.sock.sendall(self.frame)
-                error = produce_error(self.sock)
-                if error:
-                    self.errors.append(error)
-                    return
-                self.acked += 1
-        except BaseException as exc:  # reported by the caller
-            self.failure = exc
-        finally:
-            self.sock.close()
+            with connect(port) as sock:
+                while not self.stop_at.is_set():
+                    sock.sendall(frame)
+                    error = produce_error(sock)
+                    if error:
+                        self._error.value = error
+                        return
+                    with self._acked.get_lock():
+                        self._acked.value += 1
+        except BaseException as exc:  # reported by the parent
+            self._failure.put(repr(exc))
 
 
 def probe(port: int, seconds: float, gap_s: float = 0.001) -> list[float]:
@@ -281,7 +302,7 @@ def measure(
         stream.stop_at.set()
         stream.join(60)
         if stream.failure is not None:
-            raise RuntimeError(f"the stream failed: {stream.failure!r}")
+            raise RuntimeError(f"the stream failed: {stream.failure}")
         if stream.errors:
             raise RuntimeError(f"the stream's produce failed with error code {stream.errors[0]}")
         return {
