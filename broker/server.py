@@ -266,6 +266,7 @@ class KafkaConnection(asyncio.Protocol):
                 item.cancel()
         self._pending.clear()
         self._buffer = bytearray()
+        self._big = None
         self._write_paused = False  # nothing more will be written: shutdown need not wait
         self._set_drained()
 
@@ -358,7 +359,7 @@ class KafkaConnection(asyncio.Protocol):
         if pos < end:
             if end - pos >= 4 and not self._closing:
                 (size,) = _SIZE.unpack_from(data, pos)
-                if size >= BIG_FRAME_BYTES and end - pos < 4 + size:
+                if BIG_FRAME_BYTES <= size <= self._max_request and end - pos < 4 + size:
                     # the start of a big frame: gather it in a buffer of its own size
                     big = bytearray(4 + size)
                     big[: end - pos] = view[pos:]

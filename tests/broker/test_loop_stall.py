@@ -78,3 +78,55 @@ def test_first_read_of_old_segments_after_a_restart_is_served_whole(broker: Brok
     finally:
         consumer.close()
     assert got == values
+
+
+def test_big_frames_pipelined_with_small_ones_keep_their_order(broker: BrokerProcess) -> None:
+    """Frames of 1 MiB or more are gathered in a buffer of their own (no copy on the loop) and
+    big batches appended in a worker: pipelined with small frames in one write, on a compacted
+    topic (key checks in the worker) and a plain one, every answer comes back in order with
+    the offsets the order of the frames gives."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    bench = _loop_stall()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics(
+        [
+            NewTopic("big-compacted", 1, 1, topic_configs={"cleanup.policy": "compact"}),
+            NewTopic("big-plain", 1, 1, topic_configs={"max.message.bytes": "8388608"}),
+        ]
+    )
+    admin.close()
+    big_keyed = bench.build_batch(900_000, "lz4")  # compressed: its key check is in a worker
+    small_keyed = bench.build_batch(200, "none", value_size=50)
+    big_plain = bench.build_batch(5 * 1024 * 1024, "none")  # >= 4 MiB: appended in a worker
+    frames = [
+        ("big-compacted", big_keyed),
+        ("big-compacted", small_keyed),
+        ("big-plain", big_plain),
+        ("big-compacted", small_keyed),
+        ("big-plain", small_keyed),
+    ]
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    sock = bench.connect(port)
+    try:
+        payload = b"".join(
+            bench.produce_frame(topic, records, cid) for cid, (topic, records) in enumerate(frames)
+        )
+        sock.sendall(payload)
+        answers = []
+        for _ in frames:
+            size = int.from_bytes(bench._read_exact(sock, 4), "big")
+            answers.append(bench._read_exact(sock, size))
+    finally:
+        sock.close()
+    offsets: dict[str, int] = {}
+    for cid, (answer, (topic, records)) in enumerate(zip(answers, frames, strict=True)):
+        assert int.from_bytes(answer[:4], "big") == cid  # in request order
+        name_len = int.from_bytes(answer[8:10], "big")
+        pos = 10 + name_len + 8
+        error = int.from_bytes(answer[pos : pos + 2], "big", signed=True)
+        base = int.from_bytes(answer[pos + 2 : pos + 10], "big", signed=True)
+        assert error == 0, (cid, error)
+        assert base == offsets.get(topic, 0), (cid, base)
+        count = int.from_bytes(records[57:61], "big")  # records_count of the batch
+        offsets[topic] = base + count
