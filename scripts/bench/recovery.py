@@ -200,6 +200,8 @@ def _restart(log_dir: Path, port: int, log_path: Path) -> tuple[subprocess.Popen
         "serving_s": round(at["fetch_end"] - spawned, 3),
         "api_versions_s": round(at["api_versions"] - spawned, 3),
         "log_end_offset": int(at["log_end_offset"]),
+        "unclean": "after an unclean shutdown" in text,
+        # logged at INFO for recoveries of 256 MB or more (DEBUG below)
         "recovered_line": recovered.group(0) if recovered else None,
         "log_dir_load_s": float(loaded.group(1)) if loaded else None,
         "progress_lines": text.count("Recovering segment"),
