@@ -457,6 +457,8 @@ class Broker:
             except Exception:
                 log.exception("stopping %r failed", service)
         self.partitions.notify_all()
+        # appends still running in the heavy pool finish before the logs close
+        await self.run_blocking(self._heavy_executor.shutdown, True)
         await self.run_blocking(self.log_cleaner.shutdown)
         await self.run_blocking(self.log_manager.shutdown)
         self._executor.shutdown(wait=True)

@@ -4,9 +4,10 @@ A real broker; one connection streams ~31 MiB zstd batches (random values, every
 to a compacted topic, one request in flight, while another connection times one-record
 produces. Before the key check and big appends moved to worker threads, each big batch held the
 loop for its decompression, its key scan (32,000 records) and the copies of its frame: the probe
-saw a median of 15-60 ms and a p99 of 130-450 ms on this machine. The bounds here are generous
-for a loaded CI machine (the 5 ms p99 of the issue is measured by ``scripts/bench/loop_stall.py``
-on a quiet one) and still fail when the loop blocks for each batch.
+got about 200 answers in 5 s and a p99 of 300-450 ms on this machine. The bounds here are
+generous for a loaded CI machine (the 5 ms p99 of the issue is measured by
+``scripts/bench/loop_stall.py`` on a quiet one) and still fail when the loop blocks for each
+batch.
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ def test_one_record_produce_is_answered_while_big_compacted_batches_arrive(
     # the stream really ran while the probe measured: several 31 MiB batches were appended
     assert result["batch_bytes"] > 30 * 1024 * 1024
     assert result["big_batches_acked"] >= 3, result
-    assert loaded["count"] >= 200, result
-    # not blocked per batch: the median stays near the idle figure, the tail bounded
+    # not blocked per batch: the probe keeps its pace (1 ms apart: about 1,000-1,500 answers in
+    # 5 s here under load 6-10; blocked for each batch: about 200) and its tail stays bounded
+    # (p99 10-45 ms under load 6-10; blocked: 300-450 ms)
+    assert loaded["count"] >= 500, result
     assert loaded["p50_ms"] < 5.0, result
-    assert loaded["p99_ms"] < 60.0, result
+    assert loaded["p99_ms"] < 100.0, result
 
 
 def test_first_read_of_old_segments_after_a_restart_is_served_whole(broker: BrokerProcess) -> None:
