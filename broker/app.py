@@ -11,6 +11,9 @@
 - ``held_answers`` (HeldAnswers): produce answers parked until the fsync covering them returns
   (released by the flusher, expired by the flush tick);
 - ``run_blocking(fn, *args)``: run blocking work (fsync, big reads) in the worker pool;
+- ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
+  ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
+  pool's fsyncs never wait behind a decompression;
 - ``groups`` (the group coordinator, None until broker/group/ is wired in) and ``producer_ids``
   (issue 5) are hooks; ``services`` holds extra components started and stopped with the broker.
 """
@@ -21,7 +24,9 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import os
 import resource
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +36,9 @@ from typing import Any, Protocol, TypeVar
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.group.consumer import install as install_consumer_groups
 from tidelog.broker.group.service import install as install_group_coordinator
+from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
+from tidelog.broker.partition_appends import PartitionAppends
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
@@ -67,6 +74,11 @@ T = TypeVar("T")
 PRODUCE_API_KEY = 0
 #: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
 FLUSH_TICK_S = 0.1
+#: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
+#: scanned at once at most (as ``storage.record_scan.REQUEST_INFLATING`` allows).
+HEAVY_THREADS = 2
+#: How much lower (``nice``) the CPU priority of those threads is than the event loop's.
+HEAVY_THREAD_NICE = 10
 #: How often ``.deleted`` segment files past ``file.delete.delay.ms`` are removed.
 DELETE_TICK_S = 5.0
 #: How long shutdown waits for in-flight requests (long polls end sooner: max_wait_ms).
@@ -79,6 +91,16 @@ DEFAULT_BIND_HOST = "127.0.0.1"
 
 def _no_offsets_topic() -> None:
     """``ensure_offsets_topic`` of a broker without a group coordinator."""
+
+
+def _lower_thread_priority() -> None:
+    """Give the calling worker thread a lower CPU priority (Linux: nice is per thread), so the
+    event loop's thread wins a contended core over heavy request work (decompression, key
+    scans). Best effort: not every system allows it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HEAVY_THREAD_NICE)
+    except (AttributeError, OSError):
+        pass
 
 
 def now_ms() -> int:
@@ -215,7 +237,10 @@ class Broker:
         #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
         self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
         self.producer_ids = ProducerIdManager.for_broker(self)
-        self.services: list[Service] = [self.metrics]
+        #: How late the event loop runs its timers (a stall detector, ``broker/loop_lag.py``).
+        self.loop_lag = LoopLag()
+        self.metrics.extra_families.append(self.loop_lag.families)
+        self.services: list[Service] = [self.metrics, self.loop_lag]
         install_group_coordinator(self)  # sets self.groups, joins self.services
         install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
         self.services.append(self.producer_ids)
@@ -232,6 +257,13 @@ class Broker:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=io_threads, thread_name_prefix="tidelog-io"
         )
+        self._heavy_executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=HEAVY_THREADS,
+            thread_name_prefix="tidelog-append",
+            initializer=_lower_thread_priority,
+        )
+        #: Produce appends handed to ``run_heavy``, in order per partition.
+        self.append_queue = PartitionAppends(self.run_heavy)
         self._flushing: dict[tuple[str, int], bool] = {}  # in flight -> flush again after?
         self._background: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
@@ -275,6 +307,11 @@ class Broker:
         """Run ``fn(*args)`` in the worker thread pool and await its result."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    async def run_heavy(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU-heavy request work (decompression, key scans, big appends) in its own pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._heavy_executor, functools.partial(fn, *args))
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Start a background task the broker keeps a reference to (and awaits at stop)."""
@@ -413,6 +450,7 @@ class Broker:
             log.debug("closing storage after a failed start failed", exc_info=True)
             self.log_manager.release_locks()
         self._executor.shutdown(wait=True)
+        self._heavy_executor.shutdown(wait=True)
 
     def _ssl_context(self, listener: str) -> Any:
         security = self.security.listeners.get(listener)
@@ -452,9 +490,12 @@ class Broker:
             except Exception:
                 log.exception("stopping %r failed", service)
         self.partitions.notify_all()
+        # appends still running in the heavy pool finish before the logs close
+        await self.run_blocking(self._heavy_executor.shutdown, True)
         await self.run_blocking(self.log_cleaner.shutdown)
         await self.run_blocking(self.log_manager.shutdown)
         self._executor.shutdown(wait=True)
+        self._heavy_executor.shutdown(wait=True)
         log.info("tidelog stopped cleanly")
 
     # ------------------------------------------------------------------ periodic work

@@ -135,6 +135,8 @@ class Metrics:
         self._thread: threading.Thread | None = None
         #: () -> (failed authentications, authorization denials), set by broker.security.
         self.security_counts: Callable[[], tuple[int, int]] | None = None
+        #: More families other components add at scrape time (the loop-lag watchdog).
+        self.extra_families: list[Callable[[], Iterable[Metric]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._registry: CollectorRegistry | None = None
@@ -360,6 +362,8 @@ class Metrics:
                 "tidelog_groups", "Consumer groups the coordinator knows.", value=groups
             )
         yield from self._partition_families()
+        for families in self.extra_families:
+            yield from families()
 
     def _topic_families(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

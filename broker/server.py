@@ -7,6 +7,11 @@ first suspension (most never suspend: their answer is written without a task); a
 suspends goes on as a task, so pipelined requests are processed concurrently, while answers are
 written strictly in request order.
 
+A frame of ``BIG_FRAME_BYTES`` or more (a Produce of a 32 MiB batch) is gathered into one
+buffer of its final size as its bytes arrive, and handed on as a read-only view of that buffer:
+no copy of the whole frame is made on the event loop (one would stall every other connection for
+milliseconds), and the records of its batch stay a view of it too (``protocol.fast.produce``).
+
 Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
 or too many requests of this connection are still unanswered, we stop reading from the client
 until the buffer drains (``resume_writing``) and the answers catch up.
@@ -45,6 +50,8 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128
 #: Write-buffer high-water mark (bytes queued in the transport before pause_writing).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: Frames at least this large are gathered in a buffer of their own size (see the module).
+BIG_FRAME_BYTES = 1024 * 1024
 
 
 class ConnectionQuotas:
@@ -138,6 +145,9 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._need = 0  # bytes needed in _buffer before the next frame is complete
+        #: A big frame being gathered (size prefix included) and how much of it has arrived.
+        self._big: bytearray | None = None
+        self._big_filled = 0
         self._pending: collections.deque[asyncio.Future[Answer] | _Ready] = collections.deque()
         self._write_paused = False
         self._reading_paused = False
@@ -256,6 +266,7 @@ class KafkaConnection(asyncio.Protocol):
                 item.cancel()
         self._pending.clear()
         self._buffer = bytearray()
+        self._big = None
         self._write_paused = False  # nothing more will be written: shutdown need not wait
         self._set_drained()
 
@@ -278,6 +289,11 @@ class KafkaConnection(asyncio.Protocol):
                 return
             data = decrypted
         self.last_active = self._server.now()
+        if self._big is not None:
+            rest = self._fill_big(data)
+            if rest is None:
+                return
+            data = rest
         if self._buffer:
             self._buffer += data
             if len(self._buffer) < self._need:
@@ -286,7 +302,24 @@ class KafkaConnection(asyncio.Protocol):
             self._buffer = bytearray()
         self._take_frames(data)
 
-    def _take_frames(self, data: bytes) -> None:
+    def _fill_big(self, data: bytes) -> bytes | None:
+        """Copy ``data`` into the big frame being gathered; once it is complete, dispatch it
+        (as a read-only view: no copy) and return the bytes after it, else None."""
+        big = self._big
+        assert big is not None
+        filled = self._big_filled
+        take = min(len(big) - filled, len(data))
+        big[filled : filled + take] = memoryview(data)[:take]
+        filled += take
+        if filled < len(big):
+            self._big_filled = filled
+            return None
+        self._big = None
+        self._big_filled = 0
+        self._take_frames(memoryview(big).toreadonly())
+        return data[take:]
+
+    def _take_frames(self, data: bytes | memoryview) -> None:
         """Dispatch the complete frames of ``data``; keep the rest in the buffer.
 
         Stops at MAX_IN_FLIGHT unanswered requests or a full write buffer, even inside one
@@ -324,6 +357,16 @@ class KafkaConnection(asyncio.Protocol):
             if self._closing:
                 return
         if pos < end:
+            if end - pos >= 4 and not self._closing:
+                (size,) = _SIZE.unpack_from(data, pos)
+                if BIG_FRAME_BYTES <= size <= self._max_request and end - pos < 4 + size:
+                    # the start of a big frame: gather it in a buffer of its own size
+                    big = bytearray(4 + size)
+                    big[: end - pos] = view[pos:]
+                    self._big = big
+                    self._big_filled = end - pos
+                    self._update_reading()
+                    return
             self._buffer = bytearray(view[pos:])
             if len(self._buffer) >= 4:
                 (size,) = _SIZE.unpack_from(self._buffer, 0)

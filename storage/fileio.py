@@ -15,6 +15,7 @@ import errno
 import mmap
 import os
 from array import array
+from collections.abc import Callable
 
 from tidelog.storage.checksum import crc32c
 
@@ -31,6 +32,8 @@ from .errors import CorruptRecordError
 __all__ = ["fsync_dir", "pread_all", "scan_batches", "write_all"]
 
 _IOV_MAX = 1024
+#: How often (bytes scanned) ``scan_batches`` reports its position to a ``progress`` callback.
+PROGRESS_BYTES = 64 * 1024 * 1024
 INT32_MAX = 2**31 - 1
 
 
@@ -42,10 +45,13 @@ def scan_batches(
     prev_last_offset: int,
     index_interval_bytes: int,
     entries: tuple[array[int], array[int], array[int], array[int]],
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[int, str, int, int, int]:
     """Validate batches from position 0; returns (valid bytes, reason, next offset, max
-    timestamp, its offset) and fills the rebuilt index columns in ``entries``."""
+    timestamp, its offset) and fills the rebuilt index columns in ``entries``. ``progress``
+    (long recoveries log it) is called with the position every ``PROGRESS_BYTES``."""
     offsets, positions, timestamps, time_offsets = entries
+    report_at = PROGRESS_BYTES if progress is not None else size + 1
     unpack = SCAN_STRUCT.unpack_from
     max_relative = base + INT32_MAX
     position = 0
@@ -90,6 +96,10 @@ def scan_batches(
             last_entry_position = position
         prev_last_offset = last_offset
         position = end
+        if position >= report_at:
+            report_at = position + PROGRESS_BYTES
+            if progress is not None:
+                progress(position)
     next_offset = prev_last_offset + 1 if position > 0 else base
     return position, reason, next_offset, max_ts, offset_of_max
 

@@ -7,6 +7,11 @@ checked run, so that a sequential reader starting anywhere checks each byte once
 ``verify_from`` for a batch in that range; damage found there is never served (the read stops
 before it, see ``storage.reading``). Bytes appended since the open were checked on the way in.
 
+A reader on the broker's event loop passes a budget (``PartitionLog.read(verify_limit=...)``):
+when the batches it would return hold more unchecked bytes than that, the read raises
+``CheckDeferred`` before checking anything, and the broker repeats it in a worker thread, where
+the check (a pread of up to the fetch size and its CRC) may take its time.
+
 Threading: reader threads race only to check the same bytes twice; a range is marked checked
 only by the thread that checked it.
 """
@@ -21,11 +26,16 @@ from .batch import BATCH_HEADER_SIZE, parse_batch_header, verify_crc
 from .errors import CorruptRecordError
 from .fileio import pread_all
 
-__all__ = ["UncheckedBytes"]
+__all__ = ["CheckDeferred", "UncheckedBytes"]
 
 logger = logging.getLogger("tidelog.storage")
 
 _CHUNK = 64 * 1024
+
+
+class CheckDeferred(Exception):
+    """A read would CRC-check more unchecked bytes than its ``verify_limit``: repeat it in a
+    worker thread (without a limit)."""
 
 
 class UncheckedBytes:
@@ -42,6 +52,14 @@ class UncheckedBytes:
     def reset(self, low: int, high: int) -> None:
         """Recovery checked everything below ``low``."""
         self.low, self.high = low, high
+
+    def needs_check(self, position: int, end: int) -> bool:
+        """Whether bytes ``[position, end)`` of a batch may hold bytes no scan checked yet."""
+        return (
+            position < self.high
+            and end > self.low
+            and not (self.run_start <= position and end <= self.run_end)
+        )
 
     def truncate(self, size: int) -> None:
         self.low, self.high = min(self.low, size), min(self.high, size)

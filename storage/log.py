@@ -16,7 +16,10 @@ them). After a crash, everything from the segment holding the recovery point on 
 (see ``storage.recovery``).
 
 Threading (the contract with the broker):
-* ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop).
+* ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop; the
+  broker appends a big or compacted-and-compressed batch from a worker thread, with the other
+  appends of that partition queued behind it: ``broker/partition_appends.py``). Everything they
+  change is changed under ``self._lock``; validation and the key check run before it.
 * ``read``, ``flush``, ``apply_retention``, ``delete_expired_files``, timestamp look-ups and the
   offset properties may be called from worker threads at the same time.
 * ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
@@ -306,11 +309,12 @@ class PartitionLog:
         *,
         read_committed: bool,
         min_one_message: bool = True,
+        verify_limit: int | None = None,
     ) -> FetchDataInfo:
         """Fetch's one call: data up to the HW or LSO, aborted transactions in range
-        (``storage.log_transactions``)."""
+        (``storage.log_transactions``); ``verify_limit`` as for ``read``."""
         return log_transactions.read_for_fetch(
-            self, start_offset, max_bytes, read_committed, min_one_message
+            self, start_offset, max_bytes, read_committed, min_one_message, verify_limit
         )
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -352,13 +356,16 @@ class PartitionLog:
         *,
         upper_bound: int | None = None,
         min_one_message: bool = True,
+        verify_limit: int | None = None,
     ) -> ReadInfo:
         """Whole batches from the one holding ``start_offset``, below ``upper_bound`` (the HW).
 
         At most ``max_bytes``, except that the first batch is returned whole even if larger when
         ``min_one_message``. ``start_offset`` outside ``[log_start_offset, log_end_offset]``
         raises ``OffsetOutOfRangeError``; at or past the bound the result is empty.
-        Raises ``CorruptRecordError`` when a batch header on disk is damaged.
+        Raises ``CorruptRecordError`` when a batch header on disk is damaged, and
+        ``CheckDeferred`` when the batches hold more than ``verify_limit`` bytes nobody has
+        CRC-checked since start-up (``storage.lazy_crc``: repeat the read in a worker thread).
         """
         with self._lock:
             self._check_open()
@@ -373,7 +380,7 @@ class PartitionLog:
             )
         bound = hw if upper_bound is None else min(upper_bound, leo)
         regions, total, first_offset, last_offset = collect_regions(
-            snapshot, start_offset, bound, max_bytes, min_one_message
+            snapshot, start_offset, bound, max_bytes, min_one_message, verify_limit
         )
         return ReadInfo(
             regions=tuple(regions),

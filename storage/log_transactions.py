@@ -100,6 +100,7 @@ def read_for_fetch(
     max_bytes: int,
     read_committed: bool,
     min_one_message: bool,
+    verify_limit: int | None = None,
 ) -> FetchDataInfo:
     lso = log.last_stable_offset
     info = log.read(
@@ -107,6 +108,7 @@ def read_for_fetch(
         max_bytes,
         upper_bound=lso if read_committed else None,
         min_one_message=min_one_message,
+        verify_limit=verify_limit,
     )
     if not read_committed:
         return FetchDataInfo(info, lso, None)

@@ -40,6 +40,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +68,7 @@ from .metadata import (
     write_meta_properties,
     write_new_partition_metadata,
 )
+from .recovery import PROGRESS_INTERVAL_S
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file_name
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
@@ -265,11 +267,23 @@ class LogManager:
         # waiting on the file system (opens, and the fsyncs of recovered segments), which
         # overlaps across threads, while the scans share the GIL anyway.
         threads = min(max(self.recovery_threads_per_data_dir, IO_THREADS), len(found))
-        if threads <= 1:
-            opened = [open_log(item) for item in found]
-        else:
-            with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
-                opened = list(pool.map(open_log, found))
+        opened: list[PartitionLog] = []
+        started = logged = time.monotonic()
+        with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="log-recovery") as pool:
+            loading = map(open_log, found) if threads <= 1 else pool.map(open_log, found)
+            for log in loading:
+                opened.append(log)
+                now = time.monotonic()
+                if now - logged >= PROGRESS_INTERVAL_S:  # a long start-up says where it is
+                    logged = now
+                    logger.info(
+                        "loading log dir %s: %d of %d partitions loaded (%d%%), %.1f s",
+                        log_dir,
+                        len(opened),
+                        len(found),
+                        100 * len(opened) // len(found),
+                        now - started,
+                    )
         for (_, parsed), log in zip(found, opened, strict=True):
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
@@ -280,7 +294,13 @@ class LogManager:
             how = "after an unclean shutdown (segments past the recovery point checked)"
         else:
             how = "new or empty"
-        logger.info("loaded log dir %s: %d partition(s), %s", log_dir, loaded, how)
+        logger.info(
+            "loaded log dir %s: %d partition(s), %s, in %.2f s",
+            log_dir,
+            loaded,
+            how,
+            time.monotonic() - started,
+        )
 
     # -- partitions ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:

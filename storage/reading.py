@@ -9,6 +9,10 @@ the start-up, see ``storage.lazy_crc``) ends the read before it: the batches bef
 returned; a read that would start on it raises ``CorruptRecordError`` (CORRUPT_MESSAGE), so it is
 never served as data and nothing after it is served either.
 
+A caller on the event loop passes ``verify_limit``: a read whose batches hold more unchecked
+bytes than that raises ``CheckDeferred`` up front (a walk over the batch headers only), to be
+repeated in a worker thread.
+
 Threading: runs in the reader's thread on a snapshot taken under the partition lock.
 """
 
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .errors import CorruptRecordError
 from .info import FileRegion
+from .lazy_crc import CheckDeferred
 
 if TYPE_CHECKING:
     from .segment import LogSegment
@@ -32,8 +37,15 @@ def collect_regions(
     bound: int,
     max_bytes: int,
     min_one_message: bool,
+    verify_limit: int | None = None,
 ) -> tuple[list[FileRegion], int, int | None, int | None]:
-    """``(regions, total bytes, first batch's base offset, last offset)`` of a read."""
+    """``(regions, total bytes, first batch's base offset, last offset)`` of a read.
+
+    ``verify_limit``: the most unchecked bytes this call may CRC-check (None: no limit); past it
+    ``CheckDeferred`` is raised before any check (``storage.lazy_crc``).
+    """
+    if verify_limit is not None:
+        _within_verify_limit(snapshot, start_offset, bound, max_bytes, verify_limit)
     regions: list[FileRegion] = []
     total = 0
     first_offset: int | None = None
@@ -88,3 +100,40 @@ def collect_regions(
                 FileRegion(str(segment.log_path), region_start, region_end - region_start, segment)
             )
     return regions, total, first_offset, last_offset
+
+
+def _within_verify_limit(
+    snapshot: Sequence[tuple[LogSegment, int]],
+    start_offset: int,
+    bound: int,
+    max_bytes: int,
+    verify_limit: int,
+) -> None:
+    """Raise ``CheckDeferred`` when the batches a read would return (up to ``max_bytes``, one
+    at least) hold more than ``verify_limit`` unchecked bytes. Headers only: nothing is
+    checked here, and damage is left for the read itself to find."""
+    unchecked_total = 0
+    total = 0
+    for segment, end_position in snapshot:
+        if segment.base_offset >= bound:
+            return
+        unchecked = segment.unchecked
+        if unchecked.high <= unchecked.low:
+            continue  # nothing of this segment is left to check
+        try:
+            for position, _, batch_last, size in segment.iter_spans(
+                segment.scan_start(start_offset, end_position), end_position
+            ):
+                if batch_last < start_offset:
+                    continue
+                if batch_last >= bound or (total > 0 and total + size > max_bytes):
+                    return
+                total += size
+                if unchecked.needs_check(position, position + size):
+                    unchecked_total += size
+                    if unchecked_total > verify_limit:
+                        raise CheckDeferred(
+                            f"{segment.log_path}: more than {verify_limit} unchecked bytes"
+                        )
+        except CorruptRecordError:
+            return  # the read reports it

@@ -13,20 +13,34 @@ Batch compression (attributes bits 0-2): 1 gzip, 2 snappy, 3 lz4, 4 zstd; decomp
 ``storage.record_compression``'s (bounded output). In a LogAppendTime batch every record's
 timestamp is the batch's ``max_timestamp``. Every length is checked against the bytes present.
 
-Threading: pure functions.
+Threading: pure functions, meant for worker threads when batches are large (the broker runs a
+compacted topic's key check of a compressed or big batch, and timestamp look-ups, off its event
+loop). Two gates bound how many batches are inflated at once: ``REQUEST_INFLATING`` for client
+requests (produce key checks, ListOffsets by time) and ``CLEANER_INFLATING`` for the log cleaner,
+so client requests never queue behind the cleaner. A long key scan lets other threads take the
+GIL every ``_PAUSE_EVERY`` records (``time.sleep(0)``), so a worker scanning 30,000 records does
+not hold the event loop's thread off for the interpreter's 5 ms switch interval at a time.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 from .batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, RecordBatchHeader
 from .errors import CorruptRecordError, InvalidRecordError
 from .record_compression import decompress as _decompress
 from .varint import read_varint as _varint
 
-__all__ = ["decompress", "record_timestamps", "require_record_keys"]
+__all__ = [
+    "CLEANER_INFLATING",
+    "REQUEST_INFLATING",
+    "decompress",
+    "record_timestamps",
+    "require_record_keys",
+]
 
 
 #: The most one batch's records may inflate to when the broker itself decodes them (keys of a
@@ -34,18 +48,32 @@ __all__ = ["decompress", "record_timestamps", "require_record_keys"]
 #: to num.io.threads look-ups at once: a batch of zeros is a ~1000x "decompression bomb".
 #: Kafka divergence: Kafka streams records out of a compressed batch and has no such limit.
 BROKER_DECOMPRESS_LIMIT = 32 * 1024 * 1024
-#: ... and at most two such batches are inflated at once (their memory adds up).
-_INFLATING = threading.BoundedSemaphore(2)
+#: ... and at most two such batches of client requests are inflated at once (their memory adds
+#: up), and one of the log cleaner's (it has its own gate: requests never wait for it).
+REQUEST_INFLATING = threading.BoundedSemaphore(2)
+CLEANER_INFLATING = threading.BoundedSemaphore(1)
+#: Codecs whose libraries decompress from a memoryview (snappy's framing checks need bytes).
+_READS_BUFFERS = frozenset((1, 3, 4))
+#: A key scan gives other threads the GIL every this many records.
+_PAUSE_EVERY = 2048
 
 
-def decompress(compression: int, data: bytes | memoryview) -> bytes:
+def decompress(
+    compression: int,
+    data: bytes | memoryview,
+    *,
+    gate: threading.BoundedSemaphore = REQUEST_INFLATING,
+) -> bytes:
     """Decompress a batch's records section (codecs of ``storage.record_compression``); more
-    than ``BROKER_DECOMPRESS_LIMIT`` bytes of records is ``CorruptRecordError``."""
+    than ``BROKER_DECOMPRESS_LIMIT`` bytes of records is ``CorruptRecordError``. ``gate``
+    bounds the inflations running at once (the cleaner passes ``CLEANER_INFLATING``)."""
     if compression == 0:
         return bytes(data)
+    # gzip, lz4 and zstd read any buffer: no copy of a 32 MiB batch (made holding the GIL)
+    source = data if compression in _READS_BUFFERS else bytes(data)
     try:
-        with _INFLATING:
-            return _decompress(compression, bytes(data), limit=BROKER_DECOMPRESS_LIMIT)
+        with gate:
+            return _decompress(compression, cast(bytes, source), limit=BROKER_DECOMPRESS_LIMIT)
     except ValueError as exc:  # RecordDecodeError
         reason = str(exc)
     # Raised outside the handler: the failed decompression's frames (and its partial output,
@@ -81,6 +109,8 @@ def _keyless_records(data: bytes, count: int) -> list[int]:
     pos = 0
     out: list[int] = []
     for i in range(count):
+        if i % _PAUSE_EVERY == _PAUSE_EVERY - 1:
+            time.sleep(0)  # a long scan: let the event loop's thread have the GIL
         length, pos = _varint(data, pos, n)
         end = pos + length
         if length < 6 or end > n:

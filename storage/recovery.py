@@ -22,6 +22,12 @@ crash interrupted. Loading, in order (as Kafka's LogLoader):
 5. An empty directory gets a first segment at the log start offset. The last segment becomes
    active (index files preallocated); the others have trimmed index files.
 
+Progress: a partition with unflushed bytes to check logs, as Kafka's log loader does, where
+its recovery stands at most every ``PROGRESS_INTERVAL_S`` (``Recovering segment 2 of 3 of t-0
+(base offset 1042): 1408 of 3072 MB checked (45%), 1.9 s``, also from inside a long segment) and
+a summary line when it took that long or checked ``PROGRESS_SUMMARY_BYTES`` or more; the
+per-segment start line is DEBUG (20,000 partitions after a crash would print 20,000 of them).
+
 Damage in a segment below the recovery point is not scanned for at start-up; reads validate
 batch headers and raise ``CorruptRecordError`` (CORRUPT_MESSAGE) when they meet it.
 
@@ -32,6 +38,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +58,15 @@ from .segment import (
 )
 from .transaction_index import TXNINDEX_SUFFIX
 
-__all__ = ["LoadedLog", "load_segments"]
+__all__ = ["LoadedLog", "RecoveryProgress", "load_segments"]
 
 logger = logging.getLogger("tidelog.storage")
+
+#: A long recovery logs where it stands at most this often (seconds).
+PROGRESS_INTERVAL_S = 3.0
+#: A recovery that checked at least this many bytes logs a summary line at INFO.
+PROGRESS_SUMMARY_BYTES = 256 * 1024 * 1024
+_MB = 1024 * 1024
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -163,6 +177,84 @@ def _complete_swap(directory: Path, swap: Path, base: int) -> None:
     logger.info("completed swap %s -> %s", swap.name, live.name)
 
 
+class RecoveryProgress:
+    """The progress lines of one partition's recovery (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        segment_sizes: list[int],
+        recovery_point: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        interval_s: float = PROGRESS_INTERVAL_S,
+    ) -> None:
+        self.name = name
+        self.recovery_point = recovery_point
+        self.total_bytes = sum(segment_sizes)
+        self.total = len(segment_sizes)
+        self._clock = clock
+        self._interval_s = interval_s
+        self.started = self._logged = clock()
+        self.number = 0  #: the segment being recovered, from 1
+        self.base_offset = 0
+        self.done_bytes = 0  #: bytes of the segments recovered before the current one
+        self._current_size = 0
+        self.lines = 0  #: progress lines logged (tests read it)
+
+    def start_segment(self, base_offset: int, size: int) -> None:
+        if self.number:
+            self.done_bytes += self._current_size
+        self.number += 1
+        self.base_offset = base_offset
+        self._current_size = size
+        logger.debug(
+            "Recovering unflushed segment %d (%d of %d) of %s from recovery point %d",
+            base_offset,
+            self.number,
+            self.total,
+            self.name,
+            self.recovery_point,
+        )
+        self.scanned(0)
+
+    def scanned(self, position: int) -> None:
+        """The current segment's scan reached ``position``: log if the interval passed."""
+        now = self._clock()
+        if now - self._logged < self._interval_s:
+            return
+        self._logged = now
+        self.lines += 1
+        checked = self.done_bytes + position
+        logger.info(
+            "Recovering segment %d of %d of %s (base offset %d): %.1f of %.1f MB checked "
+            "(%d%%), %.1f s",
+            self.number,
+            self.total,
+            self.name,
+            self.base_offset,
+            checked / _MB,
+            self.total_bytes / _MB,
+            100 * checked // max(self.total_bytes, 1),
+            now - self.started,
+        )
+
+    def finish(self, truncated_bytes: int) -> None:
+        elapsed = self._clock() - self.started
+        long_one = elapsed >= self._interval_s or self.total_bytes >= PROGRESS_SUMMARY_BYTES
+        logger.log(
+            logging.INFO if long_one else logging.DEBUG,
+            "Recovered %s from recovery point %d: %d segment(s), %.1f MB checked, %d bytes cut, "
+            "in %.2f s",
+            self.name,
+            self.recovery_point,
+            self.number,
+            self.total_bytes / _MB,
+            truncated_bytes,
+            elapsed,
+        )
+
+
 def load_segments(
     directory: Path,
     config: LogConfig,
@@ -173,10 +265,12 @@ def load_segments(
     clean_shutdown: bool,
     handles: FileHandleCache = UNBOUNDED,
     new: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> LoadedLog:
     """Open (and recover as needed) every segment of a partition directory.
 
     ``new``: the directory was just created (nothing to look for): one empty segment.
+    ``clock`` times the progress lines (monotonic seconds).
     """
     if new:
         segment = LogSegment(
@@ -190,6 +284,17 @@ def load_segments(
         for name in present
         if name.endswith(LOG_SUFFIX) and (base := _base_offset_of(name)) is not None
     )
+    progress: RecoveryProgress | None = None
+    if not clean_shutdown:
+        unflushed_sizes = [
+            (directory / f"{segment_file_name(base)}{LOG_SUFFIX}").stat().st_size
+            for i, base in enumerate(bases)
+            if i == len(bases) - 1 or bases[i + 1] > recovery_point
+        ]
+        if unflushed_sizes:
+            progress = RecoveryProgress(
+                directory.name, unflushed_sizes, recovery_point, clock=clock
+            )
     segments: list[LogSegment] = []
     recovered = 0
     truncated_total = 0
@@ -206,7 +311,11 @@ def load_segments(
         unflushed = next_base is None or next_base > recovery_point
         cut = 0
         if not clean_shutdown and unflushed:
-            cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+            assert progress is not None  # counted above: the same rule
+            progress.start_segment(base, segment.size)
+            cut = segment.recover(
+                config.index_interval_bytes, prev_last_offset=prev_last, progress=progress.scanned
+            )
             segment.txn_index.reset()  # rebuilt from the log by the producer-state replay
             recovered += 1
             if first_recovered is None:
@@ -241,6 +350,8 @@ def load_segments(
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                     _unlink(directory / f"{later_name}{suffix}")
             break
+    if progress is not None:
+        progress.finish(truncated_total)
     if not segments:
         # As Kafka: an empty log starts at its log start offset.
         segments.append(

@@ -45,7 +45,7 @@ import os
 import random
 import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .batch import (
@@ -243,15 +243,18 @@ class LogSegment:
         *,
         prev_last_offset: int | None = None,
         cut: bool = True,
+        progress: Callable[[int], None] | None = None,
     ) -> int:
         """Rebuild both indexes from the ``.log`` file, cutting it at the first invalid byte.
 
         Checks each batch's framing, magic, CRC and that offsets strictly increase and fit the
         segment. Returns the number of bytes cut. The time index gets its final entry.
+        ``progress`` gets the bytes scanned so far now and then (``fileio.scan_batches``).
         """
         valid_bytes, reason, next_offset, max_ts, offset_of_max, entries = self._scan(
             index_interval_bytes,
             self.base_offset - 1 if prev_last_offset is None else prev_last_offset,
+            progress,
         )
         offsets, positions, timestamps, time_offsets = entries
         with self.log_file.pinned() as fd:
@@ -299,7 +302,10 @@ class LogSegment:
         return truncated
 
     def _scan(
-        self, index_interval_bytes: int, prev_last_offset: int
+        self,
+        index_interval_bytes: int,
+        prev_last_offset: int,
+        progress: Callable[[int], None] | None = None,
     ) -> tuple[int, str, int, int, int, tuple[array[int], array[int], array[int], array[int]]]:
         """The recovery scan over a read-only mmap: one unpack and one CRC per batch.
 
@@ -327,6 +333,7 @@ class LogSegment:
                     prev_last_offset,
                     index_interval_bytes,
                     (offsets, positions, timestamps, time_offsets),
+                    progress,
                 )
             finally:
                 view.release()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.metrics import Metrics
+    from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.router import Router
@@ -97,6 +98,8 @@ class BrokerView(Protocol):
     #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.
     security: BrokerSecurity
     producer_ids: ProducerIdManager
+    #: Produce appends that run in a worker thread, in order per partition.
+    append_queue: PartitionAppends
     router: Router
     stopping: bool
     #: The group coordinator once ``broker.group.service.install`` ran (see
@@ -114,6 +117,8 @@ class BrokerView(Protocol):
     def advertised_port(self, endpoint: Endpoint) -> int: ...
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    async def run_heavy(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
 

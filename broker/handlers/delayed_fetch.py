@@ -5,7 +5,8 @@ a lean-parsed one-partition fetch, what consumers send most) and ``fetch.handle`
 else). It scans the wanted partitions (``_fetch_scan.scan``) and
 
 - data (or an error, or an expired wait) is there: returns the framed answer, built at once (a
-  read big enough for a worker thread: a future resolved from that thread);
+  read big enough for a worker thread, or a first read of old bytes whose CRC check belongs in
+  one: a future resolved from that thread);
 - else returns a future: a ``_DelayedFetch`` registers one wake future with the HW waiters
   (``broker.partitions``, ``broker/purgatory.py``) of every fetched partition and a timer for
   ``max_wait``; every wake re-scans until ``min_bytes`` are there, the wait expired, the
@@ -94,7 +95,14 @@ def fetch(
     """
     max_bytes = answer_max_bytes(broker, request)
     min_bytes = request.min_bytes
-    total, errors = scan(broker.topics, wanted, max_bytes)
+    total, errors, deferred = scan(broker.topics, wanted, max_bytes)
+    if deferred:  # old bytes read for the first time: CRC-checked in a worker thread
+        delayed = _DelayedFetch(
+            broker, version, correlation_id, request, wanted, max_bytes, min_bytes, observe, waited
+        )
+        delayed.ready_at = delayed.started
+        broker.spawn(delayed.scan_in_worker())
+        return delayed.answer
     wait_s = request.max_wait.total_seconds()
     # partitions of unknown (or unauthorized) topics are answered at once with their error:
     # never waited on
@@ -260,7 +268,11 @@ class _DelayedFetch:
         broker = self.broker
         out: Answer
         try:
-            total, errors = scan(broker.topics, self.wanted, self.max_bytes)
+            total, errors, deferred = scan(broker.topics, self.wanted, self.max_bytes)
+            if deferred:
+                self.ready_at = time.perf_counter()
+                broker.spawn(self.scan_in_worker())
+                return
             # Expired once the timer ran (it may fire a little before ``deadline``: uvloop's
             # timers have millisecond resolution); re-arming then would wait with no timer.
             remaining = self.deadline - self.loop.time() if self.timer is not None else 0.0
@@ -272,6 +284,25 @@ class _DelayedFetch:
             if out is None:  # a big read: in a worker thread, then answer
                 broker.spawn(self.answer_from_worker())
                 return
+        except Exception:
+            out = self._failed()
+        self._set(out)
+
+    async def scan_in_worker(self) -> None:
+        """Scan (CRC-checking old bytes read for the first time) and answer in a worker thread.
+
+        Kafka divergence: the answer carries what the scan found even when that is less than
+        ``min_bytes`` (there is data: the scan found unchecked batches below the HW); the next
+        fetch finds the bytes checked and waits as usual.
+        """
+
+        def work() -> Any:
+            scan(self.broker.topics, self.wanted, self.max_bytes, on_loop=False)
+            return self.build(blocking_ok=True)
+
+        out: Answer
+        try:
+            out = await self.broker.run_blocking(work)
         except Exception:
             out = self._failed()
         self._set(out)

@@ -1,7 +1,10 @@
 """The partition look-up and region scan shared by the Fetch handler and its long poll.
 
 ``scan`` finds, for every requested partition, the HW, log start offset and the file regions
-of the batches to send (``PartitionLog.read``); no record byte is read here.
+of the batches to send (``PartitionLog.read``); no record byte is read here, except the CRC
+check of bytes read for the first time since start-up: on the event loop (``on_loop``) at most
+``BLOCKING_READ_BYTES`` of them, else the scan reports ``deferred`` and the fetch repeats it in
+a worker thread.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.fast.answers import encode_fetch_one, frame_answer, frame_chunks
 from tidelog.storage import ReadInfo
 from tidelog.storage.errors import StorageError
+from tidelog.storage.lazy_crc import CheckDeferred
 
-#: Reads at least this large go to a worker thread instead of pread on the event loop.
+#: Reads at least this large go to a worker thread instead of pread on the event loop; so does
+#: a scan that would CRC-check more than this many bytes no one checked since start-up (old
+#: segments on first read: ``storage.lazy_crc``).
 BLOCKING_READ_BYTES = 256 * 1024
 
 
@@ -68,11 +74,15 @@ def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
     return wanted
 
 
-def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, bool]:
+def scan(
+    topics: Topics, wanted: list[Wanted], max_bytes: int, *, on_loop: bool = True
+) -> tuple[int, bool, bool]:
     """Look every partition up and find the batches to send (file regions: no data read yet);
-    returns (bytes available, any error)."""
+    returns (bytes available, any error, deferred: a partition's first read of old bytes
+    belongs in a worker thread - repeat the scan there with ``on_loop=False``)."""
     total = 0
     errors = False
+    verify_limit = BLOCKING_READ_BYTES if on_loop else None
     for w in wanted:
         w.read = None
         w.error = ErrorCode.none
@@ -105,7 +115,11 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
         try:
             if w.read_committed:
                 fetched = partition_log.read_for_fetch(
-                    w.fetch_offset, max(limit, 0), read_committed=True, min_one_message=total == 0
+                    w.fetch_offset,
+                    max(limit, 0),
+                    read_committed=True,
+                    min_one_message=total == 0,
+                    verify_limit=verify_limit,
                 )
                 info = fetched.read
                 w.last_stable_offset = fetched.last_stable_offset
@@ -118,7 +132,10 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
                     max(limit, 0),
                     upper_bound=w.high_watermark,
                     min_one_message=total == 0,
+                    verify_limit=verify_limit,
                 )
+        except CheckDeferred:
+            return total, errors, True
         except StorageError as exc:
             w.error = error_code_for(exc.error_name)
             errors = True
@@ -128,7 +145,7 @@ def scan(topics: Topics, wanted: list[Wanted], max_bytes: int) -> tuple[int, boo
         if info.size_in_bytes > 0:
             w.read = info
             total += info.size_in_bytes
-    return total, errors
+    return total, errors, False
 
 
 def count_bytes_out(metrics: Any, wanted: list[Wanted]) -> None:

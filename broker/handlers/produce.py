@@ -24,6 +24,13 @@ One path: ``append_partition`` (one partition's append and its outcome) and ``_e
 (one partition's answer) are the core that both ``handle`` and ``answer_at_once`` (the
 router's coroutine-free path for one batch of one partition) call.
 
+Off the event loop: a batch for a compacted topic that is compressed or at least
+``KEY_CHECK_ON_LOOP_BYTES`` (its key check decompresses it and reads every record), and any batch
+of ``BIG_APPEND_BYTES`` or more, is appended in a worker thread through
+``broker.append_queue`` (``broker/partition_appends.py``), which keeps the appends of each
+partition in arrival order; ``answer_at_once`` steps aside for them and for any partition with
+such an append queued, and ``handle`` queues them (in request order, before any await).
+
 Transactional batches (attribute bit 4) are checked first against the transaction coordinator
 (``_check_producer_state``, Kafka's transaction verification): the partition must have been
 added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
@@ -66,6 +73,13 @@ from tidelog.storage.errors import StorageError
 
 API_KEY = 0
 log = logging.getLogger("tidelog.produce")
+
+#: A compacted topic's key check of an uncompressed batch at least this large runs in a worker.
+KEY_CHECK_ON_LOOP_BYTES = 64 * 1024
+#: Any batch at least this large is appended in a worker (CRC and write of megabytes).
+BIG_APPEND_BYTES = 4 * 1024 * 1024
+_COMPRESSION_MASK = 0x07
+_BATCH_LENGTH_OFFSET = 8
 
 
 @dataclass(slots=True)
@@ -111,10 +125,36 @@ def _check_producer_state(
     return None
 
 
+def _any_compressed(records: bytes | memoryview) -> bool:
+    """Whether a batch of ``records`` is compressed (headers only; a damaged length stops the
+    walk, validation reports it)."""
+    position = 0
+    end = len(records) - BATCH_HEADER_SIZE
+    while 0 <= position <= end:
+        if records[position + ATTRIBUTES_LOW_OFFSET] & _COMPRESSION_MASK:
+            return True
+        length = int.from_bytes(records[position + _BATCH_LENGTH_OFFSET : position + 12], "big")
+        if length <= 0:
+            return False
+        position += 12 + length
+    return False
+
+
+def _needs_worker(partition_log: Any, records: bytes | memoryview) -> bool:
+    """Whether appending ``records`` is too much work for the event loop (see the module)."""
+    size = len(records)
+    if size >= BIG_APPEND_BYTES:
+        return True
+    if not partition_log.config.compact_enabled:
+        return False
+    return size >= KEY_CHECK_ON_LOOP_BYTES or _any_compressed(records)
+
+
 def append_partition(
     broker: BrokerView, topic: str, partition: int, records: bytes | None
-) -> _Result:
-    """Append ``records`` to one partition (the core of Produce): the outcome as data."""
+) -> _Result | asyncio.Future[_Result]:
+    """Append ``records`` to one partition (the core of Produce): the outcome as data, or a
+    future of it when the append was queued for a worker thread (``broker.append_queue``)."""
     partition_log = broker.topics.get_log(topic, partition)
     if partition_log is None:
         return _Result(topic, partition, ErrorCode.unknown_topic_or_partition)
@@ -129,19 +169,51 @@ def append_partition(
     refused = _check_producer_state(broker, topic, partition, data)
     if refused is not None:
         return _Result(topic, partition, refused[0], refused[1])
+    queue = broker.append_queue
+    key = (topic, partition)
+    in_worker = _needs_worker(partition_log, data)
+    if in_worker or queue.busy(key):
+        hw = [0]
+
+        def work() -> Any:
+            hw[0] = partition_log.high_watermark
+            return partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
+
+        def finish(outcome: Any) -> _Result:
+            return _appended(broker, partition_log, topic, partition, len(data), hw[0], outcome)
+
+        return queue.submit(key, work, finish, in_worker=in_worker)
     hw_before = partition_log.high_watermark
     try:
-        info = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
-        broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, len(data))
+        info: Any = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
-        log.info("produce to %s-%d refused: %s %s", topic, partition, exc.error_name, exc)
+        info = exc
+    return _appended(broker, partition_log, topic, partition, len(data), hw_before, info)
+
+
+def _appended(
+    broker: BrokerView,
+    partition_log: Any,
+    topic: str,
+    partition: int,
+    size: int,
+    hw_before: int,
+    info: Any,
+) -> _Result:
+    """One append's outcome (an ``AppendInfo`` or the exception it raised) as a ``_Result``;
+    wakes HW waiters and schedules the flush (``after_append``) after a success."""
+    if isinstance(info, BaseException):
+        if not isinstance(info, StorageError):
+            raise info
+        log.info("produce to %s-%d refused: %s %s", topic, partition, info.error_name, info)
         return _Result(
             topic,
             partition,
-            error_code_for(exc.error_name),
-            str(exc) or None,
-            record_errors=getattr(exc, "record_errors", ()),
+            error_code_for(info.error_name),
+            str(info) or None,
+            record_errors=getattr(info, "record_errors", ()),
         )
+    broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, size)
     broker.after_append(partition_log, hw_before)
     return _Result(
         topic,
@@ -233,18 +305,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for p in topic.partition_data:
                 results.append(_Result(topic.name, int(p.index), ErrorCode.invalid_required_acks))
         return _response(ctx, request, results)
-    # Appends happen synchronously, in request order, before any await: pipelined produce
-    # requests on one connection are appended in the order they were sent.
+    # Appends happen (or are queued, broker.append_queue) synchronously, in request order,
+    # before any await: pipelined produce requests on one connection are appended in the order
+    # they were sent.
     authorizer = ctx.broker.authorizer
+    outcomes: list[_Result | asyncio.Future[_Result]] = []
     for topic in request.topic_data:
         if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
             for p in topic.partition_data:
-                results.append(
+                outcomes.append(
                     _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
                 )
             continue
         for p in topic.partition_data:
-            results.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
+            outcomes.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
+    for outcome in outcomes:
+        results.append(await outcome if isinstance(outcome, asyncio.Future) else outcome)
     if acks == 0:
         failed = [r for r in results if r.error != ErrorCode.none]
         if failed:
@@ -328,7 +404,14 @@ def answer_at_once(
         return None
     if len(records) > ATTRIBUTES_LOW_OFFSET and records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
         return None  # transactional: checked by ``handle``
+    queue = broker.append_queue
+    if queue.busy((topic.name, index)):
+        return None  # queued behind an append in a worker: ``handle`` awaits it
+    partition_log = broker.topics.get_log(topic.name, index)
+    if partition_log is not None and _needs_worker(partition_log, records):
+        return None  # appended in a worker thread: ``handle``
     result = append_partition(broker, topic.name, index, records)
+    assert not isinstance(result, asyncio.Future)  # nothing was queued: checked just above
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
     if result.error != ErrorCode.none or _covered(broker, result):
         return answer

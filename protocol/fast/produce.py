@@ -32,13 +32,16 @@ __all__ = (
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
+#: Records at least this large are kept as a view of the frame instead of copied.
+BIG_RECORDS_BYTES = 1024 * 1024
 _ACKS_TIMEOUT_ARRAY = struct.Struct(">hii")
 _TWO_I32 = struct.Struct(">ii")
 
 
 class LeanPartitionData(NamedTuple):
     index: int  # type: ignore[assignment]  # kio's name; shadows tuple.index, unused here
-    records: bytes | None
+    #: bytes; a read-only view of the frame for batches of ``BIG_RECORDS_BYTES`` or more
+    records: bytes | memoryview | None
 
 
 class LeanTopicData(NamedTuple):
@@ -136,7 +139,10 @@ def _one_batch(buf: memoryview, pos: int, end: int, flexible: bool) -> LeanProdu
         name = str(buf[name_at : name_at + n], "utf-8")
     except UnicodeDecodeError:
         return None
-    partition = _new_tuple(LeanPartitionData, (index, bytes(buf[pos : pos + size])))
+    # A big batch stays a view of the frame (the server gathers big frames in a buffer of their
+    # own, never reused): copying 32 MiB would stall the event loop for milliseconds.
+    records = buf[pos : pos + size] if size >= BIG_RECORDS_BYTES else bytes(buf[pos : pos + size])
+    partition = _new_tuple(LeanPartitionData, (index, records))
     topic = _new_tuple(LeanTopicData, (name, (partition,)))
     return _new_tuple(LeanProduceRequest, (None, acks, _timeout(timeout_ms), (topic,)))
 

@@ -30,6 +30,13 @@ every run, the machine, the date and the settings. Workloads:
                   each CreateTopics timed, Metadata for every topic, one record produced to
                   every partition round robin and fetched back, peak descriptors against the
                   soft limit, RSS, clean restart and restart after SIGKILL (issue 20)
+
+  loop-stall      tidelog only (loop_stall.py): one-record produce p50/p99/max while ~31 MiB
+                  zstd batches stream to a compacted topic on another connection, and alone;
+                  --runs runs of 10 s (3 s with --quick); target p99 <= 5 ms
+  recovery        tidelog only (recovery.py): a 5 GB partition (0.3 GB with --quick), SIGKILL
+                  while producing, time until `tidelog serve` serves again (ApiVersions,
+                  Metadata, ListOffsets, a fetch of the last offset); target <= 2 s
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
 is reported at the end.
 
@@ -54,7 +61,9 @@ from pathlib import Path
 from typing import Any
 
 import hardware
+import loop_stall
 import partitions
+import recovery
 import servers
 import startup
 import workloads as wl
@@ -75,9 +84,11 @@ WORKLOADS = (
     "durable-1k",
     "startup",
     "partitions",
+    "loop-stall",
+    "recovery",
 )
 #: Workloads that do not run against each broker of the suite.
-OWN_RUN = ("hardware", "startup", "partitions")
+OWN_RUN = ("hardware", "startup", "partitions", "loop-stall", "recovery")
 
 
 @dataclass(frozen=True)
@@ -554,6 +565,11 @@ def render(results: dict[str, Any]) -> str:
         text = (text + "\n\n" if text else "") + startup.render(results["startup"])
     if results.get("partitions"):
         text = (text + "\n\n" if text else "") + partitions.render(results["partitions"])
+
+    for run in results.get("loop-stall", []):
+        text = (text + "\n\n" if text else "") + loop_stall.render(run)
+    if results.get("recovery"):
+        text = (text + "\n\n" if text else "") + recovery.render(results["recovery"])
     notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
     if any(
         e.get("median", {}).get("acked_not_in_log")
@@ -688,6 +704,15 @@ def main(argv: list[str] | None = None) -> int:
             topics, per_topic = (2, 500) if args.quick else (20, 1000)
             log(f"partitions: {topics} topics x {per_topic} partitions on one tidelog serve")
             results["partitions"] = partitions.measure(sys.executable, topics, per_topic)
+
+        if "loop-stall" in args.selected:
+            seconds = 3.0 if args.quick else 10.0
+            log(f"loop-stall: {args.runs} run(s) of {seconds:.0f} s")
+            results["loop-stall"] = [loop_stall.measure(seconds) for _ in range(args.runs)]
+        if "recovery" in args.selected:
+            gb = 0.3 if args.quick else 5.0
+            log(f"recovery: a {gb} GB partition, {args.runs} run(s) (needs {gb:.1f} GB of disk)")
+            results["recovery"] = recovery.measure(gb, args.runs, args.dir)
         if any(w not in OWN_RUN for w in args.selected):
             for name in args.broker_list:
                 results["servers"][name] = run_server(ctx, name, args.selected)

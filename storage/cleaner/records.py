@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ..batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader
 from ..errors import CorruptRecordError
-from ..record_scan import decompress
+from ..record_scan import CLEANER_INFLATING, decompress
 from ..record_scan import require_record_keys as require_record_keys  # home: storage.record_scan
 from ..varint import read_varint as _varint
 
@@ -50,7 +50,9 @@ RecordSpan = tuple[int, int, int, int, int, int, bytes | None, bool]
 def records_section(batch: bytes | memoryview, header: RecordBatchHeader) -> bytes:
     """The (decompressed) records section of a whole batch's bytes."""
     end = header.batch_length + LOG_OVERHEAD
-    return decompress(header.compression, memoryview(batch)[BATCH_HEADER_SIZE:end])
+    return decompress(
+        header.compression, memoryview(batch)[BATCH_HEADER_SIZE:end], gate=CLEANER_INFLATING
+    )
 
 
 def scan_records(data: bytes, count: int) -> list[RecordSpan]:

@@ -112,3 +112,31 @@ def test_startup_workload_runs() -> None:
     median = result["median"]
     assert median["serve_ready_ms"] > 0 and median["embedded_start_ms"] > 0
     assert 0 < median["idle_rss_mb"] < 1000
+
+
+def test_recovery_workload_runs(tmp_path: Path) -> None:
+    """``scripts/bench/recovery.py`` on a small partition: filled, SIGKILLed while producing,
+    restarted, served (a fetch of the last offset answered) after an unclean shutdown, then
+    after a clean one. Figures only: the 5 GB ones are in the README."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench" / "recovery.py"),
+            *("--gb", "0.05", "--dir", str(tmp_path), "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    (run,) = result["runs"]
+    assert run["partition_bytes"] >= 50_000_000
+    killed = run["after_sigkill"]
+    assert killed["serving_s"] >= killed["listening_s"] > 0
+    assert killed["log_end_offset"] > 0
+    assert killed["unclean"]  # the restart recovered from the recovery point
+    assert not run["after_clean_shutdown"]["unclean"]
+    assert run["after_clean_shutdown"]["log_end_offset"] == killed["log_end_offset"]
+    assert list(tmp_path.iterdir()) == []  # the work directory is removed
