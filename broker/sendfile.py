@@ -13,34 +13,54 @@ The connection sends it in order with its other answers:
   ``loop.sendfile`` and refuses ``add_writer`` on a descriptor a transport owns). ``head`` and
   ``tail`` go by ``os.write``, the regions by ``os.sendfile`` from a duplicate of the segment's
   descriptor, all non-blocking; when the socket is full, ``add_writer`` on the duplicate waits
-  until it drains. Record data below ``BLOCKING_READ_BYTES`` is sent on the loop (a page-cache
-  copy, like the ``pread`` it replaces); above it every step runs in a worker thread (a cold
-  segment means disk reads). The duplicates keep the socket and the segment file open until
-  the sender is done, whatever the transport, retention or the descriptor cache close meanwhile.
+  until it drains. Each step runs on the loop: from the page cache a step costs the loop less
+  than the ``pread`` + write it replaces (measured below); a step slower than ``SLOW_STEP_S``
+  means the file was read from disk, and the rest of that answer is sent from a worker thread
+  (which waits up to ``THREAD_WAIT_S`` for the client to drain the socket, then hands back to
+  the loop). The duplicates keep the socket and the segment file open until the sender is
+  done, whatever the transport, retention or the descriptor cache close meanwhile.
 - TLS, or bytes still queued in the transport: ``read_chunks`` (``pread``, in a worker thread
   when large) and the connection's normal write.
 
-Why 64 KiB: ``scripts/bench/sendfile_cost.py`` (RESULTS.md, issue 20) measures the broker's CPU
-per answer of both ways; below ~64 KiB the copy that sendfile saves costs less than the
-descriptor duplication and the extra system calls it adds.
+Why 256 KiB, and steps on the loop: ``scripts/bench/sendfile_cost.py`` (RESULTS.md, issue 20)
+measures the server's CPU per answer. Up to 128 KiB sendfile costs as much as ``pread`` +
+write or more (the descriptor duplicate, a separate head and the future outweigh one copy of
+the data); from 256 KiB it costs about half (48 vs 88 us at 256 KiB, 128 vs 256 us at 1 MiB).
+Steps in a worker thread cost more than they save (128 vs 88 us at 256 KiB).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import select
+import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tidelog.storage.info import FileRegion
 from tidelog.storage.segment import DELETED_SUFFIX
 
-__all__ = ("BLOCKING_READ_BYTES", "SENDFILE_MIN_BYTES", "FileAnswer", "FileSender", "read_chunks")
+__all__ = (
+    "BLOCKING_READ_BYTES",
+    "SENDFILE_MIN_BYTES",
+    "FileAnswer",
+    "FileSender",
+    "SendSocket",
+    "read_chunks",
+    "sender_for",
+)
 
 #: Fetch answers with at least this much record data (one partition) are sent from the files.
-SENDFILE_MIN_BYTES = 64 * 1024
+SENDFILE_MIN_BYTES = 256 * 1024
 #: Reads (and sendfile steps) of at least this many bytes run in a worker thread.
 BLOCKING_READ_BYTES = 256 * 1024
+#: How long a worker thread waits for a full socket to drain before handing back to the loop.
+THREAD_WAIT_S = 0.05
+#: A sendfile step on the loop slower than this (the file was not in the page cache) sends
+#: the rest of the answer from a worker thread.
+SLOW_STEP_S = 0.002
 
 
 class FileAnswer:
@@ -84,30 +104,57 @@ def _open_region(region: FileRegion) -> int:
         return os.open(region.path + DELETED_SUFFIX, os.O_RDONLY | os.O_CLOEXEC)
 
 
+class SendSocket:
+    """A duplicate of one connection's socket descriptor, for its ``FileSender``s.
+
+    Made on the connection's first ``FileAnswer`` and kept until it closes. A worker thread
+    may be sending on it when the connection goes: ``close`` then waits for ``release``, so
+    the descriptor number is never reused under a running ``sendfile``.
+    """
+
+    __slots__ = ("busy", "closing", "sock")
+
+    def __init__(self, socket_fd: int) -> None:
+        self.sock = socket.socket(fileno=os.dup(socket_fd))
+        self.busy = False
+        self.closing = False
+
+    def close(self) -> None:
+        self.closing = True
+        if not self.busy:
+            self.sock.close()
+
+    def release(self) -> None:
+        self.busy = False
+        if self.closing:
+            self.sock.close()
+
+
 class FileSender:
-    """Sends one ``FileAnswer`` on a duplicate of a non-blocking socket descriptor.
+    """Sends one ``FileAnswer`` on a connection's ``SendSocket`` (non-blocking).
 
     ``done`` resolves when everything was written, or fails with the ``OSError`` that stopped
     it (the peer went away: EPIPE, ECONNRESET). ``cancel()`` stops it (the connection closed):
-    the descriptors are closed as soon as no worker thread uses them.
+    the file descriptors are closed as soon as no worker thread uses them.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        socket_fd: int,
+        send_socket: SendSocket,
         answer: FileAnswer,
         run_blocking: Callable[[Callable[[], bool]], Awaitable[bool]],
+        *,
+        in_thread: bool = False,
     ) -> None:
         self._loop = loop
         self._run_blocking = run_blocking
+        self._send_socket = send_socket
+        self._sock = send_socket.sock
         self._fds: list[int] = []
-        self._sock = -1
         # pieces: bytes, or (file descriptor, position, length)
         self._pieces: list[bytes | tuple[int, int, int]] = []
         try:
-            self._sock = os.dup(socket_fd)
-            self._fds.append(self._sock)
             if answer.head:
                 self._pieces.append(answer.head)
             for region in answer.regions:
@@ -120,7 +167,8 @@ class FileSender:
         except BaseException:
             self._close_fds()
             raise
-        self._in_thread = answer.size >= BLOCKING_READ_BYTES
+        #: Steps in a worker thread (after a slow step on the loop, or asked for).
+        self._in_thread = in_thread
         self._index = 0
         self._offset = 0
         self._stepping = False  # a worker thread is sending
@@ -139,7 +187,7 @@ class FileSender:
         self._cancelled = True
         if self._waiting:
             self._waiting = False
-            self._loop.remove_writer(self._sock)
+            self._loop.remove_writer(self._sock.fileno())
         if not self._stepping:
             self._close_fds()
         if not self.done.done():
@@ -149,19 +197,24 @@ class FileSender:
 
     def _step(self) -> None:
         if not self._in_thread:
+            started = time.perf_counter()
             try:
                 finished = self._send_some()
             except OSError as exc:
                 self._fail(exc)
                 return
+            if time.perf_counter() - started > SLOW_STEP_S:
+                self._in_thread = True  # disk reads: keep them off the loop from now on
             self._after(finished)
             return
         self._stepping = True
-        step = asyncio.ensure_future(self._run_blocking(self._send_some))
+        self._send_socket.busy = True
+        step = asyncio.ensure_future(self._run_blocking(self._send_waiting))
         step.add_done_callback(self._stepped)
 
     def _stepped(self, step: asyncio.Future[bool]) -> None:
         self._stepping = False
+        self._send_socket.release()
         if self._cancelled:
             self._close_fds()
             return
@@ -184,13 +237,13 @@ class FileSender:
                 self.done.set_result(None)
             return
         self._waiting = True
-        self._loop.add_writer(self._sock, self._writable)
+        self._loop.add_writer(self._sock.fileno(), self._writable)
 
     def _writable(self) -> None:
         if not self._waiting:
             return
         self._waiting = False
-        self._loop.remove_writer(self._sock)
+        self._loop.remove_writer(self._sock.fileno())
         self._step()
 
     def _fail(self, exc: OSError) -> None:
@@ -198,19 +251,37 @@ class FileSender:
         if not self.done.done():
             self.done.set_exception(exc)
 
+    def _send_waiting(self) -> bool:
+        """In a worker thread: send, waiting up to ``THREAD_WAIT_S`` in all for the socket to
+        drain while the client reads (one thread round trip for most answers); a client that
+        reads slower than that is waited for on the loop (``add_writer``), not in a thread."""
+        deadline = time.monotonic() + THREAD_WAIT_S
+        poller = select.poll()
+        poller.register(self._sock.fileno(), select.POLLOUT)
+        while not self._send_some():
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0 or not poller.poll(left_ms):
+                return False
+        return True
+
     def _send_some(self) -> bool:
         """Send until everything is out (True) or the socket is full (False)."""
         pieces = self._pieces
         sock = self._sock
-        while self._index < len(pieces):
+        last = len(pieces) - 1
+        while self._index <= last:
             piece = pieces[self._index]
             try:
                 if isinstance(piece, bytes):
-                    sent = os.write(sock, memoryview(piece)[self._offset :])
+                    # MSG_MORE: the head joins the record data in the same segments
+                    flags = socket.MSG_MORE if self._index < last else 0
+                    sent = sock.send(memoryview(piece)[self._offset :], flags)
                     length = len(piece)
                 else:
                     fd, position, length = piece
-                    sent = os.sendfile(sock, fd, position + self._offset, length - self._offset)
+                    sent = os.sendfile(
+                        sock.fileno(), fd, position + self._offset, length - self._offset
+                    )
                     if sent == 0:
                         raise OSError(f"the segment file ended before {position + length}")
             except BlockingIOError:

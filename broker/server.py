@@ -39,6 +39,7 @@ from tidelog.broker.sendfile import (
     BLOCKING_READ_BYTES,
     FileAnswer,
     FileSender,
+    SendSocket,
     read_chunks,
     sender_for,
 )
@@ -154,6 +155,7 @@ class KafkaConnection(asyncio.Protocol):
         #: when it goes by sendfile.
         self._sending: asyncio.Future[None] | None = None
         self._sender: FileSender | None = None
+        self._send_socket: SendSocket | None = None
         self._admitted = False
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
         self._session: Any = None
@@ -266,6 +268,8 @@ class KafkaConnection(asyncio.Protocol):
             self._sender.cancel()
         if self._sending is not None:
             self._sending.cancel()
+        if self._send_socket is not None:
+            self._send_socket.close()  # after a worker thread's step, if one runs
         for item in self._pending:
             if isinstance(item, asyncio.Future):  # tasks and long-poll futures
                 item.cancel()
@@ -432,8 +436,10 @@ class KafkaConnection(asyncio.Protocol):
         sending: asyncio.Future[None]
         if socket_fd is not None:
             try:
+                if self._send_socket is None:
+                    self._send_socket = SendSocket(socket_fd)
                 sender = FileSender(
-                    asyncio.get_running_loop(), socket_fd, answer, self._run_blocking
+                    asyncio.get_running_loop(), self._send_socket, answer, self._run_blocking
                 )
             except OSError as exc:  # the segment file could not be opened
                 self.close(f"cannot send fetch data: {exc}")

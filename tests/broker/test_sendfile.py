@@ -7,24 +7,30 @@ connections with pipelined fetches, and by clients that vanish in the middle of 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvloop
 
 from tests.broker.test_wire_data_path import create, fetch_request, produce
 from tests.conftest import BrokerProcess
 from tests.kafka_wire import WireClient, encode_request, make_batch
+from tidelog.broker.sendfile import SENDFILE_MIN_BYTES, FileAnswer, FileSender, SendSocket
+from tidelog.storage.info import FileRegion
 
 BATCHES = 12
 RECORDS_PER_BATCH = 40
-VALUE_BYTES = 6_000  # ~240 KiB per batch: above both the sendfile and the worker thresholds
+VALUE_BYTES = 7_000  # ~280 KiB per batch: every answer with data is over SENDFILE_MIN_BYTES
 
 
 def _values(seed: int) -> list[list[bytes]]:
@@ -62,7 +68,7 @@ def test_raw_fetch_records_are_the_segment_file_bytes(
             part = c.request(fetch_request(topic, offset, max_bytes=1 << 20))
             p = part.responses[0].partitions[0]
             assert p.error_code == 0
-            assert len(p.records) >= 64 * 1024  # every answer here takes the sendfile path
+            assert len(p.records) >= SENDFILE_MIN_BYTES  # every answer here is sent by sendfile
             got += p.records
             # the last batch's last offset + 1: base offset + last offset delta + 1
             last_base = _last_batch_base(p.records)
@@ -224,3 +230,118 @@ def test_small_fetch_answers_keep_the_bytes_path(
         p = c.request(fetch_request(topic, 0)).responses[0].partitions[0]
     assert len(p.records) == len(batch)
     assert p.records == _segment_bytes(module_broker, topic)
+
+
+# ---------------------------------------------------------------------- FileSender alone
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    return a, b
+
+
+def _read_all(sock: socket.socket, n: int, out: list[bytes], delay_s: float = 0.0) -> None:
+    got = bytearray()
+    while len(got) < n:
+        chunk = sock.recv(min(65536, n - len(got)))
+        if not chunk:
+            break
+        got += chunk
+        if delay_s:
+            time.sleep(delay_s)
+    out.append(bytes(got))
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_file_sender_sends_head_regions_tail_through_a_full_socket(
+    tmp_path: Path, in_thread: bool
+) -> None:
+    """4 MiB through a socket pair read slowly: partial sends, waits for the socket to drain
+    (on the loop with add_writer, or in a worker thread), several regions, head and tail."""
+    data = random.Random(5).randbytes(4 << 20)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    regions = (FileRegion(str(path), 10, 3 << 20), FileRegion(str(path), (3 << 20) + 10, 5000))
+    answer = FileAnswer(b"HEAD", regions, b"TAIL")
+    expected = b"HEAD" + data[10 : (3 << 20) + 10 + 5000] + b"TAIL"
+    a, b = _pair()
+    out: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(b, len(expected), out, 0.0005))
+    reader.start()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        send_socket = SendSocket(a.fileno())
+
+        async def run_blocking(fn: Any) -> Any:
+            return await loop.run_in_executor(None, fn)
+
+        sender = FileSender(loop, send_socket, answer, run_blocking, in_thread=in_thread)
+        await asyncio.wait_for(sender.start(), 30)
+        assert sender._fds == []  # the segment duplicates are closed
+        send_socket.close()
+
+    uvloop.run(main())
+    reader.join(30)
+    a.close()
+    b.close()
+    assert len(out[0]) == len(expected)
+    assert out[0] == expected
+
+
+def test_file_sender_cancelled_mid_answer_closes_its_descriptors(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * (8 << 20))
+    answer = FileAnswer(b"HEAD", (FileRegion(str(path), 0, 8 << 20),), b"")
+    a, b = _pair()  # nobody reads b: the socket fills up
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        send_socket = SendSocket(a.fileno())
+
+        async def run_blocking(fn: Any) -> Any:
+            return await loop.run_in_executor(None, fn)
+
+        sender = FileSender(loop, send_socket, answer, run_blocking)
+        fds = list(sender._fds)
+        done = sender.start()
+        await asyncio.sleep(0.05)
+        assert not done.done()  # waiting for the socket to drain
+        sender.cancel()
+        send_socket.close()
+        assert done.cancelled()
+        return fds
+
+    fds = uvloop.run(main())
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    a.close()
+    b.close()
+
+
+def test_file_sender_reports_a_vanished_peer(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"y" * (4 << 20))
+    answer = FileAnswer(b"HEAD", (FileRegion(str(path), 0, 4 << 20),), b"")
+    a, b = _pair()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        send_socket = SendSocket(a.fileno())
+
+        async def run_blocking(fn: Any) -> Any:
+            return await loop.run_in_executor(None, fn)
+
+        sender = FileSender(loop, send_socket, answer, run_blocking)
+        done = sender.start()
+        await asyncio.sleep(0.02)
+        b.close()  # the client goes away with the answer half sent
+        with pytest.raises(OSError):
+            await asyncio.wait_for(done, 10)
+        assert sender._fds == []
+        send_socket.close()
+
+    uvloop.run(main())
+    a.close()
