@@ -267,7 +267,7 @@ class Router:
             if response is None or isinstance(response, Close):
                 error = EXCEPTION if response is not None else 0
                 return response
-            if type(response) is bytes or type(response) is list:
+            if type(response) is bytes or type(response) is list or type(response) is FileAnswer:
                 error = 0
                 return cast(Answer, response)  # framed by the handler itself
             error = int(getattr(response, "error_code", 0) or 0)

@@ -345,3 +345,24 @@ def test_file_sender_reports_a_vanished_peer(tmp_path: Path) -> None:
 
     uvloop.run(main())
     a.close()
+
+
+def test_large_fetch_through_the_handler_path_with_an_authorizer(broker_factory: Any) -> None:
+    """With an authorizer, Fetch goes through ``handle`` (not the at-once path): its large
+    answer is sent from the file too, not turned into an error."""
+    broker = broker_factory(
+        {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        }
+    )
+    topic = f"acl-sendfile-{uuid.uuid4().hex[:8]}"
+    values = _values(11)[:4]
+    with WireClient(broker.bootstrap) as c:
+        assert create(c, topic).error_code == 0
+        for batch in values:
+            assert produce(c, topic, make_batch(batch)).error_code == 0
+        p = c.request(fetch_request(topic, 0, max_bytes=4 << 20)).responses[0].partitions[0]
+    assert p.error_code == 0
+    assert len(p.records) >= SENDFILE_MIN_BYTES
+    assert p.records == _segment_bytes(broker, topic)
