@@ -50,6 +50,7 @@ __all__ = (
     "SendSocket",
     "read_chunks",
     "sender_for",
+    "write_read",
 )
 
 #: Fetch answers with at least this much record data (one partition) are sent from the files.
@@ -299,6 +300,23 @@ class FileSender:
                 os.close(fd)
             except OSError:
                 pass
+
+
+async def write_read(
+    transport: Any,
+    answer: FileAnswer,
+    run_blocking: Callable[[Callable[[], list[bytes]]], Awaitable[list[bytes]]],
+    encrypt: Callable[[bytes], bytes] | None,
+) -> None:
+    """The bytes way: read the regions (in a worker thread from ``BLOCKING_READ_BYTES`` on)
+    and write them through ``transport``, through ``encrypt`` first on TLS."""
+    if answer.size >= BLOCKING_READ_BYTES:
+        chunks = await run_blocking(lambda: read_chunks(answer))
+    else:
+        chunks = read_chunks(answer)
+    if transport.is_closing():
+        return
+    transport.writelines([encrypt(c) for c in chunks] if encrypt is not None else chunks)
 
 
 def sender_for(transport: Any, answer: FileAnswer) -> int | None:

@@ -35,14 +35,7 @@ from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.router import Router
 from tidelog.broker.security.tls import TlsLayer
-from tidelog.broker.sendfile import (
-    BLOCKING_READ_BYTES,
-    FileAnswer,
-    FileSender,
-    SendSocket,
-    read_chunks,
-    sender_for,
-)
+from tidelog.broker.sendfile import FileAnswer, FileSender, SendSocket, sender_for, write_read
 
 log = logging.getLogger("tidelog.server")
 
@@ -447,21 +440,12 @@ class KafkaConnection(asyncio.Protocol):
             self._sender = sender
             sending = sender.start()
         else:
-            sending = asyncio.ensure_future(self._write_read(transport, answer))
+            tls = self._tls
+            sending = asyncio.ensure_future(
+                write_read(transport, answer, self._run_blocking, tls.send if tls else None)
+            )
         self._sending = sending
         sending.add_done_callback(self._sent)
-
-    async def _write_read(self, transport: asyncio.Transport, answer: FileAnswer) -> None:
-        if answer.size >= BLOCKING_READ_BYTES:
-            chunks = await self._run_blocking(lambda: read_chunks(answer))
-        else:
-            chunks = read_chunks(answer)
-        if transport.is_closing():
-            return
-        if self._tls is not None:
-            transport.writelines([self._tls.send(c) for c in chunks])
-        else:
-            transport.writelines(chunks)
 
     async def _run_blocking(self, fn: Any) -> Any:
         broker = getattr(self._router, "broker", None)
