@@ -36,6 +36,7 @@ from tidelog.broker.handlers.base import (
 )
 from tidelog.broker.metrics import EXCEPTION, LONG_POLL_WAIT, metrics_of
 from tidelog.broker.security.principal import ANONYMOUS
+from tidelog.broker.sendfile import FileAnswer
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
 from tidelog.protocol.fast.fetch import parse_fetch_frame
@@ -212,7 +213,7 @@ class Router:
             )
             self._metrics.observe_request(spec.name, time.perf_counter() - started, EXCEPTION)
             return self.failed(ctx, lean[2])
-        if type(answer) is bytes or type(answer) is list:
+        if type(answer) is bytes or type(answer) is list or type(answer) is FileAnswer:
             # errors are per partition, as for every RawBody answer: not "failed"
             self._metrics.observe_request(spec.name, time.perf_counter() - started)
         return cast(Outcome | None, answer)
@@ -266,7 +267,7 @@ class Router:
             if response is None or isinstance(response, Close):
                 error = EXCEPTION if response is not None else 0
                 return response
-            if type(response) is bytes or type(response) is list:
+            if type(response) is bytes or type(response) is list or type(response) is FileAnswer:
                 error = 0
                 return cast(Answer, response)  # framed by the handler itself
             error = int(getattr(response, "error_code", 0) or 0)

@@ -40,6 +40,7 @@ from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.router import Router
 from tidelog.broker.security.tls import TlsLayer
+from tidelog.broker.sendfile import FileAnswer, FileSender, SendSocket, sender_for, write_read
 
 log = logging.getLogger("tidelog.server")
 
@@ -153,6 +154,11 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
+        #: A ``FileAnswer`` being sent (answers behind it wait): its future, and its sender
+        #: when it goes by sendfile.
+        self._sending: asyncio.Future[None] | None = None
+        self._sender: FileSender | None = None
+        self._send_socket: SendSocket | None = None
         self._admitted = False
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
         self._session: Any = None
@@ -261,6 +267,12 @@ class KafkaConnection(asyncio.Protocol):
         self._server.connections.discard(self)
         self._metrics.connection_closed()
         self._closing = True
+        if self._sender is not None:
+            self._sender.cancel()
+        if self._sending is not None:
+            self._sending.cancel()
+        if self._send_socket is not None:
+            self._send_socket.close()  # after a worker thread's step, if one runs
         for item in self._pending:
             if isinstance(item, asyncio.Future):  # tasks and long-poll futures
                 item.cancel()
@@ -384,8 +396,8 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ answers in order
 
     def _submit(self, outcome: Any) -> None:
-        if isinstance(outcome, bytes | list | Close) or outcome is None:
-            if not self._pending:
+        if isinstance(outcome, bytes | list | Close | FileAnswer) or outcome is None:
+            if not self._pending and self._sending is None:
                 self._write(outcome)
                 return
             self._pending.append(_Ready(outcome))
@@ -409,8 +421,8 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.append(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, _task: asyncio.Future[Answer]) -> None:
-        while self._pending:
+    def _task_done(self, _task: asyncio.Future[Any] | None) -> None:
+        while self._pending and self._sending is None:
             head = self._pending[0]
             if isinstance(head, _Ready):
                 answer = head.answer
@@ -438,6 +450,8 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = self._server.now()
         if isinstance(answer, Close):
             self.close(answer.reason)
+        elif isinstance(answer, FileAnswer):
+            self._send_file(transport, answer)
         elif self._tls is not None:
             chunks = [answer] if isinstance(answer, bytes) else answer
             self._metrics.bytes_out(sum(map(len, chunks)))
@@ -448,6 +462,60 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._metrics.bytes_out(sum(map(len, answer)))
             transport.writelines(answer)
+
+    def _send_file(self, transport: asyncio.Transport, answer: FileAnswer) -> None:
+        """Start sending ``answer`` (record data from the segment files); the answers behind
+        it wait until it is out (``_sent``). Plaintext with nothing queued in the transport:
+        sendfile; else the regions are read (in a worker thread when large) and written."""
+        self._metrics.bytes_out(len(answer))
+        socket_fd = None if self._tls is not None else sender_for(transport, answer)
+        sending: asyncio.Future[None]
+        if socket_fd is not None:
+            try:
+                if self._send_socket is None:
+                    self._send_socket = SendSocket(socket_fd)
+                sender = FileSender(
+                    asyncio.get_running_loop(), self._send_socket, answer, self._run_blocking
+                )
+            except OSError as exc:  # the segment file could not be opened
+                self.close(f"cannot send fetch data: {exc}")
+                return
+            self._sender = sender
+            sending = sender.start()
+        else:
+            tls = self._tls
+            sending = asyncio.ensure_future(
+                write_read(transport, answer, self._run_blocking, tls.send if tls else None)
+            )
+        self._sending = sending
+        sending.add_done_callback(self._sent)
+
+    async def _run_blocking(self, fn: Any) -> Any:
+        broker = getattr(self._router, "broker", None)
+        if broker is not None and hasattr(broker, "run_blocking"):
+            return await broker.run_blocking(fn)
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+    def _sent(self, sending: asyncio.Future[None]) -> None:
+        if sending is not self._sending:
+            return
+        self._sending = None
+        self._sender = None
+        if sending.cancelled():  # the connection went
+            return
+        exc = sending.exception()
+        if exc is not None:
+            # Mostly the client going away mid-answer (EPIPE, ECONNRESET): close quietly.
+            log.info(
+                "sending a fetch answer to %s:%d failed: %s; closing the connection",
+                self.peer_host,
+                self.peer_port,
+                exc,
+            )
+            self.close()
+            return
+        self.last_active = self._server.now()
+        self._task_done(None)  # the answers queued behind it
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -477,10 +545,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def idle_for(self, now: float) -> float:
         """Seconds since the last byte in or answer out; 0 while an answer is owed."""
-        return 0.0 if self._pending else now - self.last_active
+        return 0.0 if self._pending or self._sending is not None else now - self.last_active
 
     def _after_drain_close(self) -> None:
-        if self._closing and not self._pending:
+        if self._closing and not self._pending and self._sending is None:
             self._set_drained()
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
@@ -490,6 +558,7 @@ class KafkaConnection(asyncio.Protocol):
             self._drained is not None
             and not self._drained.done()
             and not self._pending
+            and self._sending is None
             and not self._write_paused
         ):
             self._drained.set_result(None)
@@ -498,7 +567,7 @@ class KafkaConnection(asyncio.Protocol):
         """Stop reading, answer what is in flight (up to ``timeout`` s), then close."""
         self._closing = True
         self._update_reading()
-        if self._pending or self._write_paused:
+        if self._pending or self._write_paused or self._sending is not None:
             self._drained = asyncio.get_running_loop().create_future()
             self._set_drained()
             try:

@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from tidelog.broker.sendfile import FileAnswer
+
 if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
     from tidelog.broker.dynamic_configs import DynamicConfigs
@@ -75,7 +77,8 @@ class RawBody:
 
 
 #: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
-Answer = bytes | list[bytes | memoryview] | Close | None
+#: ``FileAnswer``: record data the connection sends from the segment files (broker.sendfile).
+Answer = bytes | list[bytes | memoryview] | FileAnswer | Close | None
 Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
 
 

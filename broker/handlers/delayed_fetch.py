@@ -34,6 +34,7 @@ from tidelog.broker.handlers.fetch_plan import (
     count_bytes_out,
     scan,
 )
+from tidelog.broker.sendfile import FileAnswer
 from tidelog.protocol.fast.answers import FetchPartitionAnswer, encode_fetch_body
 
 __all__ = ["answer_at_once", "fetch"]
@@ -42,7 +43,7 @@ API_KEY = 1
 log = logging.getLogger("tidelog.fetch")
 
 #: The framed answer, or a future of it.
-FetchAnswer = bytes | list[bytes | memoryview] | asyncio.Future[Any]
+FetchAnswer = bytes | list[bytes | memoryview] | FileAnswer | asyncio.Future[Any]
 
 
 def answer_at_once(
@@ -129,9 +130,9 @@ def build_answer(
     wanted: list[Wanted],
     *,
     blocking_ok: bool,
-) -> bytes | list[bytes | memoryview] | None:
+) -> bytes | list[bytes | memoryview] | FileAnswer | None:
     """The framed answer of ``wanted`` as scanned; None when a read belongs in a worker thread
-    and ``blocking_ok`` is false."""
+    and ``blocking_ok`` is false (one partition with much data: a ``FileAnswer``)."""
     if len(wanted) == 1:  # what consumers of one partition send: no grouping, one encode
         return answer_one(version, correlation_id, wanted[0], blocking_ok=blocking_ok)
     payloads: list[bytes] = []
@@ -225,7 +226,7 @@ class _DelayedFetch:
         self._arm()
         return self.answer
 
-    def build(self, *, blocking_ok: bool) -> bytes | list[bytes | memoryview] | None:
+    def build(self, *, blocking_ok: bool) -> bytes | list[bytes | memoryview] | FileAnswer | None:
         return build_answer(
             self.broker, self.version, self.correlation_id, self.wanted, blocking_ok=blocking_ok
         )

@@ -15,17 +15,23 @@ from typing import Any
 from kio.static.constants import uuid_zero
 
 from tidelog.broker.handlers.base import BrokerView
+from tidelog.broker.sendfile import BLOCKING_READ_BYTES, SENDFILE_MIN_BYTES, FileAnswer
 from tidelog.broker.topics import Topics
 from tidelog.protocol.errors import ErrorCode, error_code_for
-from tidelog.protocol.fast.answers import encode_fetch_one, frame_answer, frame_chunks
+from tidelog.protocol.fast.answers import (
+    encode_fetch_one,
+    frame_answer,
+    frame_chunks,
+    frame_head,
+)
 from tidelog.storage import ReadInfo
 from tidelog.storage.errors import StorageError
 from tidelog.storage.lazy_crc import CheckDeferred
 
-#: Reads at least this large go to a worker thread instead of pread on the event loop; so does
-#: a scan that would CRC-check more than this many bytes no one checked since start-up (old
-#: segments on first read: ``storage.lazy_crc``).
-BLOCKING_READ_BYTES = 256 * 1024
+# BLOCKING_READ_BYTES (broker/sendfile.py): reads at least this large go to a worker thread
+# instead of pread on the event loop; so does a scan that would CRC-check more than this many
+# bytes no one checked since start-up (old segments on first read: ``storage.lazy_crc``).
+__all__ = ("BLOCKING_READ_BYTES", "Wanted", "answer_one", "answer_now", "scan")
 
 
 @dataclass(slots=True)
@@ -157,31 +163,41 @@ def count_bytes_out(metrics: Any, wanted: list[Wanted]) -> None:
 
 def answer_one(
     version: int, correlation_id: int, w: Wanted, *, blocking_ok: bool
-) -> bytes | list[bytes | memoryview] | None:
+) -> bytes | list[bytes | memoryview] | FileAnswer | None:
     """The framed answer for ``w`` as scanned; None when its read belongs in a worker thread
-    and ``blocking_ok`` is false."""
+    and ``blocking_ok`` is false. Record data of ``SENDFILE_MIN_BYTES`` or more is not read:
+    the answer names the file regions (``FileAnswer``) and the connection sends them."""
     info = w.read
-    if info is None or info.size_in_bytes == 0:
+    size = 0 if info is None else info.size_in_bytes
+    flexible_header = version >= 12
+    if info is not None and size >= SENDFILE_MIN_BYTES:
+        head, tail = _encode_one(version, w, size)
+        first = frame_head(correlation_id, flexible_header, head, size + len(tail))
+        return FileAnswer(first, info.regions, tail)
+    if info is None or size == 0:
         records = b""
-    elif info.size_in_bytes >= BLOCKING_READ_BYTES and not blocking_ok:
+    elif size >= BLOCKING_READ_BYTES and not blocking_ok:
         return None
     else:
         records = info.read_bytes()
-    head, tail = encode_fetch_one(
+    head, tail = _encode_one(version, w, len(records))
+    if not records:
+        return frame_answer(correlation_id, flexible_header, head + tail)
+    return frame_chunks(correlation_id, flexible_header, head, records, tail)
+
+
+def _encode_one(version: int, w: Wanted, records_size: int) -> tuple[bytes, bytes]:
+    return encode_fetch_one(
         version,
         w.topic_id if version >= 13 else (w.topic or ""),
         w.partition,
         int(w.error),
         w.high_watermark,
         w.log_start_offset,
-        len(records),
+        records_size,
         w.last_stable_offset if w.last_stable_offset >= 0 else None,
         w.aborted,
     )
-    flexible_header = version >= 12
-    if not records:
-        return frame_answer(correlation_id, flexible_header, head + tail)
-    return frame_chunks(correlation_id, flexible_header, head, records, tail)
 
 
 def answer_max_bytes(broker: BrokerView, request: Any) -> int:

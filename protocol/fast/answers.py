@@ -27,6 +27,7 @@ __all__ = (
     "encode_produce_one",
     "frame_answer",
     "frame_chunks",
+    "frame_head",
 )
 
 _I16 = struct.Struct(">h")
@@ -249,9 +250,15 @@ def frame_chunks(
     correlation_id: int, flexible_header: bool, head: bytes, data: bytes | memoryview, tail: bytes
 ) -> list[bytes | memoryview]:
     """``frame_answer`` for a body of ``head + data + tail`` without copying ``data``."""
-    size = len(head) + len(data) + len(tail) + (5 if flexible_header else 4)
-    first = _ANSWER_HEAD.pack(size, correlation_id) + (b"\x00" if flexible_header else b"") + head
+    first = frame_head(correlation_id, flexible_header, head, len(data) + len(tail))
     return [first, data, tail] if tail else [first, data]
+
+
+def frame_head(correlation_id: int, flexible_header: bool, head: bytes, rest_size: int) -> bytes:
+    """Size prefix + response header + ``head`` of an answer whose body goes on with
+    ``rest_size`` more bytes (written separately: record data sent from a file, the tail)."""
+    size = len(head) + rest_size + (5 if flexible_header else 4)
+    return _ANSWER_HEAD.pack(size, correlation_id) + (b"\x00" if flexible_header else b"") + head
 
 
 @functools.lru_cache(maxsize=4096)

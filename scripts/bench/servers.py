@@ -66,6 +66,20 @@ def _proc_status_kb(pid: int, key: str) -> int:
     return 0
 
 
+def _all_stats() -> dict[int, list[str]]:
+    """pid -> the fields of /proc/<pid>/stat after the command name (state, ppid, ...)."""
+    out: dict[int, list[str]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                out[int(entry.name)] = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+    return out
+
+
 @dataclass
 class Server:
     """One broker process. ``start`` / ``stop``; ``bootstrap`` is ``127.0.0.1:port``."""
@@ -148,15 +162,25 @@ class Server:
         return _proc_status_kb(self.pid, "VmRSS") if self.proc else 0
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the server process has used so far."""
+        """User + system CPU time the server has used so far: its process and every
+        descendant still running (a peer's launcher may run the broker in a child process),
+        plus what its waited-for children used (cutime + cstime)."""
         if self.proc is None:
             return 0.0
-        try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        stats = _all_stats()
+        children: dict[int, list[int]] = {}
+        for pid, fields in stats.items():
+            children.setdefault(int(fields[1]), []).append(pid)
+        total = 0
+        todo = [self.pid]
+        while todo:
+            pid = todo.pop()
+            fields = stats.get(pid)
+            if fields is None:
+                continue
+            total += sum(int(fields[i]) for i in (11, 12, 13, 14))
+            todo.extend(children.get(pid, ()))
+        return total / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_kb(self) -> int:
         """The kernel's high-water mark of the resident set (kB) since the process started."""

@@ -15,7 +15,19 @@ every run, the machine, the date and the settings. Workloads:
   consume-kcat    kcat -C -e from the beginning: msgs/s
   consume-ck      confluent-kafka consumer (assign, no group) from the beginning: msgs/s
   sync-latency    one 100 B produce in flight (raw v7 requests), acks=1: p50/p99/p99.9
-  e2e-latency     produce -> consume at a steady 10,000 msg/s (linger.ms=0): p50/p99/p99.9
+  sync-produce    confluent-kafka produce() + flush(), one 100 B record in flight, acks=all,
+                  10,000 records on a topic with the broker's defaults (tidelog: durable acks,
+                  the answer waits for the group-commit fsync): p50/p90/p99/p99.9/max and a
+                  histogram
+  sync-produce-plain
+                  the same on a topic with flush.messages=9223372036854775807 (page-cache
+                  acks, what the peers do); tidelog only
+  e2e-latency     produce -> consume at a steady 10,000 msg/s (linger.ms=0): p50/p99/p99.9;
+                  5 runs by default; min, median and max of every figure over the runs and
+                  how many runs failed (a failed run is never left out silently); a topic
+                  with the broker's defaults (tidelog: consumers see records once fsynced)
+  e2e-latency-plain
+                  the same on a topic with flush.messages=9223372036854775807; tidelog only
   produce-fsync   produce-kcat with acks=all on a topic with flush.messages=1 (fsync before
                   the ack); ratio to produce-kcat
   durable-100     durable vs plain produce, kcat -P -l, acks=all, 100 B: the default
@@ -38,9 +50,12 @@ every run, the machine, the date and the settings. Workloads:
                   while producing, time until `tidelog serve` serves again (ApiVersions,
                   Metadata, ListOffsets, a fetch of the last offset); target <= 2 s
 The broker's resident set is sampled every 50 ms during each workload, and its peak (VmHWM)
-is reported at the end.
+is reported at the end. The broker's CPU time (utime + stime from /proc/<pid>/stat) is read
+around each client run: ``broker_cpu_s`` per run, and for the 100 B produce and consume
+workloads CPU seconds per million records (``cpu_s_per_m_records``), next to the peers'.
 
 Every server listens on 127.0.0.1 only; every load loop is bounded by a count and a time.
+The printed report (table of medians, targets, latency spreads) is built by ``report.py``.
 """
 
 from __future__ import annotations
@@ -56,6 +71,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +83,13 @@ import recovery
 import servers
 import startup
 import workloads as wl
+from report import (
+    LATENCY_WORKLOADS,
+    OWN_RUN,
+    SPREAD_KEYS,
+    evaluate_targets,
+    render,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +101,10 @@ WORKLOADS = (
     "consume-kcat",
     "consume-ck",
     "sync-latency",
+    "sync-produce",
+    "sync-produce-plain",
     "e2e-latency",
+    "e2e-latency-plain",
     "produce-fsync",
     "durable-100",
     "durable-1k",
@@ -87,8 +113,11 @@ WORKLOADS = (
     "loop-stall",
     "recovery",
 )
-#: Workloads that do not run against each broker of the suite.
-OWN_RUN = ("hardware", "startup", "partitions", "loop-stall", "recovery")
+#: Runs per workload when --runs is not given (every other workload: DEFAULT_RUNS).
+DEFAULT_RUNS = 3
+RUNS_BY_WORKLOAD = {"e2e-latency": 5, "e2e-latency-plain": 5}
+#: Workloads whose broker CPU is also given per million 100 B records.
+PER_RECORD_CPU = ("produce-kcat", "produce-ck-100", "consume-kcat", "consume-ck")
 
 
 @dataclass(frozen=True)
@@ -98,6 +127,7 @@ class Counts:
     produce_ck_100: int
     consume: int
     sync_latency: int
+    sync_produce: int
     e2e_rate: int
     e2e_seconds: float
     e2e_warmup_s: float
@@ -105,20 +135,10 @@ class Counts:
     loopback_mib: int
 
 
-FULL = Counts(2_000_000, 500_000, 1_000_000, 2_000_000, 20_000, 10_000, 10.0, 1.0, 1024, 2048)
-QUICK = Counts(20_000, 10_000, 20_000, 20_000, 500, 2_000, 1.0, 0.2, 64, 128)
-
-TARGETS = {
-    "produce-kcat": ">= 1,000,000 msg/s, ahead of every peer",
-    "produce-ck": ">= 250,000 msg/s",
-    "consume-kcat": ">= 1,000,000 msg/s",
-    "sync-latency": "p99 <= 0.3 ms",
-    "e2e-latency": "p99 <= 3 ms",
-    "produce-fsync": ">= 50% of produce-kcat",
-    "durable-100": ">= 80% of the plain rate",
-    "durable-1k": ">= 80% of the plain rate",
-    "rss": "<= 150 MB",
-}
+FULL = Counts(
+    2_000_000, 500_000, 1_000_000, 2_000_000, 20_000, 10_000, 10_000, 10.0, 1.0, 1024, 2048
+)
+QUICK = Counts(20_000, 10_000, 20_000, 20_000, 500, 500, 2_000, 1.0, 0.2, 64, 128)
 
 
 def log(msg: str) -> None:
@@ -207,6 +227,18 @@ class Context:
         return self._prepared[key]
 
 
+def _per_record_cpu(
+    server: servers.Server, count: int, run: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """``run()`` with the broker's CPU seconds around it, also per million records."""
+    before = server.cpu_seconds()
+    figures = run()
+    spent = server.cpu_seconds() - before
+    figures["client_run_broker_cpu_s"] = round(spent, 3)
+    figures["cpu_s_per_m_records"] = spent * 1e6 / count
+    return figures
+
+
 def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, Any]:
     c = ctx.counts
     b = server.bootstrap
@@ -214,7 +246,12 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
         if not server.kcat_ok:
             raise Unsupported("kcat cannot talk to this broker")
         topic = ctx.topic(server, name)
-        return wl.kcat_produce(b, topic, ctx.message_file(c.produce_kcat), c.produce_kcat, 100)
+        path = ctx.message_file(c.produce_kcat)
+        return _per_record_cpu(
+            server,
+            c.produce_kcat,
+            lambda: wl.kcat_produce(b, topic, path, c.produce_kcat, 100),
+        )
     if name == "produce-fsync":
         if not server.kcat_ok:
             raise Unsupported("kcat cannot talk to this broker")
@@ -253,20 +290,37 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
         return wl.ck_produce(b, topic, c.produce_ck, 1024, acks="all", linger_ms=5)
     if name == "produce-ck-100":
         topic = ctx.topic(server, name)
-        return wl.ck_produce(b, topic, c.produce_ck_100, 100, acks="1", linger_ms=5)
+        return _per_record_cpu(
+            server,
+            c.produce_ck_100,
+            lambda: wl.ck_produce(b, topic, c.produce_ck_100, 100, acks="1", linger_ms=5),
+        )
     if name == "consume-kcat":
         if not server.kcat_ok:
             raise Unsupported("kcat cannot talk to this broker")
         topic, count = ctx.filled_topic(server, c.consume)
-        return wl.kcat_consume(b, topic, count)
+        return _per_record_cpu(server, count, lambda: wl.kcat_consume(b, topic, count))
     if name == "consume-ck":
         topic, count = ctx.filled_topic(server, c.consume)
-        return wl.ck_consume(b, topic, count)
+        return _per_record_cpu(server, count, lambda: wl.ck_consume(b, topic, count))
     if name == "sync-latency":
         topic = ctx.topic(server, name)
         return wl.sync_latency(b, topic, c.sync_latency)
+    if name == "sync-produce":
+        topic = ctx.topic(server, name)
+        return wl.ck_sync_produce(b, topic, c.sync_produce)
+    if name == "sync-produce-plain":
+        if not server.fsync_config:
+            raise Unsupported("acknowledges from memory already (see sync-produce)")
+        topic = ctx.topic(server, name, {"flush.messages": str(PLAIN_FLUSH_MESSAGES)})
+        return wl.ck_sync_produce(b, topic, c.sync_produce)
     if name == "e2e-latency":
         topic = ctx.topic(server, name)
+        return wl.e2e_latency(b, topic, c.e2e_rate, c.e2e_seconds, warmup_s=c.e2e_warmup_s)
+    if name == "e2e-latency-plain":
+        if not server.fsync_config:
+            raise Unsupported("acknowledges from memory already (see e2e-latency)")
+        topic = ctx.topic(server, name, {"flush.messages": str(PLAIN_FLUSH_MESSAGES)})
         return wl.e2e_latency(b, topic, c.e2e_rate, c.e2e_seconds, warmup_s=c.e2e_warmup_s)
     raise ValueError(name)
 
@@ -277,6 +331,38 @@ PLAIN_FLUSH_MESSAGES = 2**63 - 1
 
 class Unsupported(Exception):
     """The workload cannot run against this broker (shown as n/a, not as a failure)."""
+
+
+def runs_for(args: argparse.Namespace, workload: str) -> int:
+    """--runs when given, else the workload's default (1 with --quick)."""
+    if args.runs is not None:
+        return int(args.runs)
+    if args.quick:
+        return 1
+    return RUNS_BY_WORKLOAD.get(workload, DEFAULT_RUNS)
+
+
+def spread_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """min / median / max of each latency figure over the runs that finished, how many runs
+    failed, and the runs' histograms added up."""
+    ok = [r for r in runs if "error" not in r and "unsupported" not in r]
+    out: dict[str, Any] = {"runs": len(runs), "failed": len(runs) - len(ok)}
+    for key in SPREAD_KEYS:
+        values = sorted(float(r[key]) for r in ok if key in r)
+        if values:
+            out[key] = {
+                "min": values[0],
+                "median": statistics.median(values),
+                "max": values[-1],
+                "runs": values,
+            }
+    merged: dict[float, int] = {}
+    for r in ok:
+        for bound, n in r.get("histogram_ms", ()):
+            merged[float(bound)] = merged.get(float(bound), 0) + int(n)
+    if merged:
+        out["histogram_ms"] = sorted(merged.items())
+    return out
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -314,7 +400,7 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
             sampler.label = workload
             wl.ABORT.clear()
             runs: list[dict[str, Any]] = []
-            for i in range(ctx.args.runs):
+            for i in range(runs_for(ctx.args, workload)):
                 if not server.alive():
                     runs.append({"error": "the broker died"})
                     break
@@ -346,6 +432,8 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
                 if "error" in figures and name != "tidelog":
                     break  # a peer that failed once fails again: do not spend minutes on it
             entry: dict[str, Any] = {"runs": runs, "median": median_of(runs)}
+            if workload in LATENCY_WORKLOADS:
+                entry["spread"] = spread_of(runs)
             if runs and "unsupported" in runs[0]:
                 entry = {"unsupported": runs[0]["unsupported"]}
             entry["peak_rss_mb"] = sampler.peaks.get(workload, 0) / 1024
@@ -382,7 +470,7 @@ def _short(figures: dict[str, Any]) -> str:
 
 def run_hardware(ctx: Context) -> dict[str, Any]:
     runs = []
-    for _ in range(ctx.args.runs):
+    for _ in range(runs_for(ctx.args, "hardware")):
         disk = hardware.disk_append(ctx.workdir, ctx.counts.disk_mib)
         net = hardware.loopback_tcp(ctx.counts.loopback_mib)
         runs.append(
@@ -390,196 +478,6 @@ def run_hardware(ctx: Context) -> dict[str, Any]:
         )
         log(f"hardware: disk {disk['mb_per_s']:.0f} MB/s, loopback {net['mb_per_s']:.0f} MB/s")
     return {"runs": runs, "median": median_of(runs)}
-
-
-# --------------------------------------------------------------------------- report
-
-
-def _fmt(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit == "ms":
-        return f"{value:.3f} ms"
-    if unit == "MB":
-        return f"{value:,.0f} MB"
-    if unit == "MB/s":
-        return f"{value:,.0f} MB/s"
-    if unit == "s":
-        return f"{value:.2f} s"
-    if unit == "%":
-        return f"{value * 100:.0f}%"
-    return f"{value:,.0f}"
-
-
-Row = tuple[str, str, str, str]  # label, workload, key, unit
-
-
-ROWS: list[Row] = [
-    ("produce 100 B kcat, msgs/s", "produce-kcat", "msgs_per_s", ""),
-    ("produce 100 B kcat, MB/s", "produce-kcat", "mb_per_s", "MB/s"),
-    ("produce 1 KiB ck acks=all, msgs/s", "produce-ck", "msgs_per_s", ""),
-    ("produce 100 B ck acks=1, msgs/s", "produce-ck-100", "msgs_per_s", ""),
-    ("consume kcat, msgs/s", "consume-kcat", "msgs_per_s", ""),
-    ("consume ck, msgs/s", "consume-ck", "msgs_per_s", ""),
-    ("sync produce p50", "sync-latency", "p50_ms", "ms"),
-    ("sync produce p99", "sync-latency", "p99_ms", "ms"),
-    ("e2e 10k msg/s p50", "e2e-latency", "p50_ms", "ms"),
-    ("e2e 10k msg/s p99", "e2e-latency", "p99_ms", "ms"),
-    ("e2e 10k msg/s p99.9", "e2e-latency", "p999_ms", "ms"),
-    ("produce fsync (acks=all), msgs/s", "produce-fsync", "msgs_per_s", ""),
-    ("plain 100 B kcat acks=all, msgs/s", "durable-100", "plain_msgs_per_s", ""),
-    ("durable 100 B kcat acks=all, msgs/s", "durable-100", "msgs_per_s", ""),
-    ("durable / plain, 100 B", "durable-100", "ratio", "%"),
-    ("plain 1 KiB kcat acks=all, msgs/s", "durable-1k", "plain_msgs_per_s", ""),
-    ("durable 1 KiB kcat acks=all, msgs/s", "durable-1k", "msgs_per_s", ""),
-    ("durable / plain, 1 KiB", "durable-1k", "ratio", "%"),
-    ("broker CPU s, produce-kcat run", "produce-kcat", "broker_cpu_s", "s"),
-    ("broker CPU s, sync-latency run", "sync-latency", "broker_cpu_s", "s"),
-    ("broker CPU s, e2e-latency run", "e2e-latency", "broker_cpu_s", "s"),
-]
-
-
-def _cell(server: dict[str, Any], workload: str, key: str, unit: str) -> str:
-    if "error" in server and not server.get("workloads"):
-        return "no start"
-    entry = server.get("workloads", {}).get(workload)
-    if entry is None:
-        return "-"
-    if "unsupported" in entry:
-        return "n/a"
-    value = entry["median"].get(key)
-    if value is None:
-        return "error"
-    mark = " *" if entry["median"].get("acked_not_in_log") else ""
-    return _fmt(value, unit) + mark
-
-
-def evaluate_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    tl = results["servers"].get("tidelog", {})
-    w = tl.get("workloads", {})
-
-    def med(workload: str, key: str) -> float | None:
-        value = w.get(workload, {}).get("median", {}).get(key)
-        return float(value) if value is not None else None
-
-    out: dict[str, dict[str, Any]] = {}
-    produce = med("produce-kcat", "msgs_per_s")
-    if produce is not None:
-        peers = {
-            n: s.get("workloads", {}).get("produce-kcat", {}).get("median", {}).get("msgs_per_s")
-            for n, s in results["servers"].items()
-            if n != "tidelog"
-        }
-        measured = {n: v for n, v in peers.items() if v is not None}
-        ahead = all(produce > v for v in measured.values())
-        out["produce-kcat"] = {
-            "value": produce,
-            "met": produce >= 1_000_000 and ahead,
-            "peers": measured,
-        }
-    limits: tuple[tuple[str, str, float, float], ...] = (  # workload, key, at least, at most
-        ("produce-ck", "msgs_per_s", 250_000, float("inf")),
-        ("consume-kcat", "msgs_per_s", 1_000_000, float("inf")),
-        ("sync-latency", "p99_ms", 0.0, 0.3),
-        ("e2e-latency", "p99_ms", 0.0, 3.0),
-    )
-    for workload, key, low, high in limits:
-        value = med(workload, key)
-        if value is not None:
-            out[workload] = {"value": value, "met": low <= value <= high}
-    fsync = med("produce-fsync", "msgs_per_s")
-    if fsync is not None and produce:
-        out["produce-fsync"] = {"value": fsync / produce, "met": fsync / produce >= 0.5}
-    for workload in ("durable-100", "durable-1k"):
-        ratio = med(workload, "ratio")
-        if ratio is not None:
-            out[workload] = {"value": ratio, "met": ratio >= 0.8}
-    rss = tl.get("peak_rss_mb")
-    if rss:
-        out["rss"] = {"value": rss, "met": rss <= 150}
-    return out
-
-
-def render(results: dict[str, Any]) -> str:
-    names = list(results["servers"])
-    hw = results.get("hardware", {}).get("median", {})
-    disk = hw.get("disk_append_mb_per_s")
-    net = hw.get("loopback_mb_per_s")
-    header = ["metric (median)", *names]
-    lines: list[list[str]] = []
-    for label, workload, key, unit in ROWS:
-        if workload not in results["workloads"]:
-            continue
-        lines.append([label, *(_cell(results["servers"][n], workload, key, unit) for n in names)])
-    if any(w not in OWN_RUN for w in results["workloads"]):
-        lines.append(
-            [
-                "broker peak RSS (VmHWM)",
-                *(
-                    _fmt(results["servers"][n].get("peak_rss_mb"), "MB")
-                    if results["servers"][n].get("peak_rss_mb")
-                    else "-"
-                    for n in names
-                ),
-            ]
-        )
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-    out = []
-    for row in [header, *lines]:
-        out.append(
-            "  ".join(
-                c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)
-            )
-        )
-    out.insert(1, "-" * len(out[0]))
-    text = "\n".join(out) if lines else ""
-    if hw:
-        text += f"\n\nmachine: disk append {_fmt(disk, 'MB/s')}, loopback TCP {_fmt(net, 'MB/s')}"
-        tl = results["servers"].get("tidelog", {}).get("workloads", {})
-        produce_mb = tl.get("produce-kcat", {}).get("median", {}).get("mb_per_s")
-        if produce_mb and disk:
-            text += f"; tidelog produce-kcat = {produce_mb / disk:.0%} of disk append"
-        consume = tl.get("consume-kcat", {}).get("median", {}).get("msgs_per_s")
-        if consume and net:
-            # on the wire a 100 B message costs ~ 100 B value + ~8 B record overhead
-            text += f", consume-kcat payload = {consume * 100 / 1e6 / net:.0%} of loopback TCP"
-    targets = results.get("targets", {})
-    if targets:
-        text += "\n\ntidelog targets:"
-        for key, t in targets.items():
-            value = t["value"]
-            shown = (
-                f"{value:.0%}"
-                if key in ("produce-fsync", "durable-100", "durable-1k")
-                else f"{value:.3f} ms"
-                if key.endswith("latency")
-                else f"{value:,.0f} MB"
-                if key == "rss"
-                else f"{value:,.0f} msg/s"
-            )
-            verdict = "met    " if t["met"] else "NOT met"
-            if key == "produce-kcat" and not t.get("peers"):
-                shown += " (no peer measured)"
-            text += f"\n  {verdict}  {key:14} {shown:>16}  (target {TARGETS[key]})"
-    if results.get("startup"):
-        text = (text + "\n\n" if text else "") + startup.render(results["startup"])
-    if results.get("partitions"):
-        text = (text + "\n\n" if text else "") + partitions.render(results["partitions"])
-
-    for run in results.get("loop-stall", []):
-        text = (text + "\n\n" if text else "") + loop_stall.render(run)
-    if results.get("recovery"):
-        text = (text + "\n\n" if text else "") + recovery.render(results["recovery"])
-    notes = [f"{n}: {s['note']}" for n, s in results["servers"].items() if s.get("note")]
-    if any(
-        e.get("median", {}).get("acked_not_in_log")
-        for s in results["servers"].values()
-        for e in s.get("workloads", {}).values()
-    ):
-        notes.append("*: the broker acknowledged every message but its log holds fewer (JSON)")
-    if notes:
-        text += "\n\nnotes:\n  " + "\n  ".join(notes)
-    return text
 
 
 # --------------------------------------------------------------------------- main
@@ -594,7 +492,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small counts and 1 run (CI smoke)")
     p.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     p.add_argument(
-        "--runs", type=int, default=None, help="runs per workload (default 3; 1 with --quick)"
+        "--runs",
+        type=int,
+        default=None,
+        help="runs per workload (default 3, e2e-latency 5; 1 with --quick)",
     )
     p.add_argument(
         "--brokers",
@@ -619,9 +520,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run tidelog's code from this checkout (PYTHONPATH) - for experiments",
     )
     args = p.parse_args(argv)
-    if args.runs is None:
-        args.runs = 1 if args.quick else 3
-    if args.runs < 1:
+    if args.runs is not None and args.runs < 1:
         p.error("--runs must be >= 1")
     selected = [w.strip() for w in args.only.split(",") if w.strip()] or list(WORKLOADS)
     unknown = [w for w in selected if w not in WORKLOADS]
@@ -668,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "quick": args.quick,
             "runs": args.runs,
+            "runs_by_workload": {w: runs_for(args, w) for w in args.selected},
             "counts": counts.__dict__,
             "kcat_produce": {"acks": "1", **wl.KCAT_PRODUCE_SETTINGS},
             "produce_ck": {"size": 1024, "acks": "all", "linger.ms": 5},
@@ -684,6 +584,14 @@ def main(argv: list[str] | None = None) -> int:
                 **wl.KCAT_PRODUCE_SETTINGS,
             },
             "sync_latency": {"request": "Produce v7", "acks": 1, "size": 100, "warmup": 1000},
+            "sync_produce": {
+                "client": "confluent-kafka produce() + flush() per record",
+                "acks": "all",
+                "linger.ms": 0,
+                "size": 100,
+                "warmup": 1000,
+                "plain_topic": {"flush.messages": str(PLAIN_FLUSH_MESSAGES)},
+            },
             "e2e": {
                 "producer": {"acks": "1", "linger.ms": 0},
                 "consumer": {"fetch.wait.max.ms": 100},
@@ -699,20 +607,21 @@ def main(argv: list[str] | None = None) -> int:
             results["hardware"] = run_hardware(ctx)
         if "startup" in args.selected:
             log("startup: tidelog serve and the embedded broker, 10+ runs each")
-            results["startup"] = startup.measure(sys.executable, max(10, args.runs))
+            results["startup"] = startup.measure(sys.executable, max(10, args.runs or 0))
         if "partitions" in args.selected:
             topics, per_topic = (2, 500) if args.quick else (20, 1000)
             log(f"partitions: {topics} topics x {per_topic} partitions on one tidelog serve")
             results["partitions"] = partitions.measure(sys.executable, topics, per_topic)
-
         if "loop-stall" in args.selected:
+            runs = args.runs or DEFAULT_RUNS
             seconds = 3.0 if args.quick else 10.0
-            log(f"loop-stall: {args.runs} run(s) of {seconds:.0f} s")
-            results["loop-stall"] = [loop_stall.measure(seconds) for _ in range(args.runs)]
+            log(f"loop-stall: {runs} run(s) of {seconds:.0f} s")
+            results["loop-stall"] = [loop_stall.measure(seconds) for _ in range(runs)]
         if "recovery" in args.selected:
+            runs = args.runs or DEFAULT_RUNS
             gb = 0.3 if args.quick else 5.0
-            log(f"recovery: a {gb} GB partition, {args.runs} run(s) (needs {gb:.1f} GB of disk)")
-            results["recovery"] = recovery.measure(gb, args.runs, args.dir)
+            log(f"recovery: a {gb} GB partition, {runs} run(s) (needs {gb:.1f} GB of disk)")
+            results["recovery"] = recovery.measure(gb, runs, args.dir)
         if any(w not in OWN_RUN for w in args.selected):
             for name in args.broker_list:
                 results["servers"][name] = run_server(ctx, name, args.selected)

@@ -29,7 +29,9 @@ __all__ = (
     "create_topic",
     "ck_consume",
     "ck_produce",
+    "ck_sync_produce",
     "e2e_latency",
+    "histogram",
     "end_offset",
     "kcat_consume",
     "kcat_produce",
@@ -48,6 +50,50 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
         return float("nan")
     rank = max(int(-(-p * len(sorted_values) // 100)), 1)  # ceil(p/100 * n)
     return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+#: Histogram bucket upper bounds (ms) of the latency distributions the bench prints.
+HISTOGRAM_MS: tuple[float, ...] = (
+    0.05,
+    0.075,
+    0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    float("inf"),
+)
+
+
+def histogram(sorted_ms: Sequence[float]) -> list[tuple[float, int]]:
+    """(upper bound in ms, count of samples above the previous bound and up to it)."""
+    out: list[tuple[float, int]] = []
+    i = 0
+    n = len(sorted_ms)
+    for bound in HISTOGRAM_MS:
+        start = i
+        while i < n and sorted_ms[i] <= bound:
+            i += 1
+        out.append((bound, i - start))
+    return out
+
+
+def distribution(sorted_ms: Sequence[float]) -> dict[str, Any]:
+    """p50/p90/p99/p99.9/max (ms) and a histogram of an ascending list of latencies in ms."""
+    return {
+        "count": len(sorted_ms),
+        "p50_ms": percentile(sorted_ms, 50),
+        "p90_ms": percentile(sorted_ms, 90),
+        "p99_ms": percentile(sorted_ms, 99),
+        "p999_ms": percentile(sorted_ms, 99.9),
+        "max_ms": float(sorted_ms[-1]) if sorted_ms else float("nan"),
+        "histogram_ms": histogram(sorted_ms),
+    }
 
 
 def make_message_file(path: Path, count: int, size: int) -> None:
@@ -257,6 +303,30 @@ def sync_latency(
     return _child("sync-latency", args, time_limit + 30)
 
 
+def ck_sync_produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    size: int = 100,
+    acks: str = "all",
+    warmup: int = 1000,
+    time_limit: float = 120.0,
+) -> dict[str, Any]:
+    """confluent-kafka, one record in flight: ``produce()`` then ``flush()``, timed per record
+    (what an application calling ``produce(...); flush()`` per record waits for)."""
+    args = {
+        "bootstrap": bootstrap,
+        "topic": topic,
+        "count": count,
+        "size": size,
+        "acks": acks,
+        "warmup": warmup,
+        "time_limit": time_limit,
+    }
+    return _child("ck-sync-produce", args, time_limit + 30)
+
+
 def e2e_latency(
     bootstrap: str, topic: str, rate: int, seconds: float, *, warmup_s: float = 1.0
 ) -> dict[str, Any]:
@@ -299,12 +369,8 @@ def e2e_latency(
     if len(lat_us) != count:
         raise RuntimeError(f"e2e consumer got {len(lat_us)} of {count} messages")
     return {
-        "count": len(measured),
+        **distribution([us / 1000 for us in measured]),
         "achieved_rate": produced["achieved_rate"],
-        "p50_ms": percentile(measured, 50) / 1000,
-        "p99_ms": percentile(measured, 99) / 1000,
-        "p999_ms": percentile(measured, 99.9) / 1000,
-        "max_ms": measured[-1] / 1000,
     }
 
 
@@ -368,6 +434,41 @@ def _role_ck_consume(a: dict[str, Any]) -> dict[str, Any]:
     if got < count:
         raise TimeoutError(f"consumed {got} of {count} in the time limit")
     return {"seconds": seconds, "msgs_per_s": count / seconds}
+
+
+def _role_ck_sync_produce(a: dict[str, Any]) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    config = {"bootstrap.servers": a["bootstrap"], "acks": a["acks"], "linger.ms": 0}
+    p = Producer(config)
+    p.list_topics(a["topic"], timeout=30)
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    value = b"s" * a["size"]
+    topic = a["topic"]
+    produce, flush = p.produce, p.flush
+    clock = time.perf_counter_ns
+    for _ in range(a["warmup"]):  # connection, page cache, code paths
+        produce(topic, value, partition=0, on_delivery=delivered)
+        flush(10)
+    samples: list[int] = []
+    count = a["count"]
+    deadline = time.monotonic() + a["time_limit"]
+    while len(samples) < count and time.monotonic() < deadline:
+        started = clock()
+        produce(topic, value, partition=0, on_delivery=delivered)
+        flush(10)
+        samples.append(clock() - started)
+    if failed:
+        raise RuntimeError(f"{len(failed)} deliveries failed, first: {failed[0]}")
+    if len(samples) < count:
+        raise TimeoutError(f"{len(samples)} of {count} records in the time limit")
+    samples.sort()
+    return {**distribution([s / 1e6 for s in samples]), "client_settings": config}
 
 
 def _role_sync_latency(a: dict[str, Any]) -> dict[str, Any]:
@@ -458,6 +559,7 @@ def _main(argv: list[str]) -> int:
         "ck-produce": _role_ck_produce,
         "ck-consume": _role_ck_consume,
         "sync-latency": _role_sync_latency,
+        "ck-sync-produce": _role_ck_sync_produce,
         "e2e-producer": _role_e2e_producer,
     }
     print(json.dumps(roles[role](args)), flush=True)
