@@ -27,8 +27,8 @@ router's coroutine-free path for one batch of one partition) call.
 Transactional batches (attribute bit 4) are checked first against the transaction coordinator
 (``_check_producer_state``, Kafka's transaction verification): the partition must have been
 added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
-INVALID_PRODUCER_EPOCH); ``answer_at_once``, the coroutine-free path for one batch of one
-partition, steps aside for them.
+INVALID_PRODUCER_EPOCH). The check is synchronous, so a transactional batch takes
+``answer_at_once`` like any other.
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ def answer_at_once(
     ``handle``.
     """
     acks = request.acks
-    if (acks != 1 and acks != -1) or request.transactional_id is not None:
+    if acks != 1 and acks != -1:
         return None
     topics = request.topic_data
     if len(topics) != 1:
@@ -326,8 +326,6 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
-    if len(records) > ATTRIBUTES_LOW_OFFSET and records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
-        return None  # transactional: checked by ``handle``
     result = append_partition(broker, topic.name, index, records)
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
     if result.error != ErrorCode.none or _covered(broker, result):

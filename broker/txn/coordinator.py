@@ -35,6 +35,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -56,9 +57,18 @@ NO_PRODUCER_ID = -1
 #: (then from the Prepare* state: CONCURRENT_TRANSACTIONS, as Kafka, and the client retries).
 COMPLETION_WAIT_S = 10.0
 
-#: Appends one record (value None = tombstone) for a transactional id at once (raising when
-#: that fails) and returns an awaitable that resolves once the HW covers it (or raises).
-WriteRecord = Callable[[str, TxnLogValue | None], Awaitable[None]]
+
+class WriteRecord(Protocol):
+    """Appends one record (value None = tombstone) for a transactional id at once (raising
+    when that fails) and returns an awaitable that resolves once the HW covers it (or raises).
+    ``lazy``: nobody waits for this record, so it needs no fsync of its own; the next record
+    of its partition (or the broker's periodic flush) makes it durable."""
+
+    def __call__(
+        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+    ) -> Awaitable[None]: ...
+
+
 #: Writes the markers of a finished transaction to its partitions (and waits for them).
 WriteMarkers = Callable[[TransactionMetadata, bool], Awaitable[None]]
 
@@ -429,7 +439,7 @@ class TransactionCoordinator:
         md.partitions = set()
         now = self._clock()
         try:
-            waiter = self._write_record(md.transactional_id, self._value(md, final, now))
+            waiter = self._write_record(md.transactional_id, self._value(md, final, now), lazy=True)
         except Exception as exc:
             log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
             md.partitions = partitions
@@ -437,8 +447,11 @@ class TransactionCoordinator:
             return ErrorCode.none
         # The Complete record need not be durable before the next transition: the markers are,
         # and any later record of this id is appended after it (one partition, in order), so
-        # its HW wait covers this one too. A crash before it is durable leaves Prepare*, which
-        # the next start completes again (markers written twice are harmless).
+        # its HW wait covers this one too. So it gets no fsync of its own (``lazy``): the next
+        # record of the partition (typically the producer's next Ongoing) or the periodic
+        # flush covers it, which keeps one fsync off the next AddPartitionsToTxn. A crash
+        # before it is durable leaves Prepare*, which the next start completes again (markers
+        # written twice are harmless).
         md.state = final
         md.txn_last_update_ms = now
         self._spawn(self._log_failure(waiter, md.transactional_id))

@@ -92,7 +92,9 @@ class Harness:
             clock=lambda: self.now,
         )
 
-    def write(self, txn_id: str, value: TxnLogValue | None) -> Awaitable[None]:
+    def write(
+        self, txn_id: str, value: TxnLogValue | None, *, lazy: bool = False
+    ) -> Awaitable[None]:
         self.records.append((txn_id, value))
 
         async def done() -> None:
