@@ -1,4 +1,4 @@
-"""Produce (key 0) v3-10: append record batches, answer with offsets.
+"""Produce (key 0) v3-12: append record batches, answer with offsets.
 
 The records are never decoded here: storage validates each batch header and CRC, assigns the
 offsets and writes. acks=0 sends no answer (but closes the connection when an append failed, as
@@ -29,6 +29,15 @@ Transactional batches (attribute bit 4) are checked first against the transactio
 added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
 INVALID_PRODUCER_EPOCH). The check is synchronous, so a transactional batch takes
 ``answer_at_once`` like any other.
+
+v11 only adds the error TRANSACTION_ABORTABLE (never sent here). v12 is transaction version 2
+(KIP-890 part 2): a transactional batch for a partition its transaction does not hold yet adds
+it to the transaction itself (``_implicit_add``: the coordinator's AddPartitionsToTxn, which
+Kafka's partition leader sends to the coordinator), then is appended. Such a request goes
+through ``handle``; the requests of the same producer id wait for each other (``_gate``) so
+pipelined batches are appended in the order they were sent. Coordinator errors become what
+Kafka answers a producer: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, and the retriable ones
+(CONCURRENT_TRANSACTIONS, COORDINATOR_*, NOT_COORDINATOR) -> NOT_ENOUGH_REPLICAS.
 """
 
 from __future__ import annotations
@@ -109,6 +118,114 @@ def _check_producer_state(
             f"{producer_id} (AddPartitionsToTxn first)",
         )
     return None
+
+
+#: The first Produce version whose transactional batches add their partition themselves.
+IMPLICIT_ADD_SINCE = 12
+#: Coordinator errors a producer retries on: answered NOT_ENOUGH_REPLICAS (as Kafka does).
+_RETRIABLE_ADD_ERRORS = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
+
+
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """``(producer id, epoch)`` of a transactional batch, else None."""
+    if (
+        records is None
+        or len(records) < BATCH_HEADER_SIZE
+        or not records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK
+    ):
+        return None
+    producer_id, epoch = PRODUCER_STRUCT.unpack_from(records, PRODUCER_ID_OFFSET)
+    return int(producer_id), int(epoch)
+
+
+def _gates(broker: BrokerView) -> dict[int, asyncio.Future[None]] | None:
+    """Per producer id, the last request adding partitions implicitly (None: no coordinator)."""
+    coordinator: Any = getattr(broker, "transactions", None)
+    return None if coordinator is None else coordinator.produce_gates  # type: ignore[no-any-return]
+
+
+def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records: bytes) -> bool:
+    """v12+: a transactional batch whose partition is not in its transaction yet, or whose
+    producer has an implicit add in flight (to keep the order of its requests)."""
+    producer = _transactional_producer(records)
+    if producer is None:
+        return False
+    coordinator: Any = getattr(broker, "transactions", None)
+    if coordinator is None:
+        return False
+    return producer[0] in coordinator.produce_gates or not coordinator.partition_in_transaction(
+        producer[0], producer[1], topic, partition
+    )
+
+
+async def _implicit_add(
+    broker: BrokerView, transactional_id: str | None, request: Any
+) -> tuple[asyncio.Future[None] | None, list[int], dict[tuple[str, int], tuple[ErrorCode, str]]]:
+    """Produce v12+: add the partitions of the request's transactional batches to their
+    transaction (waiting first for the earlier such requests of the same producer ids).
+
+    Returns the gate to release once the appends are done, its producer ids, and the
+    partitions refused with the error to answer."""
+    coordinator: Any = getattr(broker, "transactions", None)
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            producer = _transactional_producer(p.records)
+            if producer is not None:
+                wanted.setdefault(producer, []).append((topic.name, int(p.index)))
+    if coordinator is None or not wanted:
+        return None, [], {}
+    gates: dict[int, asyncio.Future[None]] = coordinator.produce_gates
+    producer_ids = sorted({pid for pid, _ in wanted})
+    earlier = [gates[pid] for pid in producer_ids if pid in gates]
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for pid in producer_ids:
+        gates[pid] = gate
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    try:
+        for previous in earlier:
+            await asyncio.wait({previous})  # never cancels ``previous``
+        for (producer_id, epoch), partitions in wanted.items():
+            if all(
+                coordinator.partition_in_transaction(producer_id, epoch, t, p)
+                for t, p in partitions
+            ):
+                continue
+            if transactional_id is None:
+                continue  # the append's check answers INVALID_TXN_STATE
+            error = await coordinator.add_partitions(
+                transactional_id, producer_id, epoch, partitions, client_txn_version=2
+            )
+            if error is ErrorCode.none:
+                continue
+            if error is ErrorCode.producer_fenced:
+                error = ErrorCode.invalid_producer_epoch
+            elif error in _RETRIABLE_ADD_ERRORS:
+                error = ErrorCode.not_enough_replicas
+            message = f"the partition could not be added to the transaction: {error.name}"
+            for tp in partitions:
+                refused[tp] = (error, message)
+    except BaseException:
+        _open_gate(gates, producer_ids, gate)
+        raise
+    return gate, producer_ids, refused
+
+
+def _open_gate(
+    gates: dict[int, asyncio.Future[None]], producer_ids: list[int], gate: asyncio.Future[None]
+) -> None:
+    if not gate.done():
+        gate.set_result(None)
+    for pid in producer_ids:
+        if gates.get(pid) is gate:
+            del gates[pid]
 
 
 def append_partition(
@@ -234,17 +351,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results.append(_Result(topic.name, int(p.index), ErrorCode.invalid_required_acks))
         return _response(ctx, request, results)
     # Appends happen synchronously, in request order, before any await: pipelined produce
-    # requests on one connection are appended in the order they were sent.
-    authorizer = ctx.broker.authorizer
-    for topic in request.topic_data:
-        if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
-            for p in topic.partition_data:
-                results.append(
-                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
-                )
-            continue
-        for p in topic.partition_data:
-            results.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
+    # requests on one connection are appended in the order they were sent. (v12+ implicit
+    # adds await first, behind a gate that keeps the order of the producer's requests.)
+    gate: asyncio.Future[None] | None = None
+    gated: list[int] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    if ctx.api_version >= IMPLICIT_ADD_SINCE:
+        gate, gated, refused = await _implicit_add(ctx.broker, request.transactional_id, request)
+    try:
+        _append_all(ctx, request, results, refused)
+    finally:
+        if gate is not None:
+            gates = _gates(ctx.broker)
+            if gates is not None:
+                _open_gate(gates, gated, gate)
     if acks == 0:
         failed = [r for r in results if r.error != ErrorCode.none]
         if failed:
@@ -257,6 +377,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     timeout_s = max(request.timeout.total_seconds(), 0.0)
     await _await_high_watermark(ctx, results, timeout_s)
     return _lean_response(ctx, results)
+
+
+def _append_all(
+    ctx: RequestContext,
+    request: Any,
+    results: list[_Result],
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]],
+) -> None:
+    authorizer = ctx.broker.authorizer
+    for topic in request.topic_data:
+        if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
+            for p in topic.partition_data:
+                results.append(
+                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
+                )
+            continue
+        for p in topic.partition_data:
+            index = int(p.index)
+            why = refused.get((topic.name, index))
+            if why is not None:
+                results.append(_Result(topic.name, index, why[0], why[1]))
+            else:
+                results.append(append_partition(ctx.broker, topic.name, index, p.records))
 
 
 def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
@@ -326,6 +469,8 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
+    if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, topic.name, index, records):
+        return None  # ``handle`` adds the partition to the transaction first
     result = append_partition(broker, topic.name, index, records)
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
     if result.error != ErrorCode.none or _covered(broker, result):
@@ -371,7 +516,7 @@ SPEC = HandlerSpec(
     api_key=API_KEY,
     name="Produce",
     min_version=3,
-    max_version=10,
+    max_version=12,
     handle=handle,
     advertised_min_version=0,
     refuse=refuse_removed_version,

@@ -13,6 +13,10 @@ States (ids as stored in ``__transaction_state``, Kafka's TransactionState)::
 
 ``pending`` marks a transition whose record is being written (Kafka's pendingState): other
 requests for the id answer CONCURRENT_TRANSACTIONS meanwhile.
+
+Transaction version 2 (KIP-890 part 2, ``client_txn_version`` 2): PrepareCommit/PrepareAbort
+carry the producer epoch bumped by one (the markers are written with it, fencing every batch of
+the old epoch), and the producer continues with the bumped epoch.
 """
 
 from __future__ import annotations
@@ -20,7 +24,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["TransactionMetadata", "TxnState", "VALID_PREVIOUS_STATES", "is_epoch_exhausted"]
+__all__ = [
+    "TRANSACTION_VERSION",
+    "TRANSACTION_VERSION_FEATURE",
+    "TransactionMetadata",
+    "TxnState",
+    "VALID_PREVIOUS_STATES",
+    "is_epoch_exhausted",
+]
+
+#: The feature ApiVersions finalizes (Kafka's TransactionVersion) and the level served: 2 =
+#: KIP-890 part 2 (epoch bump per transaction, implicit adds by Produce v12 / TxnOffsetCommit
+#: v5). Clients of level 0/1 (every client before Kafka 4's Java client) keep working as before.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION = 2
 
 MAX_EPOCH = 32767
 NO_PRODUCER_EPOCH = -1
@@ -76,6 +93,17 @@ class TransactionMetadata:
     previous_producer_id: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     pending: TxnState | None = None
+    #: Kafka's clientTransactionVersion: 2 once a client of transaction version 2 (Produce
+    #: v12, TxnOffsetCommit v5, EndTxn v5) drove the transaction, else 0.
+    client_txn_version: int = 0
+    #: The producer id a transaction version 2 commit/abort moves to when the epoch is
+    #: exhausted (Kafka's nextProducerId), -1 otherwise.
+    next_producer_id: int = -1
+
+    @property
+    def bumps_epoch(self) -> bool:
+        """Transaction version 2: every EndTxn bumps the epoch (KIP-890 part 2)."""
+        return self.client_txn_version >= 2
 
     def can_transition(self, target: TxnState) -> bool:
         return self.state in VALID_PREVIOUS_STATES[target]

@@ -129,15 +129,15 @@ async def test_lifecycle_and_replay() -> None:
     assert await c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)]) is ErrorCode.none
     assert c.transactions["tx"].state is TxnState.ONGOING
     assert c.partition_in_transaction(pid, epoch, "t", 1)
-    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none
+    assert (await c.end_txn("tx", pid, epoch, True))[0] is ErrorCode.none
     assert h.markers[-1] == ("tx", pid, epoch, True, frozenset({("t", 0), ("t", 1)}))
     assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
     states = [v.state_id for _, v in h.records if v is not None]
     assert states == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
-    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none  # a retry
-    assert await c.end_txn("tx", pid, epoch, False) is ErrorCode.invalid_txn_state
-    assert await c.end_txn("tx", pid, epoch + 1, True) is ErrorCode.producer_fenced
-    assert await c.end_txn("tx", pid + 5, epoch, True) is ErrorCode.invalid_producer_id_mapping
+    assert (await c.end_txn("tx", pid, epoch, True))[0] is ErrorCode.none  # a retry
+    assert (await c.end_txn("tx", pid, epoch, False))[0] is ErrorCode.invalid_txn_state
+    assert (await c.end_txn("tx", pid, epoch + 1, True))[0] is ErrorCode.producer_fenced
+    assert (await c.end_txn("tx", pid + 5, epoch, True))[0] is ErrorCode.invalid_producer_id_mapping
 
     # replay into a fresh coordinator: same state
     again = h.make()
@@ -189,7 +189,7 @@ async def test_fencing_timeout_and_expiration() -> None:
         await asyncio.sleep(0)
     md = c.transactions["tx"]
     assert md.state is TxnState.COMPLETE_ABORT and md.producer_epoch == current + 1
-    assert await c.end_txn("tx", pid, current, True) is ErrorCode.producer_fenced
+    assert (await c.end_txn("tx", pid, current, True))[0] is ErrorCode.producer_fenced
 
     # idle past transactional.id.expiration.ms: a tombstone, then gone
     h.now += 10_000
