@@ -322,3 +322,78 @@ def test_transaction_version_2_flow(broker: Any) -> None:
     values = read_committed(broker.bootstrap, topic, 2, 5)
     assert sorted(values) == [b"a1", b"a2", b"a3", b"b1", b"c1"]
     assert "Traceback" not in broker.log_text()
+
+
+def _produce_v12_request(
+    txn_id: str, topic: str, pid: int, epoch: int, seq: int, value: bytes, partition: int
+) -> Any:
+    t = request_types(PRODUCE, 12)
+    batch = encode_batch(
+        [NewRecord(value=value)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+    return t.ProduceRequest(
+        transactional_id=txn_id,
+        acks=-1,
+        timeout=timedelta(seconds=10),
+        topic_data=(
+            t.TopicProduceData(
+                name=topic,
+                partition_data=(t.PartitionProduceData(index=partition, records=batch),),
+            ),
+        ),
+    )
+
+
+def test_pipelined_implicit_adds_keep_the_order(broker: Any) -> None:
+    """Pipelined Produce v12 batches of one producer, the first for partitions not yet in
+    the transaction: each waits for the adds before it, so sequences stay in order."""
+    with WireClient(broker.bootstrap) as c:
+        create(c, "pipe", partitions=3)
+        pid, epoch = init(c, "piper")
+        sent = []
+        for seq in range(6):
+            partition = seq % 3
+            request = _produce_v12_request(
+                "piper", "pipe", pid, epoch, seq // 3, b"v%d" % seq, partition
+            )
+            sent.append(c.send(request))
+        answers = [c.receive() for _ in sent]
+        assert [cid for cid, _ in answers] == sent
+        for _, answer in answers:
+            part = answer.responses[0].partition_responses[0]
+            assert part.error_code == ErrorCode.none
+        offsets = [int(a.responses[0].partition_responses[0].base_offset) for _, a in answers]
+        assert offsets == [0, 0, 0, 1, 1, 1]
+        assert end_txn_v5(c, "piper", pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
+        for partition in range(3):
+            assert wait_lso(c, "pipe", 3, partition) == 3
+    assert "Traceback" not in broker.log_text()
+
+
+def test_transaction_version_2_state_survives_a_kill(broker_factory: Any) -> None:
+    """The bumped epoch and the client transaction version are in __transaction_state
+    (value version 1): after SIGKILL the retry of the EndTxn is still recognised."""
+    broker = broker_factory()
+    with WireClient(broker.bootstrap) as c:
+        create(c, "kept")
+        pid, epoch = init(c, "durable")
+        assert produce_v12(c, "durable", "kept", pid, epoch, 0, [b"k"]) == ErrorCode.none
+        assert end_txn_v5(c, "durable", pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
+        assert wait_lso(c, "kept", 2) == 2
+    broker.kill()
+    broker.start()
+    with WireClient(broker.bootstrap) as c:
+        deadline = time.monotonic() + 20
+        answer = end_txn_v5(c, "durable", pid, epoch, True)
+        while answer[0] == ErrorCode.coordinator_load_in_progress and time.monotonic() < deadline:
+            time.sleep(0.1)
+            answer = end_txn_v5(c, "durable", pid, epoch, True)
+        assert answer == (ErrorCode.none, pid, epoch + 1)  # a retry, recognised after restart
+        assert produce_v12(c, "durable", "kept", pid, epoch + 1, 0, [b"k2"]) == ErrorCode.none
+        assert end_txn_v5(c, "durable", pid, epoch + 1, True) == (ErrorCode.none, pid, epoch + 2)
+        assert wait_lso(c, "kept", 4) == 4
+    assert read_committed(broker.bootstrap, "kept", 1, 2) == [b"k", b"k2"]
