@@ -464,23 +464,9 @@ class TransactionCoordinator:
         if md is None:
             return (ErrorCode.invalid_producer_id_mapping, *fail)
         state = md.state
-        bumped = md.bumps_epoch and md.producer_epoch == producer_epoch + 1
-        overflowed = (
-            md.bumps_epoch
-            and md.previous_producer_id == producer_id
-            and is_epoch_exhausted(producer_epoch)
-            and md.producer_epoch == 0
-        )
-        if not md.bumps_epoch or state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD):
-            valid_epoch = producer_epoch == md.producer_epoch
-        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            valid_epoch = bumped
-        else:  # Complete*: only the retry of the EndTxn that bumped the epoch
-            valid_epoch = bumped or overflowed
-        if md.producer_id != producer_id and not overflowed:
-            return (ErrorCode.invalid_producer_id_mapping, *fail)
-        if not valid_epoch:
-            return (ErrorCode.producer_fenced, *fail)
+        refused = md.end_txn_producer_error(producer_id, producer_epoch)
+        if refused is not None:
+            return (refused, *fail)
         if md.pending is not None:
             return (ErrorCode.concurrent_transactions, *fail)
         if state is TxnState.ONGOING:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 __all__ = [
     "TRANSACTION_VERSION",
     "TRANSACTION_VERSION_FEATURE",
@@ -104,6 +106,33 @@ class TransactionMetadata:
     def bumps_epoch(self) -> bool:
         """Transaction version 2: every EndTxn bumps the epoch (KIP-890 part 2)."""
         return self.client_txn_version >= 2
+
+    def end_txn_producer_error(self, producer_id: int, producer_epoch: int) -> ErrorCode | None:
+        """EndTxn's producer check (Kafka's endTransaction): INVALID_PRODUCER_ID_MAPPING or
+        PRODUCER_FENCED, None when the producer may end (or retry).
+
+        Version 1: the epoch must be the current one. Version 2: the same while Ongoing or
+        Empty; in Prepare*/Complete* the epoch bump has happened, so only the epoch before it
+        (a retry) or, after a move to a new producer id, the last epoch of the previous id."""
+        bumped = self.bumps_epoch and self.producer_epoch == producer_epoch + 1
+        overflowed = (
+            self.bumps_epoch
+            and self.previous_producer_id == producer_id
+            and is_epoch_exhausted(producer_epoch)
+            and self.producer_epoch == 0
+        )
+        state = self.state
+        if not self.bumps_epoch or state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD):
+            valid_epoch = producer_epoch == self.producer_epoch
+        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid_epoch = bumped
+        else:  # Complete*: only the retry of the EndTxn that bumped the epoch
+            valid_epoch = bumped or overflowed
+        if self.producer_id != producer_id and not overflowed:
+            return ErrorCode.invalid_producer_id_mapping
+        if not valid_epoch:
+            return ErrorCode.producer_fenced
+        return None
 
     def can_transition(self, target: TxnState) -> bool:
         return self.state in VALID_PREVIOUS_STATES[target]

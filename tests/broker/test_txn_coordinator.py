@@ -195,3 +195,57 @@ async def test_fencing_timeout_and_expiration() -> None:
     h.now += 10_000
     assert await c.expire_transactional_ids() == 1
     assert "tx" not in c.transactions and h.records[-1] == ("tx", None)
+
+
+@sync
+async def test_transaction_version_2_bumps_the_epoch_and_recognises_retries() -> None:
+    h = Harness()
+    c = h.coordinator
+    c.activate()
+    _, pid, epoch = await c.init_producer_id("tx", 1000, -1, -1)
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], client_txn_version=2) is (
+        ErrorCode.none
+    )
+    assert await c.end_txn("tx", pid, epoch, True, client_txn_version=2) == (
+        ErrorCode.none,
+        pid,
+        epoch + 1,
+    )
+    # the markers carry the bumped epoch; the records are value version 1 (TV2)
+    assert h.markers[-1][1:4] == (pid, epoch + 1, True)
+    assert [v.client_transaction_version for _, v in h.records if v is not None][-1] == 2
+    # a retry with the epoch before the bump: the same answer; the bumped one now is fenced
+    assert await c.end_txn("tx", pid, epoch, True, client_txn_version=2) == (
+        ErrorCode.none,
+        pid,
+        epoch + 1,
+    )
+    assert (await c.end_txn("tx", pid, epoch, False, client_txn_version=2))[0] is (
+        ErrorCode.invalid_txn_state
+    )
+    assert (await c.end_txn("tx", pid, epoch + 1, True, client_txn_version=2))[0] is (
+        ErrorCode.producer_fenced
+    )
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], 2) is ErrorCode.producer_fenced
+    # replay keeps the version and the epoch
+    again = h.make()
+    again.load(h.records)
+    md = again.transactions["tx"]
+    assert (md.producer_epoch, md.client_txn_version) == (epoch + 1, 2)
+
+    # the epoch runs out: the answer carries a new producer id, epoch 0
+    md = c.transactions["tx"]
+    md.producer_epoch = 32766
+    assert await c.add_partitions("tx", pid, 32766, [("t", 0)], 2) is ErrorCode.none
+    error, new_pid, new_epoch = await c.end_txn("tx", pid, 32766, False, client_txn_version=2)
+    assert (error, new_epoch) == (ErrorCode.none, 0) and new_pid != pid
+    assert h.markers[-1][1:4] == (pid, 32767, False)  # markers: the old id, bumped epoch
+    assert (md.producer_id, md.producer_epoch, md.previous_producer_id) == (new_pid, 0, pid)
+    assert await c.end_txn("tx", pid, 32766, False, client_txn_version=2) == (
+        ErrorCode.none,
+        new_pid,
+        0,
+    )
+    assert c.partition_in_transaction(new_pid, 0, "t", 0) is False
+    assert await c.add_partitions("tx", new_pid, 0, [("t", 0)], 2) is ErrorCode.none
+    assert c.partition_in_transaction(new_pid, 0, "t", 0)
