@@ -13,8 +13,9 @@ PrepareCommit/PrepareAbort is written and awaited (the HW covers it), then a bac
 appends a COMMIT/ABORT marker to every partition of the transaction
 (``PartitionLog.append_end_txn_marker``: all appended first, so one group-commit fsync per
 partition covers them, the waits run side by side), waits for the HW to cover each, then writes
-CompleteCommit/CompleteAbort. EndTxn is answered, as Kafka does, once the Prepare record is
-durable; the markers are appended (not yet durable) before the answer leaves. Meanwhile the
+CompleteCommit/CompleteAbort (no fsync of its own, see ``_complete``). EndTxn is answered, as
+Kafka does, once the Prepare record is durable; the markers are appended (not yet durable)
+before the answer leaves. Meanwhile the
 last stable offset of each partition keeps read_committed readers before the transaction, and
 a crash leaves Prepare*, which the next start completes.
 
@@ -24,6 +25,12 @@ retries after a backoff; here the request waits for the completion (at most
 ``COMPLETION_WAIT_S``) and is then answered from the completed state, which saves the client
 a retry round and its backoff. The next transaction's Ongoing record is appended only after
 the markers are durable: a crash can never leave a later state on disk above lost markers.
+
+Transaction version 2 (KIP-890 part 2; ``TransactionMetadata.client_txn_version`` 2): partitions
+are added implicitly (Produce v12, TxnOffsetCommit v5 call ``add_partitions``), EndTxn v5 bumps
+the epoch in the Prepare record (``_end``), its retries are told apart from fenced producers by
+``TransactionMetadata.end_txn_producer_error``, and an exhausted epoch moves the id to a new
+producer id at completion (Kafka's nextProducerId).
 
 Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
 carry coordinator epoch 0.
