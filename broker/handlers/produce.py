@@ -34,10 +34,13 @@ v11 only adds the error TRANSACTION_ABORTABLE (never sent here). v12 is transact
 (KIP-890 part 2): a transactional batch for a partition its transaction does not hold yet adds
 it to the transaction itself (``_implicit_add``: the coordinator's AddPartitionsToTxn, which
 Kafka's partition leader sends to the coordinator), then is appended. Such a request goes
-through ``handle``; the requests of the same producer id wait for each other (``_gate``) so
-pipelined batches are appended in the order they were sent. Coordinator errors become what
-Kafka answers a producer: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, and the retriable ones
-(CONCURRENT_TRANSACTIONS, COORDINATOR_*, NOT_COORDINATOR) -> NOT_ENOUGH_REPLICAS.
+through ``handle``; the requests of the same producer id wait for each other (the
+coordinator's ``produce_gates``) so pipelined batches are appended in the order they were sent.
+Only partitions that exist, are not internal and may be written are added; without WRITE on
+the transactional id the batches answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Coordinator
+errors become what Kafka answers a producer: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, and
+the retriable ones (CONCURRENT_TRANSACTIONS, COORDINATOR_*, NOT_COORDINATOR) ->
+NOT_ENOUGH_REPLICAS.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
-from tidelog.broker.security.access import TOPIC, Operation, allowed
+from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.fast.answers import (
@@ -166,22 +169,33 @@ def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records:
 
 
 async def _implicit_add(
-    broker: BrokerView, transactional_id: str | None, request: Any
+    ctx: RequestContext, request: Any
 ) -> tuple[asyncio.Future[None] | None, list[int], dict[tuple[str, int], tuple[ErrorCode, str]]]:
     """Produce v12+: add the partitions of the request's transactional batches to their
     transaction (waiting first for the earlier such requests of the same producer ids).
 
     Returns the gate to release once the appends are done, its producer ids, and the
     partitions refused with the error to answer."""
+    broker = ctx.broker
+    transactional_id: str | None = request.transactional_id
     coordinator: Any = getattr(broker, "transactions", None)
     wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic in request.topic_data:
+        if topic.name in INTERNAL_TOPICS or not allowed(
+            ctx, Operation.WRITE, TOPIC, topic.name, log_denial=False
+        ):
+            continue  # refused by the append
         for p in topic.partition_data:
             producer = _transactional_producer(p.records)
-            if producer is not None:
+            if producer is not None and broker.topics.get_log(topic.name, int(p.index)):
                 wanted.setdefault(producer, []).append((topic.name, int(p.index)))
     if coordinator is None or not wanted:
         return None, [], {}
+    if transactional_id is not None and not allowed(
+        ctx, Operation.WRITE, TRANSACTIONAL_ID, transactional_id
+    ):
+        denied = (ErrorCode.transactional_id_authorization_failed, "WRITE on the transactional id")
+        return None, [], {tp: denied for tps in wanted.values() for tp in tps}
     gates: dict[int, asyncio.Future[None]] = coordinator.produce_gates
     producer_ids = sorted({pid for pid, _ in wanted})
     earlier = [gates[pid] for pid in producer_ids if pid in gates]
@@ -357,7 +371,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     gated: list[int] = []
     refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
     if ctx.api_version >= IMPLICIT_ADD_SINCE:
-        gate, gated, refused = await _implicit_add(ctx.broker, request.transactional_id, request)
+        gate, gated, refused = await _implicit_add(ctx, request)
     try:
         _append_all(ctx, request, results, refused)
     finally:

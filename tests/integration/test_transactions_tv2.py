@@ -454,5 +454,14 @@ def test_add_partitions_v4_batched_form_and_bad_inputs(broker: Any) -> None:
         )
         # what was refused was not written: the partition is empty
         assert last_stable_offset(c, "batched", 1) == 0
+        # Produce v12 to a partition that does not exist: refused, not added
+        assert produce_v12(c, "b1", "batched", pid, epoch, 0, [b"m"], partition=7) == (
+            ErrorCode.unknown_topic_or_partition
+        )
+        t65 = request_types(65, 0)
+        described = c.request(t65.DescribeTransactionsRequest(transactional_ids=("b1",)))
+        state = described.transaction_states[0]
+        assert state.transaction_state == "Ongoing"
+        assert [(x.topic, tuple(x.partitions)) for x in state.topics] == [("batched", (0,))]
         assert end_txn_v5(c, "b1", pid, epoch, False) == (ErrorCode.none, pid, epoch + 1)
     assert "Traceback" not in broker.log_text()
