@@ -59,6 +59,18 @@ def test_key_and_value_bytes_are_kafkas() -> None:
     )
     decoded = decode_txn_value(v1)
     assert decoded.partitions == {"t": [5]} and decoded.previous_producer_id == 6
+    # written as version 1 for an id of transaction version 2: tags only off their defaults
+    tv2 = TxnLogValue(7, 3, 60000, 4, {"t": [5]}, 1000, 900, 6, -1, 2)
+    expected_v1 = (
+        v1[:-11]  # v1 without its tag section
+        + b"\x02"  # two tags
+        + b"\x00\x08"
+        + struct.pack(">q", 6)  # tag 0: previous producer id
+        + b"\x02\x02"
+        + struct.pack(">h", 2)  # tag 2: client transaction version
+    )
+    assert encode_txn_value(tv2) == expected_v1
+    assert decode_txn_value(expected_v1) == tv2
     with pytest.raises(TxnSchemaError):
         decode_txn_value(expected[:-3])
     with pytest.raises(TxnSchemaError):
