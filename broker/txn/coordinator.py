@@ -334,8 +334,9 @@ class TransactionCoordinator:
         """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition, and the
         implicit add of transaction version 2: Produce v12, TxnOffsetCommit v5).
 
-        Adds for one id run one after another (a lock per id), so pipelined implicit adds
-        wait for each other instead of answering CONCURRENT_TRANSACTIONS."""
+        Kafka divergence: adds for one id run one after another (a lock per id), so pipelined
+        implicit adds wait for each other instead of answering CONCURRENT_TRANSACTIONS (which
+        Kafka answers while a write of the id is pending, costing the producer a retry)."""
         await self._settled(transactional_id)
         lock = self._add_locks.get(transactional_id)
         if lock is None:
