@@ -1,4 +1,4 @@
-"""Produce (key 0) v3-10: append record batches, answer with offsets.
+"""Produce (key 0) v3-12: append record batches, answer with offsets.
 
 The records are never decoded here: storage validates each batch header and CRC, assigns the
 offsets and writes. acks=0 sends no answer (but closes the connection when an append failed, as
@@ -34,8 +34,20 @@ such an append queued, and ``handle`` queues them (in request order, before any 
 Transactional batches (attribute bit 4) are checked first against the transaction coordinator
 (``_check_producer_state``, Kafka's transaction verification): the partition must have been
 added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
-INVALID_PRODUCER_EPOCH); ``answer_at_once``, the coroutine-free path for one batch of one
-partition, steps aside for them.
+INVALID_PRODUCER_EPOCH). The check is synchronous, so a transactional batch takes
+``answer_at_once`` like any other.
+
+v11 only adds the error TRANSACTION_ABORTABLE (never sent here). v12 is transaction version 2
+(KIP-890 part 2): a transactional batch for a partition its transaction does not hold yet adds
+it to the transaction itself (``_implicit_add``: the coordinator's AddPartitionsToTxn, which
+Kafka's partition leader sends to the coordinator), then is appended. Such a request goes
+through ``handle``; the requests of the same producer id wait for each other (the
+coordinator's ``produce_gates``) so pipelined batches are appended in the order they were sent.
+Only partitions that exist, are not internal and may be written are added; without WRITE on
+the transactional id the batches answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Coordinator
+errors become what Kafka answers a producer: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, and
+the retriable ones (CONCURRENT_TRANSACTIONS, COORDINATOR_*, NOT_COORDINATOR) ->
+NOT_ENOUGH_REPLICAS.
 """
 
 from __future__ import annotations
@@ -51,7 +63,7 @@ from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
-from tidelog.broker.security.access import TOPIC, Operation, allowed
+from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.fast.answers import (
@@ -148,6 +160,125 @@ def _needs_worker(partition_log: Any, records: bytes | memoryview) -> bool:
     if not partition_log.config.compact_enabled:
         return False
     return size >= KEY_CHECK_ON_LOOP_BYTES or _any_compressed(records)
+
+
+#: The first Produce version whose transactional batches add their partition themselves.
+IMPLICIT_ADD_SINCE = 12
+#: Coordinator errors a producer retries on: answered NOT_ENOUGH_REPLICAS (as Kafka does).
+_RETRIABLE_ADD_ERRORS = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
+
+
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """``(producer id, epoch)`` of a transactional batch, else None."""
+    if (
+        records is None
+        or len(records) < BATCH_HEADER_SIZE
+        or not records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK
+    ):
+        return None
+    producer_id, epoch = PRODUCER_STRUCT.unpack_from(records, PRODUCER_ID_OFFSET)
+    return int(producer_id), int(epoch)
+
+
+def _gates(broker: BrokerView) -> dict[int, asyncio.Future[None]] | None:
+    """Per producer id, the last request adding partitions implicitly (None: no coordinator)."""
+    coordinator: Any = getattr(broker, "transactions", None)
+    return None if coordinator is None else coordinator.produce_gates  # type: ignore[no-any-return]
+
+
+def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records: bytes) -> bool:
+    """v12+: a transactional batch whose partition is not in its transaction yet, or whose
+    producer has an implicit add in flight (to keep the order of its requests)."""
+    producer = _transactional_producer(records)
+    if producer is None:
+        return False
+    coordinator: Any = getattr(broker, "transactions", None)
+    if coordinator is None:
+        return False
+    return producer[0] in coordinator.produce_gates or not coordinator.partition_in_transaction(
+        producer[0], producer[1], topic, partition
+    )
+
+
+async def _implicit_add(
+    ctx: RequestContext, request: Any
+) -> tuple[asyncio.Future[None] | None, list[int], dict[tuple[str, int], tuple[ErrorCode, str]]]:
+    """Produce v12+: add the partitions of the request's transactional batches to their
+    transaction (waiting first for the earlier such requests of the same producer ids).
+
+    Returns the gate to release once the appends are done, its producer ids, and the
+    partitions refused with the error to answer."""
+    broker = ctx.broker
+    transactional_id: str | None = request.transactional_id
+    coordinator: Any = getattr(broker, "transactions", None)
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic in request.topic_data:
+        if topic.name in INTERNAL_TOPICS or not allowed(
+            ctx, Operation.WRITE, TOPIC, topic.name, log_denial=False
+        ):
+            continue  # refused by the append
+        for p in topic.partition_data:
+            producer = _transactional_producer(p.records)
+            if producer is not None and broker.topics.get_log(topic.name, int(p.index)):
+                wanted.setdefault(producer, []).append((topic.name, int(p.index)))
+    if coordinator is None or not wanted:
+        return None, [], {}
+    if transactional_id is not None and not allowed(
+        ctx, Operation.WRITE, TRANSACTIONAL_ID, transactional_id
+    ):
+        denied = (ErrorCode.transactional_id_authorization_failed, "WRITE on the transactional id")
+        return None, [], {tp: denied for tps in wanted.values() for tp in tps}
+    gates: dict[int, asyncio.Future[None]] = coordinator.produce_gates
+    producer_ids = sorted({pid for pid, _ in wanted})
+    earlier = [gates[pid] for pid in producer_ids if pid in gates]
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for pid in producer_ids:
+        gates[pid] = gate
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    try:
+        for previous in earlier:
+            await asyncio.wait({previous})  # never cancels ``previous``
+        for (producer_id, epoch), partitions in wanted.items():
+            if all(
+                coordinator.partition_in_transaction(producer_id, epoch, t, p)
+                for t, p in partitions
+            ):
+                continue
+            if transactional_id is None:
+                continue  # the append's check answers INVALID_TXN_STATE
+            error = await coordinator.add_partitions(
+                transactional_id, producer_id, epoch, partitions, client_txn_version=2
+            )
+            if error is ErrorCode.none:
+                continue
+            if error is ErrorCode.producer_fenced:
+                error = ErrorCode.invalid_producer_epoch
+            elif error in _RETRIABLE_ADD_ERRORS:
+                error = ErrorCode.not_enough_replicas
+            message = f"the partition could not be added to the transaction: {error.name}"
+            for tp in partitions:
+                refused[tp] = (error, message)
+    except BaseException:
+        _open_gate(gates, producer_ids, gate)
+        raise
+    return gate, producer_ids, refused
+
+
+def _open_gate(
+    gates: dict[int, asyncio.Future[None]], producer_ids: list[int], gate: asyncio.Future[None]
+) -> None:
+    if not gate.done():
+        gate.set_result(None)
+    for pid in producer_ids:
+        if gates.get(pid) is gate:
+            del gates[pid]
 
 
 def append_partition(
@@ -307,18 +438,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, request, results)
     # Appends happen (or are queued, broker.append_queue) synchronously, in request order,
     # before any await: pipelined produce requests on one connection are appended in the order
-    # they were sent.
-    authorizer = ctx.broker.authorizer
+    # they were sent. (v12+ implicit adds await first, behind a gate that keeps the order of
+    # the producer's requests.)
+    gate: asyncio.Future[None] | None = None
+    gated: list[int] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    if ctx.api_version >= IMPLICIT_ADD_SINCE:
+        gate, gated, refused = await _implicit_add(ctx, request)
     outcomes: list[_Result | asyncio.Future[_Result]] = []
-    for topic in request.topic_data:
-        if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
-            for p in topic.partition_data:
-                outcomes.append(
-                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
-                )
-            continue
-        for p in topic.partition_data:
-            outcomes.append(append_partition(ctx.broker, topic.name, int(p.index), p.records))
+    try:
+        _append_all(ctx, request, outcomes, refused)
+    finally:
+        if gate is not None:
+            gates = _gates(ctx.broker)
+            if gates is not None:
+                _open_gate(gates, gated, gate)
     for outcome in outcomes:
         results.append(await outcome if isinstance(outcome, asyncio.Future) else outcome)
     if acks == 0:
@@ -333,6 +467,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     timeout_s = max(request.timeout.total_seconds(), 0.0)
     await _await_high_watermark(ctx, results, timeout_s)
     return _lean_response(ctx, results)
+
+
+def _append_all(
+    ctx: RequestContext,
+    request: Any,
+    results: list[_Result | asyncio.Future[_Result]],
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]],
+) -> None:
+    authorizer = ctx.broker.authorizer
+    for topic in request.topic_data:
+        if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
+            for p in topic.partition_data:
+                results.append(
+                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
+                )
+            continue
+        for p in topic.partition_data:
+            index = int(p.index)
+            why = refused.get((topic.name, index))
+            if why is not None:
+                results.append(_Result(topic.name, index, why[0], why[1]))
+            else:
+                results.append(append_partition(ctx.broker, topic.name, index, p.records))
 
 
 def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
@@ -390,7 +547,7 @@ def answer_at_once(
     ``handle``.
     """
     acks = request.acks
-    if (acks != 1 and acks != -1) or request.transactional_id is not None:
+    if acks != 1 and acks != -1:
         return None
     topics = request.topic_data
     if len(topics) != 1:
@@ -402,14 +559,14 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
-    if len(records) > ATTRIBUTES_LOW_OFFSET and records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
-        return None  # transactional: checked by ``handle``
     queue = broker.append_queue
     if queue.busy((topic.name, index)):
         return None  # queued behind an append in a worker: ``handle`` awaits it
     partition_log = broker.topics.get_log(topic.name, index)
     if partition_log is not None and _needs_worker(partition_log, records):
         return None  # appended in a worker thread: ``handle``
+    if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, topic.name, index, records):
+        return None  # ``handle`` adds the partition to the transaction first
     result = append_partition(broker, topic.name, index, records)
     assert not isinstance(result, asyncio.Future)  # nothing was queued: checked just above
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
@@ -456,7 +613,7 @@ SPEC = HandlerSpec(
     api_key=API_KEY,
     name="Produce",
     min_version=3,
-    max_version=10,
+    max_version=12,
     handle=handle,
     advertised_min_version=0,
     refuse=refuse_removed_version,

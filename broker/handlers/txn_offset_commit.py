@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (API 28) v0-4: offsets committed as part of a transaction.
+"""TxnOffsetCommit (API 28) v0-5: offsets committed as part of a transaction.
 
 The producer must hold the transactional id's current producer id and epoch and have an open
 transaction holding the group's ``__consumer_offsets`` partition, added by AddOffsetsToTxn
@@ -6,7 +6,13 @@ transaction holding the group's ``__consumer_offsets`` partition, added by AddOf
 INVALID_TXN_STATE otherwise, nothing stored); the group checks the member as OffsetCommit
 does (v3+ carries generation, member and instance ids). The offsets are written to
 ``__consumer_offsets`` as a transactional batch and stay invisible to OffsetFetch until the
-transaction commits (``broker/group/txn_offsets.py``). v5 (transaction version 2) is not served.
+transaction commits (``broker/group/txn_offsets.py``).
+
+v5 is transaction version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, so the
+group's ``__consumer_offsets`` partition is added to the transaction here first (the
+coordinator's AddPartitionsToTxn, as Kafka's group coordinator asks the transaction
+coordinator); its errors are answered for every partition (PRODUCER_FENCED,
+CONCURRENT_TRANSACTIONS, ...).
 """
 
 from __future__ import annotations
@@ -52,12 +58,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.invalid_group_id
     else:
         groups = coordinator(ctx)
-        error = txn.check_txn_offset_commit(
-            request.transactional_id,
-            int(request.producer_id),
-            int(request.producer_epoch),
-            None if groups is None else (OFFSETS_TOPIC, groups.partition_for(request.group_id)),
+        offsets_partition = (
+            None if groups is None else (OFFSETS_TOPIC, groups.partition_for(request.group_id))
         )
+        error = ErrorCode.none
+        if ctx.api_version >= IMPLICIT_ADD_SINCE and offsets_partition is not None:
+            error = await txn.add_partitions(
+                request.transactional_id,
+                int(request.producer_id),
+                int(request.producer_epoch),
+                [offsets_partition],
+                client_txn_version=2,
+            )
+        if error is ErrorCode.none:
+            error = txn.check_txn_offset_commit(
+                request.transactional_id,
+                int(request.producer_id),
+                int(request.producer_epoch),
+                offsets_partition,
+            )
     if error is not ErrorCode.none:
         results = [PartitionError(p.topic, p.partition, error) for p in partitions]
     else:
@@ -102,4 +121,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-SPEC = HandlerSpec(API_KEY, "TxnOffsetCommit", 0, 4, handle)
+#: The first version that adds the group's offsets partition to the transaction itself.
+IMPLICIT_ADD_SINCE = 5
+
+SPEC = HandlerSpec(API_KEY, "TxnOffsetCommit", 0, 5, handle)

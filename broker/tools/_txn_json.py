@@ -67,4 +67,6 @@ def _value_json(value: bytes) -> dict[str, Any]:
     )
     data["transactionLastUpdateTimestampMs"] = v.last_update_ms
     data["transactionStartTimestampMs"] = v.start_ms
+    if version >= 1 and v.client_transaction_version != 0:
+        data["clientTransactionVersion"] = v.client_transaction_version
     return {"version": str(version), "data": data}

@@ -13,8 +13,9 @@ PrepareCommit/PrepareAbort is written and awaited (the HW covers it), then a bac
 appends a COMMIT/ABORT marker to every partition of the transaction
 (``PartitionLog.append_end_txn_marker``: all appended first, so one group-commit fsync per
 partition covers them, the waits run side by side), waits for the HW to cover each, then writes
-CompleteCommit/CompleteAbort. EndTxn is answered, as Kafka does, once the Prepare record is
-durable; the markers are appended (not yet durable) before the answer leaves. Meanwhile the
+CompleteCommit/CompleteAbort (no fsync of its own, see ``_complete``). EndTxn is answered, as
+Kafka does, once the Prepare record is durable; the markers are appended (not yet durable)
+before the answer leaves. Meanwhile the
 last stable offset of each partition keeps read_committed readers before the transaction, and
 a crash leaves Prepare*, which the next start completes.
 
@@ -24,6 +25,12 @@ retries after a backoff; here the request waits for the completion (at most
 ``COMPLETION_WAIT_S``) and is then answered from the completed state, which saves the client
 a retry round and its backoff. The next transaction's Ongoing record is appended only after
 the markers are durable: a crash can never leave a later state on disk above lost markers.
+
+Transaction version 2 (KIP-890 part 2; ``TransactionMetadata.client_txn_version`` 2): partitions
+are added implicitly (Produce v12, TxnOffsetCommit v5 call ``add_partitions``), EndTxn v5 bumps
+the epoch in the Prepare record (``_end``), its retries are told apart from fenced producers by
+``TransactionMetadata.end_txn_producer_error``, and an exhausted epoch moves the id to a new
+producer id at completion (Kafka's nextProducerId).
 
 Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
 carry coordinator epoch 0.
@@ -35,6 +42,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -56,9 +64,18 @@ NO_PRODUCER_ID = -1
 #: (then from the Prepare* state: CONCURRENT_TRANSACTIONS, as Kafka, and the client retries).
 COMPLETION_WAIT_S = 10.0
 
-#: Appends one record (value None = tombstone) for a transactional id at once (raising when
-#: that fails) and returns an awaitable that resolves once the HW covers it (or raises).
-WriteRecord = Callable[[str, TxnLogValue | None], Awaitable[None]]
+
+class WriteRecord(Protocol):
+    """Appends one record (value None = tombstone) for a transactional id at once (raising
+    when that fails) and returns an awaitable that resolves once the HW covers it (or raises).
+    ``lazy``: nobody waits for this record, so it needs no fsync of its own; the next record
+    of its partition (or the broker's periodic flush) makes it durable."""
+
+    def __call__(
+        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+    ) -> Awaitable[None]: ...
+
+
 #: Writes the markers of a finished transaction to its partitions (and waits for them).
 WriteMarkers = Callable[[TransactionMetadata, bool], Awaitable[None]]
 
@@ -96,6 +113,10 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[object]] = set()
         #: The marker writing of each id whose EndTxn was answered before its markers.
         self._completions: dict[str, asyncio.Task[object]] = {}
+        self._add_locks: dict[str, asyncio.Lock] = {}
+        #: Produce v12+ (``broker/handlers/produce.py``): per producer id, the future of the
+        #: last request adding partitions implicitly; later requests of the id wait for it.
+        self.produce_gates: dict[int, asyncio.Future[None]] = {}
 
     # -- loading -------------------------------------------------------------------------------
     def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
@@ -119,6 +140,8 @@ class TransactionCoordinator:
                 value.start_ms,
                 value.last_update_ms,
                 value.previous_producer_id,
+                client_txn_version=value.client_transaction_version,
+                next_producer_id=value.next_producer_id,
             )
 
     def activate(self) -> None:
@@ -182,6 +205,8 @@ class TransactionCoordinator:
             now,
             md.txn_start_ms if start_ms is None else start_ms,
             md.previous_producer_id,
+            md.next_producer_id,
+            md.client_txn_version,
         )
 
     async def _persist(
@@ -304,9 +329,35 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]],
+        client_txn_version: int = 0,
     ) -> ErrorCode:
-        """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition)."""
+        """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition, and the
+        implicit add of transaction version 2: Produce v12, TxnOffsetCommit v5).
+
+        Kafka divergence: adds for one id run one after another (a lock per id), so pipelined
+        implicit adds wait for each other instead of answering CONCURRENT_TRANSACTIONS (which
+        Kafka answers while a write of the id is pending, costing the producer a retry)."""
         await self._settled(transactional_id)
+        lock = self._add_locks.get(transactional_id)
+        if lock is None:
+            lock = self._add_locks[transactional_id] = asyncio.Lock()
+        try:
+            async with lock:
+                return await self._add_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions, client_txn_version
+                )
+        finally:
+            if not lock.locked() and self._add_locks.get(transactional_id) is lock:
+                del self._add_locks[transactional_id]
+
+    async def _add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        client_txn_version: int,
+    ) -> ErrorCode:
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
             return error
@@ -317,10 +368,39 @@ class TransactionCoordinator:
         wanted = set(partitions)
         if md.state is TxnState.ONGOING and wanted <= md.partitions:
             return ErrorCode.none
+        previous_version = md.client_txn_version
+        md.client_txn_version = client_txn_version
         # The produce path sees a partition only once the record naming it is durable.
         if md.state is TxnState.ONGOING:
-            return await self._persist(md, TxnState.ONGOING, md.partitions | wanted)
-        return await self._persist(md, TxnState.ONGOING, wanted, self._clock())
+            error = await self._persist(md, TxnState.ONGOING, md.partitions | wanted)
+        else:
+            error = await self._persist(md, TxnState.ONGOING, wanted, self._clock())
+        if error is not ErrorCode.none:
+            md.client_txn_version = previous_version
+        return error
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ ``verify_only``):
+        per partition NONE when the open transaction holds it, else INVALID_TXN_STATE;
+        a producer check failure applies to every partition. Nothing is written."""
+        wanted = list(partitions)
+        error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is not None and md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            error, md = ErrorCode.concurrent_transactions, None
+        if md is None:
+            return dict.fromkeys(wanted, error)
+        return {
+            tp: ErrorCode.none
+            if md.state is TxnState.ONGOING and tp in md.partitions
+            else ErrorCode.invalid_txn_state
+            for tp in wanted
+        }
 
     def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
         """The transactional id holding ``producer_id`` (an index rebuilt when stale)."""
@@ -368,30 +448,74 @@ class TransactionCoordinator:
 
     # -- EndTxn --------------------------------------------------------------------------------
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> ErrorCode:
-        """Kafka's handleEndTransaction for a client's EndTxn."""
-        await self._settled(transactional_id)
-        error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
-        if md is None:
-            return error
-        state = md.state
-        if state is TxnState.ONGOING:
-            return await self._end(md, commit)
-        if state is TxnState.COMPLETE_COMMIT:
-            return ErrorCode.none if commit else ErrorCode.invalid_txn_state
-        if state is TxnState.COMPLETE_ABORT:
-            return ErrorCode.invalid_txn_state if commit else ErrorCode.none
-        if state is TxnState.PREPARE_COMMIT:
-            return ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
-        if state is TxnState.PREPARE_ABORT:
-            return ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
-        return ErrorCode.invalid_txn_state  # Empty, Dead, PrepareEpochFence
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_txn_version: int = 0,
+    ) -> tuple[ErrorCode, int, int]:
+        """Kafka's handleEndTransaction for a client's EndTxn: the error, and the producer id
+        and epoch the producer goes on with (EndTxn v5 answers them; -1, -1 on an error).
 
-    async def _end(self, md: TransactionMetadata, commit: bool) -> ErrorCode:
+        Transaction version 2 (EndTxn v5): the commit/abort bumps the epoch; a retry of an
+        EndTxn whose answer was lost comes with the epoch before the bump and gets the same
+        answer (Kafka's retryOnEpochBump / retryOnOverflow)."""
+        fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        await self._settled(transactional_id)
+        error = self.inactive_error()
+        if error is not None:
+            return (error, *fail)
+        if not transactional_id:
+            return (ErrorCode.invalid_request, *fail)
+        md = self.transactions.get(transactional_id)
+        if md is None:
+            return (ErrorCode.invalid_producer_id_mapping, *fail)
+        state = md.state
+        refused = md.end_txn_producer_error(producer_id, producer_epoch)
+        if refused is not None:
+            return (refused, *fail)
+        if md.pending is not None:
+            return (ErrorCode.concurrent_transactions, *fail)
+        if state is TxnState.ONGOING:
+            error = await self._end(md, commit, bump=client_txn_version >= 2)
+            if error is not ErrorCode.none:
+                return (error, *fail)
+            return self._answer(md)
+        if state is TxnState.COMPLETE_COMMIT:
+            return self._answer(md) if commit else (ErrorCode.invalid_txn_state, *fail)
+        if state is TxnState.COMPLETE_ABORT:
+            return (ErrorCode.invalid_txn_state, *fail) if commit else self._answer(md)
+        if state is TxnState.PREPARE_COMMIT:
+            error = ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
+        elif state is TxnState.PREPARE_ABORT:
+            error = ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
+        else:
+            error = ErrorCode.invalid_txn_state  # Empty, Dead, PrepareEpochFence
+        return (error, *fail)
+
+    @staticmethod
+    def _answer(md: TransactionMetadata) -> tuple[ErrorCode, int, int]:
+        """The producer id and epoch the producer continues with after its EndTxn."""
+        if md.next_producer_id >= 0:  # the epoch ran out: a new producer id, epoch 0
+            return ErrorCode.none, md.next_producer_id, 0
+        return ErrorCode.none, md.producer_id, md.producer_epoch
+
+    async def _end(self, md: TransactionMetadata, commit: bool, bump: bool = False) -> ErrorCode:
+        """Write PrepareCommit/PrepareAbort (with the epoch bumped by one for transaction
+        version 2) and start the markers."""
         prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        previous = (md.producer_epoch, md.last_producer_epoch, md.client_txn_version)
+        if bump:
+            md.client_txn_version = 2
+            if is_epoch_exhausted(md.producer_epoch):
+                md.next_producer_id = await self._new_producer_id()
+            md.last_producer_epoch = md.producer_epoch
+            md.producer_epoch += 1
         error = await self._persist(md, prepare)
         if error is not ErrorCode.none:
+            md.producer_epoch, md.last_producer_epoch, md.client_txn_version = previous
+            md.next_producer_id = -1
             return error
         # The outcome is decided and durable: answer now, write the markers in the background.
         self._start_completion(md, commit)
@@ -427,18 +551,34 @@ class TransactionCoordinator:
         final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         partitions = md.partitions
         md.partitions = set()
+        identity = (md.producer_id, md.producer_epoch, md.last_producer_epoch)
+        previous_id, next_id = md.previous_producer_id, md.next_producer_id
+        if md.next_producer_id >= 0:
+            # Transaction version 2 ran out of epochs: the markers carried the old producer id;
+            # the producer goes on with the new one (Kafka's prepareComplete).
+            md.previous_producer_id, md.producer_id = md.producer_id, md.next_producer_id
+            md.producer_epoch, md.last_producer_epoch, md.next_producer_id = (
+                0,
+                NO_PRODUCER_EPOCH,
+                -1,
+            )
         now = self._clock()
         try:
-            waiter = self._write_record(md.transactional_id, self._value(md, final, now))
+            waiter = self._write_record(md.transactional_id, self._value(md, final, now), lazy=True)
         except Exception as exc:
             log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
             md.partitions = partitions
+            md.producer_id, md.producer_epoch, md.last_producer_epoch = identity
+            md.previous_producer_id, md.next_producer_id = previous_id, next_id
             self._spawn(self._retry_complete(md, commit))
             return ErrorCode.none
         # The Complete record need not be durable before the next transition: the markers are,
         # and any later record of this id is appended after it (one partition, in order), so
-        # its HW wait covers this one too. A crash before it is durable leaves Prepare*, which
-        # the next start completes again (markers written twice are harmless).
+        # its HW wait covers this one too. So it gets no fsync of its own (``lazy``): the next
+        # record of the partition (typically the producer's next Ongoing) or the periodic
+        # flush covers it, which keeps one fsync off the next AddPartitionsToTxn. A crash
+        # before it is durable leaves Prepare*, which the next start completes again (markers
+        # written twice are harmless).
         md.state = final
         md.txn_last_update_ms = now
         self._spawn(self._log_failure(waiter, md.transactional_id))

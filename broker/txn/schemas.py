@@ -10,8 +10,9 @@ Key (Kafka's TransactionLogKey, prefixed by the coordinator record type 0)::
     version          int16   0
     transactional_id string  int16 length + UTF-8
 
-Value (Kafka's TransactionLogValue; written as version 0, the version Kafka writes until
-``transaction.version`` 2 is finalized; version 1, flexible, is read too)::
+Value (Kafka's TransactionLogValue; version 0 for a transaction of the protocol v1, version 1,
+flexible, for one of transaction version 2 (``client_transaction_version`` 2), which Kafka
+writes once ``transaction.version`` 2 is finalized; both are read)::
 
     version                          int16   0 (or 1)
     producer_id                      int64
@@ -25,7 +26,12 @@ Value (Kafka's TransactionLogValue; written as version 0, the version Kafka writ
     transaction_start_ms             int64
   v1 only: compact strings/arrays (unsigned varint length + 1) and tagged fields at the end of
   each struct (tag 0 previous_producer_id int64, tag 1 next_producer_id int64, tag 2
-  client_transaction_version int16).
+  client_transaction_version int16); a tag is written only when it differs from its default
+  (-1, -1, 0), as Kafka's generated writer does.
+
+Kafka divergence: Kafka 4 with ``transaction.version`` 2 finalized writes version 1 for every
+id; tidelog writes version 1 only for ids whose last client spoke transaction version 2, so the
+records of librdkafka, kafka-python and aiokafka producers keep their version 0 bytes.
 
 A null value (tombstone) removes the transactional id (``transactional.id.expiration.ms``).
 Every length is checked against the bytes present; damage raises ``TxnSchemaError``.
@@ -36,6 +42,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from tidelog.storage.varint import write_uvarint
 
 __all__ = [
     "TxnLogValue",
@@ -67,6 +75,7 @@ class TxnLogValue:
     start_ms: int
     previous_producer_id: int = -1
     next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def _string(value: str) -> bytes:
@@ -78,7 +87,20 @@ def encode_txn_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + _string(transactional_id)
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    write_uvarint(n, out)
+    return bytes(out)
+
+
+def _compact_string(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return _uvarint(len(data) + 1) + data
+
+
 def encode_txn_value(value: TxnLogValue) -> bytes:
+    if value.client_transaction_version >= 2:
+        return _encode_v1(value)
     out = bytearray(
         _HEAD.pack(
             0,
@@ -97,6 +119,40 @@ def encode_txn_value(value: TxnLogValue) -> bytes:
             out += _string(topic) + _I32.pack(len(ids))
             out += b"".join(_I32.pack(i) for i in ids)
     out += _TAIL.pack(value.last_update_ms, value.start_ms)
+    return bytes(out)
+
+
+def _encode_v1(value: TxnLogValue) -> bytes:
+    """Version 1: compact lengths, tagged fields (only those off their defaults)."""
+    out = bytearray(
+        _HEAD.pack(
+            1,
+            value.producer_id,
+            value.producer_epoch,
+            value.transaction_timeout_ms,
+            value.state_id,
+        )
+    )
+    if value.partitions is None:
+        out += b"\x00"
+    else:
+        out += _uvarint(len(value.partitions) + 1)
+        for topic in sorted(value.partitions):
+            ids = sorted(value.partitions[topic])
+            out += _compact_string(topic) + _uvarint(len(ids) + 1)
+            out += b"".join(_I32.pack(i) for i in ids)
+            out += b"\x00"  # no tagged fields in the topic entry
+    out += _TAIL.pack(value.last_update_ms, value.start_ms)
+    tags: list[tuple[int, bytes]] = []
+    if value.previous_producer_id != -1:
+        tags.append((0, struct.pack(">q", value.previous_producer_id)))
+    if value.next_producer_id != -1:
+        tags.append((1, struct.pack(">q", value.next_producer_id)))
+    if value.client_transaction_version != 0:
+        tags.append((2, _I16.pack(value.client_transaction_version)))
+    out += _uvarint(len(tags))
+    for tag, data in tags:
+        out += _uvarint(tag) + _uvarint(len(data)) + data
     return bytes(out)
 
 
@@ -176,12 +232,24 @@ def decode_txn_value(value: bytes) -> TxnLogValue:
                 reader.tags()
     last_update, start = reader.unpack(_TAIL)
     previous = next_ = -1
+    client_version = 0
     if compact:
         tags = reader.tags()
         if 0 in tags and len(tags[0]) == 8:
             previous = struct.unpack(">q", tags[0])[0]
         if 1 in tags and len(tags[1]) == 8:
             next_ = struct.unpack(">q", tags[1])[0]
+        if 2 in tags and len(tags[2]) == 2:
+            client_version = _I16.unpack(tags[2])[0]
     return TxnLogValue(
-        producer_id, epoch, timeout, status, partitions, last_update, start, previous, next_
+        producer_id,
+        epoch,
+        timeout,
+        status,
+        partitions,
+        last_update,
+        start,
+        previous,
+        next_,
+        client_version,
     )

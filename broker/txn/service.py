@@ -157,8 +157,13 @@ class TransactionService:
         if not covered:
             raise TxnWriteFailed(f"{topic}-{partition}: the HW did not reach {end} in time")
 
-    def write_record(self, transactional_id: str, value: TxnLogValue | None) -> Awaitable[None]:
-        """Append now (raises on failure); the awaitable resolves once the HW covers it."""
+    def write_record(
+        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+    ) -> Awaitable[None]:
+        """Append now (raises on failure); the awaitable resolves once the HW covers it.
+
+        ``lazy``: no flush is started for this record; the next append to the partition or
+        the broker's flush tick (``FLUSH_TICK_S``, the flush policy) covers it."""
         partition = self.partition_for(transactional_id)
         partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
         if partition_log is None:
@@ -171,7 +176,10 @@ class TransactionService:
         info = partition_log.append(
             encode_records([record], self.broker.clock()), now_ms=self.broker.clock()
         )
-        self.broker.after_append(partition_log, hw_before)
+        if not lazy:
+            self.broker.after_append(partition_log, hw_before)
+        elif partition_log.high_watermark != hw_before:  # a topic without a flush policy
+            self.broker.partitions.notify(TRANSACTION_STATE_TOPIC, partition)
         return self._wait(TRANSACTION_STATE_TOPIC, partition, partition_log, info.last_offset + 1)
 
     async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:

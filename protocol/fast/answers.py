@@ -1,4 +1,4 @@
-"""Lean encoders for the hot responses: ProduceResponse v3-10 and FetchResponse v4-16.
+"""Lean encoders for the hot responses: ProduceResponse v3-12 and FetchResponse v4-16.
 
 kio's writers are generic pure Python (one BytesIO write per field, a dataclass per partition);
 these write the same bytes with a few ``struct`` calls and, for Fetch, hand the record data back
@@ -207,7 +207,7 @@ def encode_produce_body(
     *,
     throttle_time_ms: int = 0,
 ) -> bytes:
-    """The ProduceResponse body (no header) for v3-10."""
+    """The ProduceResponse body (no header) for v3-12 (v11 and v12 answer as v10)."""
     flexible = version >= 9
     out = bytearray(_array_len(len(topics), flexible))
     for name, partitions in topics:

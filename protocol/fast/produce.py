@@ -1,4 +1,4 @@
-"""A lean, bounds-checked parser for ProduceRequest v3-10 (header included).
+"""A lean, bounds-checked parser for ProduceRequest v3-12 (header included).
 
 The generic path (``codec.decode_request_header`` + ``guard.check_request_body`` + kio's native
 reader) builds kio dataclasses and walks the body twice; for the one-record requests a
@@ -7,7 +7,7 @@ parser reads the request header and body in one pass with ``struct``, checks eve
 against the bytes that remain (so no separate guard walk is needed) and returns light tuples
 with the attributes the Produce handler uses (the same names as kio's classes).
 
-Anything unusual (a tagged field anywhere, a version outside 3-10) returns ``None``: the caller
+Anything unusual (a tagged field anywhere, a version outside 3-12) returns ``None``: the caller
 then takes the generic kio path. A malformed frame raises ``FrameDecodeError`` only. Trailing
 bytes after the body are ignored, as kio (and Kafka) do. ``tests/protocol/test_fast_produce.py``
 checks the result against kio's decode for every version (Hypothesis).
@@ -150,11 +150,11 @@ def _one_batch(buf: memoryview, pos: int, end: int, flexible: bool) -> LeanProdu
 def parse_produce_frame(
     frame: bytes | memoryview,
 ) -> tuple[int, str | None, LeanProduceRequest] | None:
-    """``(correlation_id, client_id, request)`` of a Produce v3-10 frame, or None (fallback).
+    """``(correlation_id, client_id, request)`` of a Produce v3-12 frame, or None (fallback).
 
     Raises FrameDecodeError when the frame is malformed.
     """
-    header = read_header(frame, 0, 3, 10, 9, "produce")
+    header = read_header(frame, 0, 3, 12, 9, "produce")
     if header is None:
         return None
     buf, end, version, correlation_id, client_id, pos = header

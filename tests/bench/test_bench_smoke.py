@@ -140,3 +140,23 @@ def test_recovery_workload_runs(tmp_path: Path) -> None:
     assert not run["after_clean_shutdown"]["unclean"]
     assert run["after_clean_shutdown"]["log_end_offset"] == killed["log_end_offset"]
     assert list(tmp_path.iterdir()) == []  # the work directory is removed
+
+
+def test_transactions_wire_script_runs() -> None:
+    """``scripts/bench/transactions_wire.py`` drives transactions of protocol v1 and v2 (and
+    idempotent produces) through a real ``tidelog serve``."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench" / "transactions_wire.py"),
+            *("--transactions", "3", "--runs", "1"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("v1: ") and "(3 round trips)" in line for line in lines)
+    assert any(line.startswith("v2: ") and "(2 round trips)" in line for line in lines)

@@ -50,7 +50,7 @@ def _read(s: socket.socket, n: int) -> bytes:
 
 
 def test_produce_v0_is_advertised_but_answered_unsupported(broker) -> None:  # type: ignore[no-untyped-def]
-    assert _api_versions(broker.bootstrap)[0] == (0, 10)
+    assert _api_versions(broker.bootstrap)[0] == (0, 12)
     host, port = broker.bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s:
         for version in (0, 1, 2):

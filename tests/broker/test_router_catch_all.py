@@ -152,7 +152,7 @@ def test_registry_claims_known_versions_and_looks_like_kafka() -> None:
     specs, modules = discover_handlers()
     assert all(isinstance(s, HandlerSpec) for s in specs.values())
     for key, (lo, hi) in {
-        0: (3, 10),
+        0: (3, 12),
         1: (4, 16),
         2: (1, 8),
         3: (0, 13),

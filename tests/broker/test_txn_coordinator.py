@@ -59,6 +59,18 @@ def test_key_and_value_bytes_are_kafkas() -> None:
     )
     decoded = decode_txn_value(v1)
     assert decoded.partitions == {"t": [5]} and decoded.previous_producer_id == 6
+    # written as version 1 for an id of transaction version 2: tags only off their defaults
+    tv2 = TxnLogValue(7, 3, 60000, 4, {"t": [5]}, 1000, 900, 6, -1, 2)
+    expected_v1 = (
+        v1[:-11]  # v1 without its tag section
+        + b"\x02"  # two tags
+        + b"\x00\x08"
+        + struct.pack(">q", 6)  # tag 0: previous producer id
+        + b"\x02\x02"
+        + struct.pack(">h", 2)  # tag 2: client transaction version
+    )
+    assert encode_txn_value(tv2) == expected_v1
+    assert decode_txn_value(expected_v1) == tv2
     with pytest.raises(TxnSchemaError):
         decode_txn_value(expected[:-3])
     with pytest.raises(TxnSchemaError):
@@ -92,7 +104,9 @@ class Harness:
             clock=lambda: self.now,
         )
 
-    def write(self, txn_id: str, value: TxnLogValue | None) -> Awaitable[None]:
+    def write(
+        self, txn_id: str, value: TxnLogValue | None, *, lazy: bool = False
+    ) -> Awaitable[None]:
         self.records.append((txn_id, value))
 
         async def done() -> None:
@@ -127,15 +141,15 @@ async def test_lifecycle_and_replay() -> None:
     assert await c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)]) is ErrorCode.none
     assert c.transactions["tx"].state is TxnState.ONGOING
     assert c.partition_in_transaction(pid, epoch, "t", 1)
-    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none
+    assert (await c.end_txn("tx", pid, epoch, True))[0] is ErrorCode.none
     assert h.markers[-1] == ("tx", pid, epoch, True, frozenset({("t", 0), ("t", 1)}))
     assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
     states = [v.state_id for _, v in h.records if v is not None]
     assert states == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
-    assert await c.end_txn("tx", pid, epoch, True) is ErrorCode.none  # a retry
-    assert await c.end_txn("tx", pid, epoch, False) is ErrorCode.invalid_txn_state
-    assert await c.end_txn("tx", pid, epoch + 1, True) is ErrorCode.producer_fenced
-    assert await c.end_txn("tx", pid + 5, epoch, True) is ErrorCode.invalid_producer_id_mapping
+    assert (await c.end_txn("tx", pid, epoch, True))[0] is ErrorCode.none  # a retry
+    assert (await c.end_txn("tx", pid, epoch, False))[0] is ErrorCode.invalid_txn_state
+    assert (await c.end_txn("tx", pid, epoch + 1, True))[0] is ErrorCode.producer_fenced
+    assert (await c.end_txn("tx", pid + 5, epoch, True))[0] is ErrorCode.invalid_producer_id_mapping
 
     # replay into a fresh coordinator: same state
     again = h.make()
@@ -187,9 +201,63 @@ async def test_fencing_timeout_and_expiration() -> None:
         await asyncio.sleep(0)
     md = c.transactions["tx"]
     assert md.state is TxnState.COMPLETE_ABORT and md.producer_epoch == current + 1
-    assert await c.end_txn("tx", pid, current, True) is ErrorCode.producer_fenced
+    assert (await c.end_txn("tx", pid, current, True))[0] is ErrorCode.producer_fenced
 
     # idle past transactional.id.expiration.ms: a tombstone, then gone
     h.now += 10_000
     assert await c.expire_transactional_ids() == 1
     assert "tx" not in c.transactions and h.records[-1] == ("tx", None)
+
+
+@sync
+async def test_transaction_version_2_bumps_the_epoch_and_recognises_retries() -> None:
+    h = Harness()
+    c = h.coordinator
+    c.activate()
+    _, pid, epoch = await c.init_producer_id("tx", 1000, -1, -1)
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], client_txn_version=2) is (
+        ErrorCode.none
+    )
+    assert await c.end_txn("tx", pid, epoch, True, client_txn_version=2) == (
+        ErrorCode.none,
+        pid,
+        epoch + 1,
+    )
+    # the markers carry the bumped epoch; the records are value version 1 (TV2)
+    assert h.markers[-1][1:4] == (pid, epoch + 1, True)
+    assert [v.client_transaction_version for _, v in h.records if v is not None][-1] == 2
+    # a retry with the epoch before the bump: the same answer; the bumped one now is fenced
+    assert await c.end_txn("tx", pid, epoch, True, client_txn_version=2) == (
+        ErrorCode.none,
+        pid,
+        epoch + 1,
+    )
+    assert (await c.end_txn("tx", pid, epoch, False, client_txn_version=2))[0] is (
+        ErrorCode.invalid_txn_state
+    )
+    assert (await c.end_txn("tx", pid, epoch + 1, True, client_txn_version=2))[0] is (
+        ErrorCode.producer_fenced
+    )
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], 2) is ErrorCode.producer_fenced
+    # replay keeps the version and the epoch
+    again = h.make()
+    again.load(h.records)
+    md = again.transactions["tx"]
+    assert (md.producer_epoch, md.client_txn_version) == (epoch + 1, 2)
+
+    # the epoch runs out: the answer carries a new producer id, epoch 0
+    md = c.transactions["tx"]
+    md.producer_epoch = 32766
+    assert await c.add_partitions("tx", pid, 32766, [("t", 0)], 2) is ErrorCode.none
+    error, new_pid, new_epoch = await c.end_txn("tx", pid, 32766, False, client_txn_version=2)
+    assert (error, new_epoch) == (ErrorCode.none, 0) and new_pid != pid
+    assert h.markers[-1][1:4] == (pid, 32767, False)  # markers: the old id, bumped epoch
+    assert (md.producer_id, md.producer_epoch, md.previous_producer_id) == (new_pid, 0, pid)
+    assert await c.end_txn("tx", pid, 32766, False, client_txn_version=2) == (
+        ErrorCode.none,
+        new_pid,
+        0,
+    )
+    assert c.partition_in_transaction(new_pid, 0, "t", 0) is False
+    assert await c.add_partitions("tx", new_pid, 0, [("t", 0)], 2) is ErrorCode.none
+    assert c.partition_in_transaction(new_pid, 0, "t", 0)

@@ -19,7 +19,7 @@ from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV1
 from tests.support.kafka_wire import WireClient
 
 # Produce is listed from v0 as Kafka 4 lists it (KAFKA-18659); v0-2 are refused when used.
-EXPECTED_RANGES = {0: (0, 10), 1: (4, 16), 2: (1, 8), 3: (0, 13), 18: (0, 4), 19: (2, 7)}
+EXPECTED_RANGES = {0: (0, 12), 1: (4, 16), 2: (1, 8), 3: (0, 13), 18: (0, 4), 19: (2, 7)}
 
 
 def _metadata_v12() -> MetadataRequestV12:

@@ -27,7 +27,7 @@ from tidelog.protocol.fast.produce import parse_produce_frame
 
 st.register_type_strategy(Records, st.binary(max_size=80).map(Records))
 
-VERSIONS = range(3, 11)
+VERSIONS = range(3, 13)
 
 
 def _same(lean: Any, kio: Any) -> None:
@@ -174,7 +174,7 @@ def test_impossible_lengths_v9(body: bytes) -> None:
 
 
 def test_unusual_frames_take_the_generic_path() -> None:
-    # header tagged fields (v9+) and versions outside 3-10 are left to kio
+    # header tagged fields (v9+) and versions outside 3-12 are left to kio
     assert parse_produce_frame(struct.pack(">hhih", 0, 9, 1, -1) + b"\x01\x00\x00") is None
     assert parse_produce_frame(struct.pack(">hhih", 0, 2, 1, -1) + b"\x00" * 20) is None
     assert parse_produce_frame(struct.pack(">hhih", 1, 4, 1, -1) + b"\x00" * 20) is None
