@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.kafka_wire
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support.kafka_wire
 
 import servers
 import workloads as wl
-from tests.kafka_wire import WireClient
 
+from tests.support.kafka_wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import request_types
 from tidelog.storage.record_codec import encode_batch

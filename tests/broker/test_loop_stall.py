@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from tests.conftest import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

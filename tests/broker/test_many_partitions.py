@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.conftest import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ import pytest
 import uvloop
 
 from tests.broker.test_wire_data_path import create, fetch_request, produce
-from tests.conftest import BrokerProcess
-from tests.kafka_wire import WireClient, encode_request, make_batch
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_wire import WireClient, encode_request, make_batch
 from tidelog.broker.sendfile import SENDFILE_MIN_BYTES, FileAnswer, FileSender, SendSocket
 from tidelog.storage.info import FileRegion
 

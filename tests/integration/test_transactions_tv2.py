@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import request_types
 from tidelog.storage.record_codec import encode_batch

@@ -7,9 +7,9 @@ import uuid
 from typing import Any
 
 from tests.broker.test_wire_data_path import create, produce
-from tests.kafka_wire import WireClient, make_batch
 from tests.security.certs import CertFiles, ssl_settings
 from tests.security.secure_broker import start
+from tests.support.kafka_wire import WireClient, make_batch
 from tests.support.net import free_port
 
 
