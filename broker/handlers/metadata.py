@@ -8,6 +8,12 @@ topics. From v12 a topic may be asked for by id: as Kafka does, a request with a
 id is answered by id alone (the names, often empty strings from the Java Admin, are ignored and
 zero ids dropped); unknown ids answer UNKNOWN_TOPIC_ID with a null name. Ids in v10-11 answer
 INVALID_REQUEST; an entry with neither a name nor an id answers UNKNOWN_TOPIC_ID.
+
+Answers whose every topic is described (the common case: all topics, or topics that exist) are
+encoded by ``protocol.fast.metadata`` and returned as a ``RawBody``: its partition arrays are
+encoded once per partition count and shared, so a full-cluster answer of 20,000 partitions costs
+about a millisecond instead of kio's ~250 ms. Answers with an error entry (unknown topic, denial,
+failed auto-create, ...) are built as kio entities and encoded by kio, as before.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 
 from kio.static.constants import uuid_zero
 
-from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.handlers.base import HandlerSpec, RawBody, RequestContext
 from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.security.acls import CLUSTER_NAME, ResourceType
 from tidelog.broker.topics import (
@@ -32,6 +38,12 @@ from tidelog.broker.topics import (
     topic_name_error,
 )
 from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.fast.metadata import (
+    UNSET_OPERATIONS,
+    MetadataBroker,
+    MetadataTopic,
+    encode_metadata_body,
+)
 from tidelog.protocol.schema import build, response_types
 
 API_KEY = 3
@@ -43,7 +55,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: ... and on the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 #: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
-_UNSET_OPERATIONS = -(2**31)
+_UNSET_OPERATIONS = UNSET_OPERATIONS
+#: Answers up to this size are sent as one bytes object (one write), larger ones as chunks.
+_JOIN_BELOW = 65536
 
 
 def _operations(ctx: RequestContext, rtype: ResourceType, name: str, all_ops: int) -> int:
@@ -87,20 +101,33 @@ def _partitions(types: Any, count: int, node: int) -> tuple[Any, ...]:
     return partition_states(types.MetadataResponsePartition, node, range(count))
 
 
-def _topic(types: Any, ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Any:
-    partitions = _partitions(types, info.partitions, ctx.broker.node_id)
-    return build(
-        types.MetadataResponseTopic,
-        error_code=ErrorCode.none,
+def _topic(ctx: RequestContext, info: TopicInfo, include_operations: bool) -> MetadataTopic:
+    """A described topic: its partitions, all led by this node."""
+    return MetadataTopic(
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.is_internal,
-        partitions=partitions,
-        topic_authorized_operations=(
+        partition_count=info.partitions,
+        leader_id=ctx.broker.node_id,
+        leader_epoch=LEADER_EPOCH,
+        authorized_operations=(
             _operations(ctx, TOPIC, info.name, TOPIC_OPERATIONS)
             if include_operations
             else _UNSET_OPERATIONS
         ),
+    )
+
+
+def _topic_entity(types: Any, topic: MetadataTopic) -> Any:
+    """``topic`` as kio's entity (answers that also carry error entries)."""
+    return build(
+        types.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=_partitions(types, topic.partition_count, topic.leader_id),
+        topic_authorized_operations=topic.authorized_operations,
     )
 
 
@@ -135,7 +162,7 @@ def _by_id(types: Any, ctx: RequestContext, ids: list[uuid.UUID], include_ops: b
                 _error_topic(types, None, ErrorCode.topic_authorization_failed, topic_id)
             )
         else:
-            answers.append(_topic(types, ctx, info, include_ops))
+            answers.append(_topic(ctx, info, include_ops))
     return answers
 
 
@@ -155,7 +182,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if wanted is None:
         # Only the topics the principal may DESCRIBE (denials here are not logged: Kafka).
         answers = [
-            _topic(types, ctx, info, include_ops)
+            _topic(ctx, info, include_ops)
             for info in topics
             if allowed(ctx, Operation.DESCRIBE, TOPIC, info.name, log_denial=False)
         ]
@@ -178,12 +205,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not allowed(ctx, Operation.DESCRIBE, TOPIC, name):
                 answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))
                 continue
-            if not allowed(ctx, Operation.DESCRIBE, TOPIC, name):
-                answers.append(_error_topic(types, name, ErrorCode.topic_authorization_failed))
-                continue
             info = topics.get(name)
             if info is not None:
-                answers.append(_topic(types, ctx, info, include_ops))
+                answers.append(_topic(ctx, info, include_ops))
                 continue
             if topic_name_error(name) is not None:
                 answers.append(_error_topic(types, name, ErrorCode.invalid_topic_exception))
@@ -203,31 +227,44 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 log.warning("auto-creating topic %r failed: %s", name, exc.message)
                 answers.append(_error_topic(types, name, error_code_for(exc.error_name)))
                 continue
-            answers.append(_topic(types, ctx, info, include_ops))
+            answers.append(_topic(ctx, info, include_ops))
     endpoint = broker.endpoint_for(ctx.listener_name)
     rack = broker.config.get("broker.rack")
-    brokers = (
-        build(
-            types.MetadataResponseBroker,
-            node_id=broker.node_id,
-            host=endpoint.advertised_host,
-            port=broker.advertised_port(endpoint),
-            rack=rack if isinstance(rack, str) else None,
-        ),
+    this_broker = MetadataBroker(
+        node_id=broker.node_id,
+        host=endpoint.advertised_host,
+        port=broker.advertised_port(endpoint),
+        rack=rack if isinstance(rack, str) else None,
     )
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    cluster_operations = (
+        _operations(ctx, CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
+        if include_cluster_ops
+        else _UNSET_OPERATIONS
+    )
+    if all(type(answer) is MetadataTopic for answer in answers):
+        chunks = encode_metadata_body(
+            ctx.api_version,
+            (this_broker,),
+            broker.cluster_id,
+            broker.node_id,
+            answers,
+            cluster_authorized_operations=cluster_operations,
+        )
+        if len(chunks) > 1 and sum(len(chunk) for chunk in chunks) <= _JOIN_BELOW:
+            chunks = [b"".join(chunks)]
+        return RawBody(tuple(chunks))
     return build(
         types.MetadataResponse,
         throttle_time=timedelta(0),
-        brokers=brokers,
+        brokers=(build(types.MetadataResponseBroker, **this_broker._asdict()),),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        topics=tuple(answers),
-        cluster_authorized_operations=(
-            _operations(ctx, CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
-            if include_cluster_ops
-            else _UNSET_OPERATIONS
+        topics=tuple(
+            _topic_entity(types, answer) if type(answer) is MetadataTopic else answer
+            for answer in answers
         ),
+        cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none,
     )
 

@@ -1,0 +1,135 @@
+"""In-process cost of a Metadata answer for every topic (issue 20: <= 100 ms for 20 x 1,000).
+
+Starts a ``Broker`` in this process on a temporary log dir, creates ``--topics`` topics of
+``--partitions`` partitions, then for each Metadata version below dispatches an all-topics
+request through the broker's router (request decode, handler, encoding, framing: everything
+but the socket) and reports the median and max milliseconds per answer. For comparison it
+re-encodes the same answer with kio's generic writer (``codec.encode_response`` on the answer
+decoded by kio's reader: the writer the handler used before ``protocol.fast.metadata``) and
+checks both give the same bytes.
+
+    .venv/bin/python scripts/bench/metadata_answer.py [--topics 20] [--partitions 1000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kio.serial import entity_reader, entity_writer
+
+from tidelog.broker.app import Broker
+from tidelog.config import load_broker_config
+from tidelog.protocol import codec
+from tidelog.protocol.schema import build, request_types
+
+VERSIONS = (0, 1, 4, 5, 8, 9, 12, 13)
+API_KEY = 3
+
+
+def _frame(version: int, correlation_id: int) -> bytes:
+    request = build(
+        request_types(API_KEY, version).MetadataRequest,
+        topics=() if version == 0 else None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+        include_cluster_authorized_operations=False,
+    )
+    header = struct.pack(">hhih", API_KEY, version, correlation_id, 5) + b"bench"
+    if codec.request_header_version(API_KEY, version) >= 2:
+        header += b"\x00"
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    return header + body.getvalue()
+
+
+def _answer(loop: asyncio.AbstractEventLoop, broker: Broker, frame: bytes) -> bytes:
+    outcome: Any = broker.router.dispatch(frame, "127.0.0.1", 1)
+    if asyncio.iscoroutine(outcome):
+        outcome = loop.run_until_complete(outcome)
+    if isinstance(outcome, list):
+        return b"".join(bytes(chunk) for chunk in outcome)
+    assert isinstance(outcome, bytes), outcome
+    return outcome
+
+
+def _time_ms(fn: Any, runs: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples), max(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topics", type=int, default=20)
+    parser.add_argument("--partitions", type=int, default=1000, help="partitions per topic")
+    parser.add_argument("--runs", type=int, default=20, help="answers timed per version")
+    parser.add_argument("--json", action="store_true", help="print the JSON too")
+    args = parser.parse_args()
+    loop = asyncio.new_event_loop()
+    with tempfile.TemporaryDirectory(prefix="tidelog-metadata-bench-") as log_dir:
+        config = load_broker_config(
+            overrides=(f"log.dirs={log_dir}", "listeners=PLAINTEXT://127.0.0.1:0")
+        )
+        broker = Broker(config)
+        loop.run_until_complete(broker.start())
+        try:
+            started = time.perf_counter()
+            for i in range(args.topics):
+                broker.topics.create_topic(f"bench-{i}", args.partitions)
+                print(f"created {i + 1} of {args.topics} topics", end="\r", file=sys.stderr)
+            print(
+                f"created {args.topics} x {args.partitions} partitions in "
+                f"{time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+            )
+            results: dict[str, Any] = {"topics": args.topics, "partitions": args.partitions}
+            print(f"{'version':>7} {'answer ms (median/max)':>24} {'kio writer ms':>15} {'KiB':>6}")
+            for version in VERSIONS:
+                frame = _frame(version, 7)
+                answer = _answer(loop, broker, frame)  # first answer: fills the caches
+                header = 8 + (1 if codec.response_header_version(API_KEY, version) else 0)
+                schema = codec.response_schema(API_KEY, version)
+                decoded, end = entity_reader(schema)(answer, header)
+                assert header + end == len(answer), "trailing bytes"
+                assert len(decoded.topics) >= args.topics, "topics missing"
+                kio = codec.encode_response(API_KEY, version, 7, decoded)
+                assert kio == answer, f"v{version}: the answer differs from kio's encoding"
+                fast = _time_ms(lambda f=frame: _answer(loop, broker, f), args.runs)
+                slow = _time_ms(
+                    lambda d=decoded, v=version: codec.encode_response(API_KEY, v, 7, d),
+                    max(3, args.runs // 5),
+                )
+                print(
+                    f"{version:>7} {fast[0]:>13.2f} / {fast[1]:>7.2f} {slow[0]:>15.1f} "
+                    f"{len(answer) // 1024:>6}"
+                )
+                results[f"v{version}"] = {
+                    "answer_ms_median": round(fast[0], 3),
+                    "answer_ms_max": round(fast[1], 3),
+                    "kio_writer_ms_median": round(slow[0], 1),
+                    "bytes": len(answer),
+                }
+            if args.json:
+                print(json.dumps(results))
+        finally:
+            loop.run_until_complete(broker.stop())
+            loop.close()
+
+
+if __name__ == "__main__":
+    main()
