@@ -96,6 +96,8 @@ class RouterBroker:
         correlation = self._correlation
         if asyncio.iscoroutine(outcome):
             outcome = self.loop.run_until_complete(outcome)
+        if isinstance(outcome, list):  # a large pre-encoded answer comes as chunks
+            outcome = b"".join(bytes(chunk) for chunk in outcome)
         assert isinstance(outcome, bytes), f"expected an answer, got {outcome!r}"
         (got,) = struct.unpack_from(">i", outcome, 4)
         assert got == correlation, f"answer to correlation id {got}, expected {correlation}"
