@@ -55,7 +55,6 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: ... and on the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 #: ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
-_UNSET_OPERATIONS = UNSET_OPERATIONS
 #: Answers up to this size are sent as one bytes object (one write), larger ones as chunks.
 _JOIN_BELOW = 65536
 
@@ -113,7 +112,7 @@ def _topic(ctx: RequestContext, info: TopicInfo, include_operations: bool) -> Me
         authorized_operations=(
             _operations(ctx, TOPIC, info.name, TOPIC_OPERATIONS)
             if include_operations
-            else _UNSET_OPERATIONS
+            else UNSET_OPERATIONS
         ),
     )
 
@@ -139,7 +138,7 @@ def _error_topic(types: Any, name: str | None, code: ErrorCode, topic_id: Any = 
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
-        topic_authorized_operations=_UNSET_OPERATIONS,
+        topic_authorized_operations=UNSET_OPERATIONS,
     )
 
 
@@ -240,7 +239,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cluster_operations = (
         _operations(ctx, CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
         if include_cluster_ops
-        else _UNSET_OPERATIONS
+        else UNSET_OPERATIONS
     )
     if all(type(answer) is MetadataTopic for answer in answers):
         chunks = encode_metadata_body(
@@ -280,7 +279,7 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
         cluster_id=None,
         controller_id=-1,
         topics=tuple(_error_topic(types, getattr(t, "name", None), code) for t in wanted),
-        cluster_authorized_operations=_UNSET_OPERATIONS,
+        cluster_authorized_operations=UNSET_OPERATIONS,
         error_code=code,
     )
 

@@ -3,9 +3,10 @@
 kio's writer builds and walks one dataclass per partition; a full-cluster answer for 20 topics of
 1,000 partitions spent ~270 ms there. On one node every partition of a topic reads the same but
 for its index, so the encoded partition array depends only on the version's shape, the
-partition count, the leader and its epoch: it is encoded once (``partition_array``, cached) and
-shared by every topic with that count, and nothing needs invalidating when topics change (a
-topic with partitions added has a new count, so a new key). ``encode_metadata_body`` returns
+partition count, the leader and its epoch: it is encoded once (``partition_array``, kept in a
+cache bounded by size, ``ARRAY_CACHE_BYTES``) and shared by every topic with that count, and
+nothing needs invalidating when topics change (a topic with partitions added has a new count,
+so a new key; a deleted topic's array ages out). ``encode_metadata_body`` returns
 chunks (``RawBody``); the shared arrays are never copied into the answer.
 
 Byte layout (big-endian; "flexible" = v9+, where arrays and strings carry an unsigned varint
@@ -38,16 +39,20 @@ tagged-field section from v9) is written by the router, as for every ``RawBody``
 
 from __future__ import annotations
 
-import functools
 import struct
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = (
+    "ARRAY_CACHE_BYTES",
     "UNSET_OPERATIONS",
     "MetadataBroker",
     "MetadataTopic",
+    "cached_array_bytes",
+    "clear_partition_arrays",
     "encode_metadata_body",
     "partition_array",
 )
@@ -122,8 +127,48 @@ def partition_array(version: int, count: int, leader_id: int, leader_epoch: int)
     return _partition_array(_shape(version), count, leader_id, leader_epoch)
 
 
-@functools.lru_cache(maxsize=64)
+#: Encoded partition arrays, least recently used first, and their total size: at most
+#: ``ARRAY_CACHE_BYTES`` are kept (20,000 partitions of one version take ~0.5-0.7 MB), so many
+#: distinct counts never thrash it and old ones (deleted topics) are dropped in time. A lock:
+#: brokers embedded in one process may answer from several threads' loops.
+ARRAY_CACHE_BYTES = 64 * 1024 * 1024
+_arrays: OrderedDict[tuple[int, int, int, int], bytes] = OrderedDict()
+_arrays_size = 0
+_arrays_lock = threading.Lock()
+
+
+def clear_partition_arrays() -> None:
+    """Forget every encoded array (benchmarks time the first answer with this)."""
+    global _arrays_size
+    with _arrays_lock:
+        _arrays.clear()
+        _arrays_size = 0
+
+
+def cached_array_bytes() -> int:
+    """The total size of the encoded arrays kept."""
+    return _arrays_size
+
+
 def _partition_array(shape: int, count: int, leader_id: int, leader_epoch: int) -> bytes:
+    global _arrays_size
+    key = (shape, count, leader_id, leader_epoch)
+    with _arrays_lock:
+        data = _arrays.get(key)
+        if data is not None:
+            _arrays.move_to_end(key)
+            return data
+    data = _encode_partition_array(shape, count, leader_id, leader_epoch)
+    with _arrays_lock:
+        if key not in _arrays:
+            _arrays[key] = data
+            _arrays_size += len(data)
+        while _arrays_size > ARRAY_CACHE_BYTES and len(_arrays) > 1:
+            _arrays_size -= len(_arrays.popitem(last=False)[1])
+    return data
+
+
+def _encode_partition_array(shape: int, count: int, leader_id: int, leader_epoch: int) -> bytes:
     flexible = shape >= 9
     leader = _I32.pack(leader_id)
     tail = _I32.pack(leader_id)

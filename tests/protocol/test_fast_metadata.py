@@ -8,12 +8,14 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from tidelog.protocol.fast import metadata as fast_metadata
 from tidelog.protocol.fast.metadata import (
     UNSET_OPERATIONS,
     MetadataBroker,
@@ -167,6 +169,21 @@ def test_topics_with_the_same_count_share_one_partition_array(
         assert sum(1 for chunk in chunks if chunk is shared) == 3
     else:
         assert all(chunk is not shared for chunk in chunks)
+
+
+def test_the_array_cache_is_bounded_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many distinct counts: the oldest arrays are dropped, answers stay right."""
+    monkeypatch.setattr(fast_metadata, "ARRAY_CACHE_BYTES", 20_000)
+    fast_metadata.clear_partition_arrays()
+    try:
+        for count in range(100, 160):
+            array = partition_array(13, count, 1, 0)
+            assert fast_metadata.cached_array_bytes() <= 20_000
+            assert partition_array(13, count, 1, 0) is array  # the newest is kept
+        expected = partition_array(13, 100, 1, 0)  # dropped long ago: encoded again
+        assert expected == fast_metadata._encode_partition_array(9, 100, 1, 0)
+    finally:
+        fast_metadata.clear_partition_arrays()
 
 
 def test_full_cluster_answer_of_twenty_thousand_partitions() -> None:
