@@ -9,7 +9,13 @@ For comparison it re-encodes the same answer with kio's generic writer (``codec.
 on the answer decoded by kio's reader: the writer the handler used before
 ``protocol.fast.metadata``) and checks both give the same bytes.
 
-    .venv/bin/python scripts/bench/metadata_answer.py [--topics 20] [--partitions 1000] [--json]
+With ``--clients`` it then serves the broker's listener from a thread and times, over the
+socket, the raw round trip of an all-topics Metadata v12 request (send, read the whole answer)
+and confluent-kafka's ``list_topics()`` (what ``scripts/bench/partitions.py`` measures): the
+difference is the client's own parsing.
+
+    .venv/bin/python scripts/bench/metadata_answer.py [--topics 20] [--partitions 1000]
+        [--clients] [--json]
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ import argparse
 import asyncio
 import io
 import json
+import socket
 import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -75,11 +83,58 @@ def _time_ms(fn: Any, runs: int) -> tuple[float, float]:
     return statistics.median(samples), max(samples)
 
 
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def _clients(broker: Broker, loop: asyncio.AbstractEventLoop, runs: int) -> dict[str, Any]:
+    """Round trips over the socket while the broker's loop runs in a thread."""
+    from confluent_kafka.admin import AdminClient
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        port = broker.advertised_port(broker.endpoint_for("PLAINTEXT"))
+        frame = _frame(12, 9)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+
+            def round_trip() -> None:
+                sock.sendall(struct.pack(">i", len(frame)) + frame)
+                (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+                _read_exactly(sock, size)
+
+            round_trip()
+            raw = _time_ms(round_trip, runs)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.list_topics(timeout=30)
+        listed = _time_ms(lambda: admin.list_topics(timeout=30), runs)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+    print(f"raw Metadata v12 round trip over the socket: median {raw[0]:.1f} ms (max {raw[1]:.1f})")
+    print(f"confluent-kafka list_topics(): median {listed[0]:.1f} ms (max {listed[1]:.1f})")
+    return {
+        "raw_round_trip_ms_median": round(raw[0], 2),
+        "raw_round_trip_ms_max": round(raw[1], 2),
+        "confluent_list_topics_ms_median": round(listed[0], 2),
+        "confluent_list_topics_ms_max": round(listed[1], 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--partitions", type=int, default=1000, help="partitions per topic")
     parser.add_argument("--runs", type=int, default=20, help="answers timed per version")
+    parser.add_argument(
+        "--clients", action="store_true", help="also time round trips over the socket"
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON too")
     args = parser.parse_args()
     loop = asyncio.new_event_loop()
@@ -135,6 +190,8 @@ def main() -> None:
                     "kio_writer_ms_median": round(slow[0], 1),
                     "bytes": len(answer),
                 }
+            if args.clients:
+                results["socket"] = _clients(broker, loop, args.runs)
             if args.json:
                 print(json.dumps(results))
         finally:
