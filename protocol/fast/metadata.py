@@ -7,7 +7,7 @@ partition count, the leader and its epoch: it is encoded once (``partition_array
 cache bounded by size, ``ARRAY_CACHE_BYTES``) and shared by every topic with that count, and
 nothing needs invalidating when topics change (a topic with partitions added has a new count,
 so a new key; a deleted topic's array ages out). ``encode_metadata_body`` returns
-chunks (``RawBody``); the shared arrays are never copied into the answer.
+chunks (``RawBody``); shared arrays of 4 KiB or more are never copied into the answer.
 
 Byte layout (big-endian; "flexible" = v9+, where arrays and strings carry an unsigned varint
 length + 1 (0 = null) instead of int32 / int16 lengths (-1 = null), and every struct, the body
@@ -64,6 +64,9 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _INDEX = struct.Struct(">hi")  # error code, partition index
 _ZERO_UUID = bytes(16)
+#: Partition arrays shorter than this are copied into the answer (fewer, larger chunks for
+#: many small topics); longer ones are chunks of their own.
+_INLINE_BELOW = 4096
 #: Each array length kio writes for a one-element / empty array, by flexibility.
 _ONE = {False: _I32.pack(1), True: b"\x02"}
 _EMPTY = {False: _I32.pack(0), True: b"\x01"}
@@ -239,11 +242,15 @@ def encode_metadata_body(
     for topic in topics:
         out += _topic_head(version, topic)
         if topic.partition_count:
-            chunks.append(bytes(out))
-            chunks.append(
-                _partition_array(shape, topic.partition_count, topic.leader_id, topic.leader_epoch)
+            array = _partition_array(
+                shape, topic.partition_count, topic.leader_id, topic.leader_epoch
             )
-            out = bytearray()
+            if len(array) < _INLINE_BELOW:
+                out += array
+            else:  # a chunk of its own, not copied
+                chunks.append(bytes(out))
+                chunks.append(array)
+                out = bytearray()
         else:
             out += _EMPTY[flexible]
         out += _topic_tail(version, topic)
