@@ -12,8 +12,9 @@ INVALID_REQUEST; an entry with neither a name nor an id answers UNKNOWN_TOPIC_ID
 Answers whose every topic is described (the common case: all topics, or topics that exist) are
 encoded by ``protocol.fast.metadata`` and returned as a ``RawBody``: its partition arrays are
 encoded once per partition count and shared, so a full-cluster answer of 20,000 partitions costs
-about a millisecond instead of kio's ~250 ms. Answers with an error entry (unknown topic, denial,
-failed auto-create, ...) are built as kio entities and encoded by kio, as before.
+~0.1 ms (~1 ms for the first, which encodes the array) instead of 70-170 ms in kio's writer.
+Answers with an error entry (unknown topic, denial, failed auto-create, ...) are built as kio
+entities and encoded by kio, as before.
 """
 
 from __future__ import annotations
