@@ -71,6 +71,8 @@ class OngoingTransactions:
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest open (or not yet visible) transaction."""
+        if not self._ongoing and not self._unreplicated:
+            return None  # the common case: no transaction on this partition
         if self._unreplicated:
             self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
         candidates = list(self._ongoing.values())
