@@ -178,6 +178,12 @@ class _Index:
         self._file_size = len(data)
         self._written = entries
 
+    def forget_file(self) -> None:
+        """The file's bytes are not trusted any more (a rebuild left them as they were): the
+        next ``write_pending`` writes every entry from the first, and ``trim_to_valid_size``
+        then cuts whatever stale bytes follow them."""
+        self._written = 0
+
     def make_writable(self, max_index_bytes: int) -> None:
         """Preallocate the file for appends (the segment became active).
 
@@ -299,12 +305,18 @@ class OffsetIndex(_Index):
         self._offsets = array("i")
         self._positions = array("i")
 
-    def replace_entries(self, offsets: array[int], positions: array[int]) -> None:
+    def replace_entries(
+        self, offsets: array[int], positions: array[int], *, write: bool = True
+    ) -> None:
         """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
-        rewritten in one go (stale bytes of an untrimmed file must not survive)."""
+        rewritten in one go (stale bytes of an untrimmed file must not survive). With
+        ``write=False`` only memory changes (see ``_Index.forget_file``)."""
         self._offsets = offsets
         self._positions = positions
-        self._replace_file(self._pack(0, len(offsets)), len(offsets))
+        if write:
+            self._replace_file(self._pack(0, len(offsets)), len(offsets))
+        else:
+            self.forget_file()
 
     def can_append_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
@@ -414,11 +426,17 @@ class TimeIndex(_Index):
         self._timestamps = array("q")
         self._offsets = array("i")
 
-    def replace_entries(self, timestamps: array[int], offsets: array[int]) -> None:
-        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go."""
+    def replace_entries(
+        self, timestamps: array[int], offsets: array[int], *, write: bool = True
+    ) -> None:
+        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go
+        (with ``write=False`` only memory changes, see ``_Index.forget_file``)."""
         self._timestamps = timestamps
         self._offsets = offsets
-        self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
+        if write:
+            self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
+        else:
+            self.forget_file()
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""

@@ -139,6 +139,7 @@ class PartitionLog:
             self._log_start_offset,
             on_completed=self._rebuild_txn_index,
             replay_from=loaded.first_recovered_base,
+            names=loaded.names,
         )
         self._last_flush_ms = now
         if loaded.truncated_bytes or self._log_end_offset > recovery_point:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,13 +211,17 @@ def fsync_file_and_directory(path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def list_snapshots(directory: Path) -> dict[int, Path]:
-    """Snapshot files of a directory by offset; leftover ``.snapshot.tmp`` files are removed."""
+def list_snapshots(directory: Path, names: Collection[str] | None = None) -> dict[int, Path]:
+    """Snapshot files of a directory by offset; leftover ``.snapshot.tmp`` files are removed.
+
+    ``names``: the directory's file names when the caller has just listed it (no new listing).
+    """
     found: dict[int, Path] = {}
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return found
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return found
     for name in names:
         if name.endswith(SNAPSHOT_SUFFIX + TMP_SUFFIX):
             delete_snapshot(directory / name)

@@ -80,6 +80,9 @@ class LoadedLog:
     #: Base offset of the first segment recovered (its ``.txnindex`` and those after it are
     #: rebuilt by the producer-state replay); None when none was.
     first_recovered_base: int | None = None
+    #: The directory's file names after the stray files went (the producer-state loader
+    #: finds its snapshots among them instead of listing the directory again).
+    names: frozenset[str] = frozenset()
 
 
 def _base_offset_of(name: str) -> int | None:
@@ -277,7 +280,7 @@ def load_segments(
             directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles
         )
         segment.make_active(config)
-        return LoadedLog([segment], 0, 0, None)
+        return LoadedLog([segment], 0, 0, None, frozenset())
     present = _clean_stray_files(directory)
     bases = sorted(
         base
@@ -361,7 +364,7 @@ def load_segments(
         segment.seal()
         segment.release_index_files()  # no-op while a rebuilt index awaits its fsync
     segments[-1].make_active(config)
-    return LoadedLog(segments, recovered, truncated_total, first_recovered)
+    return LoadedLog(segments, recovered, truncated_total, first_recovered, frozenset(present))
 
 
 def _rebuild_without_cut(segment: LogSegment, config: LogConfig, next_base: int | None) -> None:

@@ -250,6 +250,8 @@ class LogSegment:
         Checks each batch's framing, magic, CRC and that offsets strictly increase and fit the
         segment. Returns the number of bytes cut. The time index gets its final entry.
         ``progress`` gets the bytes scanned so far now and then (``fileio.scan_batches``).
+        The rebuilt index entries are kept in memory only: the caller makes the segment the
+        active one or seals it (``seal`` writes them and cuts the files to them).
         """
         valid_bytes, reason, next_offset, max_ts, offset_of_max, entries = self._scan(
             index_interval_bytes,
@@ -282,8 +284,14 @@ class LogSegment:
                 valid_bytes,
                 reason,
             )
-        self.offset_index.replace_entries(offsets, positions)
-        self.time_index.replace_entries(timestamps, time_offsets)
+        # The rebuilt entries stay in memory: the loader makes this segment either the active
+        # one (its index files are written when it stops being active, and rebuilt like this
+        # after any crash) or seals it at once (``seal`` writes them). The files are left as
+        # they are until then: after a SIGKILL of a broker with thousands of partitions,
+        # cutting and rewriting both index files of every active segment was most of the
+        # recovery (``_Index.forget_file``).
+        self.offset_index.replace_entries(offsets, positions, write=False)
+        self.time_index.replace_entries(timestamps, time_offsets, write=False)
         self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
         self.append_hint = (self.base_offset, 0)
         self.truncations += 1
@@ -293,7 +301,6 @@ class LogSegment:
         last_position = positions[-1] if len(positions) else 0
         self.bytes_since_last_index_entry = valid_bytes - last_position
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
-        self.time_index.write_pending()
         self.dirty = True
         # After a SIGKILL the bytes just validated may sit unsynced in the page cache: the
         # flush that follows recovery must fsync them even if nothing is written now.
