@@ -49,7 +49,7 @@ from pathlib import Path
 from tidelog.storage.checksum import crc32c
 
 from .errors import StorageError
-from .fileio import fsync_dir
+from .fileio import fsync_dir, read_small_file
 
 __all__ = [
     "SNAPSHOT_SUFFIX",
@@ -172,7 +172,7 @@ def decode_snapshot(data: bytes, *, name: str = "snapshot") -> list[SnapshotEntr
 
 def read_snapshot(path: Path) -> list[SnapshotEntry]:
     """Read a snapshot file (``CorruptSnapshotError`` if damaged; OSError if unreadable)."""
-    return decode_snapshot(path.read_bytes(), name=str(path))
+    return decode_snapshot(read_small_file(path), name=str(path))
 
 
 def write_snapshot(

@@ -45,7 +45,7 @@ import os
 import random
 import struct
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from .batch import (
@@ -107,7 +107,10 @@ class LogSegment:
         *,
         now_ms: int,
         handles: FileHandleCache = UNBOUNDED,
+        names: Collection[str] | None = None,
     ) -> None:
+        """``names``: the directory's file names, when the caller has just listed it (files
+        not among them are not looked for)."""
         name = segment_file_name(base_offset)
         self.dir = directory
         self.base_offset = base_offset
@@ -115,16 +118,26 @@ class LogSegment:
         self.log_file: FileHandle = handles.handle(directory / f"{name}{LOG_SUFFIX}")
         with self.log_file.pinned() as fd:  # creates the file
             self._size = os.fstat(fd).st_size
+        index_name = f"{name}{INDEX_SUFFIX}"
+        timeindex_name = f"{name}{TIMEINDEX_SUFFIX}"
+        txnindex_name = f"{name}{TXNINDEX_SUFFIX}"
         self.offset_index = OffsetIndex(
-            directory / f"{name}{INDEX_SUFFIX}", base_offset, config.segment_index_bytes, handles
-        )
-        self.time_index = TimeIndex(
-            directory / f"{name}{TIMEINDEX_SUFFIX}",
+            directory / index_name,
             base_offset,
             config.segment_index_bytes,
             handles,
+            exists=names is None or index_name in names,
         )
-        self.txn_index = TransactionIndex(directory / f"{name}{TXNINDEX_SUFFIX}")
+        self.time_index = TimeIndex(
+            directory / timeindex_name,
+            base_offset,
+            config.segment_index_bytes,
+            handles,
+            exists=names is None or timeindex_name in names,
+        )
+        self.txn_index = TransactionIndex(
+            directory / txnindex_name, exists=names is None or txnindex_name in names
+        )
         self.next_offset = base_offset
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = base_offset
@@ -575,10 +588,18 @@ class LogSegment:
         self.offset_index.release()
         self.time_index.release()
 
-    def make_active(self, config: LogConfig) -> None:
-        """Preallocate the index files for appends."""
-        self.offset_index.make_writable(config.segment_index_bytes)
-        self.time_index.make_writable(config.segment_index_bytes)
+    def make_active(self, config: LogConfig, *, preallocate: bool = True) -> None:
+        """Preallocate the index files for appends.
+
+        ``preallocate=False`` (the loader's last segment): the files stay as they are. Kafka
+        divergence: Kafka resizes a loaded active segment's indexes to ``segment.index.bytes``
+        because it maps them; tidelog keeps entries in memory and writes them when the
+        segment stops being active (``seal`` cuts the file to them), so the preallocation
+        is never read - and two ``open``+``ftruncate`` per partition were a tenth of the start
+        of 20,000 small partitions.
+        """
+        self.offset_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
+        self.time_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
 
     def start_empty(self, config: LogConfig) -> None:
         """Make a segment just created by a roll or a full truncation the empty active one: a
