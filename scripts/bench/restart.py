@@ -1,7 +1,7 @@
 """Restart times of a broker holding many small partitions, from one reusable log dir.
 
     .venv/bin/python scripts/bench/restart.py [--topics 20] [--partitions 1000] [--runs 2]
-        [--template DIR] [--only clean|kill] [--tree DIR] [--profile DIR] [--json]
+        [--template DIR] [--only clean|kill] [--tree DIR] [--json]
 
 ``partitions.py`` measures each restart once, at the end of a run of several minutes. This
 bench builds the log dir once (kept under ``--template``, reused while its size matches) and
@@ -14,8 +14,9 @@ times ``tidelog serve`` from spawn to its first ApiVersions answer on fresh copi
   ApiVersions (as ``partitions.py`` does), so the next start recovers every partition's active
   segment.
 
-``--profile DIR`` runs each start under ``py-spy record`` (speedscope files in DIR; py-spy must
-be installed in the venv) - its figures are then not comparable. The 1-minute load average is
+To see where a start spends its time, profile ``LogManager.startup()`` in-process on a copy
+(``py-spy record --format raw -- python <script>``; a profiler wrapped around ``tidelog serve``
+here would be stopped by the SIGTERM meant for the broker). The 1-minute load average is
 reported next to every figure: the machine is shared.
 """
 
@@ -30,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def build(python: str, template: Path, topics: int, per_topic: int) -> None:
     stamp.write_text(json.dumps(want))
 
 
-def start_once(python: str, source: Path, profile: Path | None, label: str) -> dict[str, Any]:
+def start_once(python: str, source: Path) -> dict[str, Any]:
     """Copy ``source`` and time one start on the copy (then stop it with SIGTERM)."""
     run_dir = Path(tempfile.mkdtemp(prefix="tidelog-restart-"))
     try:
@@ -91,42 +91,12 @@ def start_once(python: str, source: Path, profile: Path | None, label: str) -> d
         subprocess.run(["sync"], check=False)
         port = startup.free_port()
         load = os.getloadavg()[0]
-        if profile is None:
-            serve = partitions.Serve(python, run_dir / "data", port)
-        else:
-            profile.mkdir(parents=True, exist_ok=True)
-            out = profile / f"{label}-{time.strftime('%H%M%S')}.json"
-            serve = _profiled(python, run_dir / "data", port, out)
+        serve = partitions.Serve(python, run_dir / "data", port)
         cpu_ms = startup._cpu_ms(serve.pid)
         serve.stop()
         return {"start_s": round(serve.ready_s, 2), "cpu_s": round(cpu_ms / 1000, 2), "load": load}
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _profiled(python: str, log_dir: Path, port: int, out: Path) -> partitions.Serve:
-    pyspy = Path(python).parent / "py-spy"
-    real = startup.tidelog_command
-
-    def wrapped(py: str) -> list[str]:
-        return [
-            str(pyspy),
-            "record",
-            "--format",
-            "speedscope",
-            "--rate",
-            "200",
-            "-o",
-            str(out),
-            "--",
-            *real(py),
-        ]
-
-    startup.tidelog_command = wrapped
-    try:
-        return partitions.Serve(python, log_dir, port)
-    finally:
-        startup.tidelog_command = real
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
     p.add_argument("--only", choices=("clean", "kill"), help="one case only")
-    p.add_argument("--profile", type=Path, help="py-spy speedscope files go here")
     p.add_argument("--python", default=sys.executable)
     p.add_argument(
         "--tree", type=Path, help="run tidelog from this source tree (A/B against an export)"
@@ -153,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[case] = []
         for _ in range(args.runs):
-            run = start_once(args.python, args.template / case, args.profile, case)
+            run = start_once(args.python, args.template / case)
             results[case].append(run)
             _log(
                 f"{case}: start to ApiVersions {run['start_s']:.2f} s, broker CPU "
