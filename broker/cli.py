@@ -177,14 +177,20 @@ async def _serve(broker: object) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # No cyclic collection while the logs load: start-up makes ~200 long-lived objects per
+    # partition and no garbage cycles, and every collection of the oldest generation walks
+    # all of them (20,000 partitions: 1,263 collections, 1.25 s of a 4.3 s load).
+    gc.disable()
     try:
         await broker.start()
     except Exception as exc:
+        gc.enable()
         # One line naming the cause; ``start`` has already undone what it began.
         log.error("cannot start: %s", _start_failure(exc))
         log.debug("start-up failure", exc_info=True)
         return 1
     _settle_garbage_collector()
+    gc.enable()
     log.info("%s", broker.listening_line())
     await stop.wait()
     log.info("stopping (signal received)")
@@ -204,7 +210,8 @@ def _settle_garbage_collector() -> None:
     longer for fewer of them, which the tail does not want. Done only by ``tidelog serve``,
     which owns its process; an embedded broker leaves its host's collector alone. No
     ``gc.collect()`` first: freezing is a list splice, a collection would add milliseconds
-    to the start-up time.
+    to the start-up time (with the collector off during start-up, see ``_serve``, nothing
+    walks the loaded logs at all).
     """
     gc.freeze()
 

@@ -78,18 +78,23 @@ class _Index:
         base_offset: int,
         max_index_bytes: int,
         handles: FileHandleCache = UNBOUNDED,
+        *,
+        exists: bool = True,
     ) -> None:
+        """``exists=False``: the caller's directory listing has no such file (no ``stat``)."""
         self.base_offset = base_offset
         self._max_entries = max(max_index_bytes // self.entry_size, 2)
         # The descriptor comes from the cache only while the file is read or written (load,
         # preallocation, roll, rebuild, truncation, fsync): look-ups use the arrays in memory.
         self._file = handles.handle(path)
-        try:
-            self._file_size = os.stat(path).st_size
-            self._exists = True
-        except FileNotFoundError:
-            self._file_size = 0
-            self._exists = False  # created (empty) when first opened, or when trimmed
+        self._file_size = 0
+        self._exists = False  # created (empty) when first opened, or when trimmed
+        if exists:
+            try:
+                self._file_size = os.stat(path).st_size
+                self._exists = True
+            except FileNotFoundError:
+                pass
         self._written = 0  # leading entries that are in the file
         self._writable = False  # preallocated for appends (active segment)
 
@@ -125,6 +130,8 @@ class _Index:
         return self._file_size
 
     def _read_file(self) -> bytes:
+        if self._exists and self._file_size == 0:
+            return b""  # stat'ed empty just before (an index with no entry): nothing to open
         with self._file.pinned() as fd:
             size = os.fstat(fd).st_size
             if size % self.entry_size != 0:
@@ -178,8 +185,15 @@ class _Index:
         self._file_size = len(data)
         self._written = entries
 
-    def make_writable(self, max_index_bytes: int) -> None:
-        """Preallocate the file for appends (the segment became active).
+    def forget_file(self) -> None:
+        """The file's bytes are not trusted any more (a rebuild left them as they were): the
+        next ``write_pending`` writes every entry from the first, and ``trim_to_valid_size``
+        then cuts whatever stale bytes follow them."""
+        self._written = 0
+
+    def make_writable(self, max_index_bytes: int, *, preallocate: bool = True) -> None:
+        """Preallocate the file for appends (the segment became active); ``preallocate=False``
+        leaves the file as it is (a loaded active segment, see ``LogSegment.make_active``).
 
         The preallocation needs no fsync: the active segment's indexes are rebuilt from its
         log after a crash, and trimmed (and then fsynced) when it stops being active.
@@ -188,7 +202,7 @@ class _Index:
         self._max_entries = max(self._max_entries, self.entries + 2)
         size = self._max_entries * self.entry_size
         self._writable = True
-        if self._file_size != size:
+        if preallocate and self._file_size != size:
             with self._file.pinned() as fd:
                 os.ftruncate(fd, size)
             self._file_size = size
@@ -249,8 +263,10 @@ class OffsetIndex(_Index):
         base_offset: int,
         max_index_bytes: int,
         handles: FileHandleCache = UNBOUNDED,
+        *,
+        exists: bool = True,
     ) -> None:
-        super().__init__(path, base_offset, max_index_bytes, handles)
+        super().__init__(path, base_offset, max_index_bytes, handles, exists=exists)
         self._offsets: array[int] = array("i")
         self._positions: array[int] = array("i")
 
@@ -299,12 +315,18 @@ class OffsetIndex(_Index):
         self._offsets = array("i")
         self._positions = array("i")
 
-    def replace_entries(self, offsets: array[int], positions: array[int]) -> None:
+    def replace_entries(
+        self, offsets: array[int], positions: array[int], *, write: bool = True
+    ) -> None:
         """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
-        rewritten in one go (stale bytes of an untrimmed file must not survive)."""
+        rewritten in one go (stale bytes of an untrimmed file must not survive). With
+        ``write=False`` only memory changes (see ``_Index.forget_file``)."""
         self._offsets = offsets
         self._positions = positions
-        self._replace_file(self._pack(0, len(offsets)), len(offsets))
+        if write:
+            self._replace_file(self._pack(0, len(offsets)), len(offsets))
+        else:
+            self.forget_file()
 
     def can_append_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
@@ -369,8 +391,10 @@ class TimeIndex(_Index):
         base_offset: int,
         max_index_bytes: int,
         handles: FileHandleCache = UNBOUNDED,
+        *,
+        exists: bool = True,
     ) -> None:
-        super().__init__(path, base_offset, max_index_bytes, handles)
+        super().__init__(path, base_offset, max_index_bytes, handles, exists=exists)
         self._timestamps: array[int] = array("q")
         self._offsets: array[int] = array("i")
 
@@ -414,11 +438,17 @@ class TimeIndex(_Index):
         self._timestamps = array("q")
         self._offsets = array("i")
 
-    def replace_entries(self, timestamps: array[int], offsets: array[int]) -> None:
-        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go."""
+    def replace_entries(
+        self, timestamps: array[int], offsets: array[int], *, write: bool = True
+    ) -> None:
+        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go
+        (with ``write=False`` only memory changes, see ``_Index.forget_file``)."""
         self._timestamps = timestamps
         self._offsets = offsets
-        self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
+        if write:
+            self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
+        else:
+            self.forget_file()
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""

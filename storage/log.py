@@ -92,12 +92,14 @@ class PartitionLog:
         producer_id_expiration_ms: int | None = None,
         file_handles: FileHandleCache = UNBOUNDED,
         new: bool = False,
+        found: bool = False,
     ) -> None:
         """Open (or recover) the log in ``directory``.
 
         ``file_handles``: the cache segment files are opened through (the log manager's,
         bounded by ``log.open.files.max``). ``new``: the directory was just created and holds
-        nothing yet (the loader looks for no files).
+        nothing yet (the loader looks for no files). ``found``: the directory exists (the log
+        manager listed it), so it is not created.
         """
         parsed = parse_partition_dir_name(directory.name)
         if parsed is None:
@@ -107,7 +109,7 @@ class PartitionLog:
         self.config = config
         self._clock = clock
         self.file_handles = file_handles
-        if not new:
+        if not new and not found:
             directory.mkdir(parents=True, exist_ok=True)
         self.topic_id = topic_id if topic_id is not None else read_partition_metadata(directory)
         self._lock = threading.Lock()
@@ -139,6 +141,7 @@ class PartitionLog:
             self._log_start_offset,
             on_completed=self._rebuild_txn_index,
             replay_from=loaded.first_recovered_base,
+            names=loaded.names,
         )
         self._last_flush_ms = now
         if loaded.truncated_bytes or self._log_end_offset > recovery_point:

@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 from .fileio import fsync_dir as fsync_dir  # its home is fileio; re-exported for old callers
+from .fileio import read_small_file
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -102,7 +103,7 @@ def write_new_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id from ``partition.metadata``, or None when absent or unreadable."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
+        text = read_small_file(os.path.join(directory, PARTITION_METADATA_FILE)).decode()
     except (FileNotFoundError, UnicodeDecodeError):
         return None
     fields: dict[str, str] = {}

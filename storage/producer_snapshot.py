@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidelog.storage.checksum import crc32c
 
 from .errors import StorageError
-from .fileio import fsync_dir
+from .fileio import fsync_dir, read_small_file
 
 __all__ = [
     "SNAPSHOT_SUFFIX",
@@ -172,7 +172,7 @@ def decode_snapshot(data: bytes, *, name: str = "snapshot") -> list[SnapshotEntr
 
 def read_snapshot(path: Path) -> list[SnapshotEntry]:
     """Read a snapshot file (``CorruptSnapshotError`` if damaged; OSError if unreadable)."""
-    return decode_snapshot(path.read_bytes(), name=str(path))
+    return decode_snapshot(read_small_file(path), name=str(path))
 
 
 def write_snapshot(
@@ -211,13 +211,17 @@ def fsync_file_and_directory(path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def list_snapshots(directory: Path) -> dict[int, Path]:
-    """Snapshot files of a directory by offset; leftover ``.snapshot.tmp`` files are removed."""
+def list_snapshots(directory: Path, names: Collection[str] | None = None) -> dict[int, Path]:
+    """Snapshot files of a directory by offset; leftover ``.snapshot.tmp`` files are removed.
+
+    ``names``: the directory's file names when the caller has just listed it (no new listing).
+    """
     found: dict[int, Path] = {}
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return found
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return found
     for name in names:
         if name.endswith(SNAPSHOT_SUFFIX + TMP_SUFFIX):
             delete_snapshot(directory / name)

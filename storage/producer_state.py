@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -93,6 +93,7 @@ from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
     delete_snapshot,
+    encode_snapshot,
     fsync_file_and_directory,
     list_snapshots,
     read_snapshot,
@@ -481,8 +482,9 @@ class ProducerStateManager:
         written: Path | None = None
         try:
             if not path.exists():
-                entries = [self._producers[p].to_snapshot_entry() for p in sorted(self._producers)]
-                written = write_snapshot(self.directory, offset, entries, sync=sync)
+                written = write_snapshot(
+                    self.directory, offset, self._snapshot_entries(), sync=sync
+                )
                 if not sync:
                     self._unflushed.append(written)
             if sync:
@@ -531,6 +533,7 @@ class ProducerStateManager:
         read_marker: Callable[[RecordBatchHeader], EndTxnMarker] | None = None,
         on_completed: Callable[[CompletedTxn], None] | None = None,
         replay_from: int | None = None,
+        names: Collection[str] | None = None,
     ) -> int:
         """Rebuild the state from the latest usable snapshot plus the log after it.
 
@@ -541,20 +544,26 @@ class ProducerStateManager:
         ``read_marker`` reads a control batch's marker (without it a marker counts as ABORT
         with coordinator epoch -1); ``on_completed`` sees every transaction the replay
         completes (the log rebuilds ``.txnindex`` files from them); snapshots above
-        ``replay_from`` are deleted so that the replay covers every offset from there on.
+        ``replay_from`` are not used, so that the replay covers every offset from there on; they
+        are deleted, except one at ``log_end_offset`` holding exactly the replayed state, which
+        is kept instead of being written again. ``names``: the directory's file names when the
+        caller has just listed it (saves a listing per partition at start-up).
         """
         self._producers.clear()
         self.transactions.clear()
         now = self._clock()
-        snapshots = list_snapshots(self.directory)
+        snapshots = list_snapshots(self.directory, names)
+        at_end: Path | None = None  # a snapshot at the log end the replay may find still right
         for offset, path in list(snapshots.items()):
-            if (
-                offset > log_end_offset
-                or offset < log_start_offset
-                or (replay_from is not None and offset > replay_from)
-            ):
+            if offset > log_end_offset or offset < log_start_offset:
                 delete_snapshot(path)
                 del snapshots[offset]
+            elif replay_from is not None and offset > replay_from:
+                del snapshots[offset]
+                if offset == log_end_offset and take_snapshot:
+                    at_end = path
+                else:
+                    delete_snapshot(path)
         start = log_start_offset
         while snapshots:
             offset = max(snapshots)
@@ -590,8 +599,29 @@ class ProducerStateManager:
                 replayed += 1
             self.remove_expired_producers(now)
         if take_snapshot and log_end_offset > start:
-            self.take_snapshot(log_end_offset, sync=False)
+            if at_end is not None and self._snapshot_matches(at_end):
+                # Recovery replayed the log up to a snapshot that already says the same (a
+                # SIGKILL after a clean start): no rewrite, only the fsync a new one would get.
+                self._unflushed.append(at_end)
+            else:
+                if at_end is not None:
+                    delete_snapshot(at_end)
+                self.take_snapshot(log_end_offset, sync=False)
+        elif at_end is not None:
+            delete_snapshot(at_end)
         return replayed
+
+    def _snapshot_entries(self) -> list[SnapshotEntry]:
+        return [self._producers[p].to_snapshot_entry() for p in sorted(self._producers)]
+
+    def _snapshot_matches(self, path: Path) -> bool:
+        """True when ``path`` holds exactly the bytes a snapshot of the state now would."""
+        try:
+            with open(path, "rb") as f:
+                found = f.read()
+        except OSError:
+            return False
+        return found == encode_snapshot(self._snapshot_entries())
 
     def load_from_segments(
         self,
@@ -600,6 +630,7 @@ class ProducerStateManager:
         *,
         on_completed: Callable[[CompletedTxn], None] | None = None,
         replay_from: int | None = None,
+        names: Collection[str] | None = None,
     ) -> int:
         """``load`` over a log's segments at start-up (up to the last one's next offset)."""
         return self.load(
@@ -609,6 +640,7 @@ class ProducerStateManager:
             read_marker=segment_marker_reader(segments),
             on_completed=on_completed,
             replay_from=replay_from,
+            names=names,
         )
 
     def truncate_and_reload(self, segments: Sequence[_Segment], log_start_offset: int) -> int:

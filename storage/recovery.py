@@ -20,7 +20,8 @@ crash interrupted. Loading, in order (as Kafka's LogLoader):
    tail parseable); a missing or failing index is rebuilt from the log without cutting it, except
    for the last segment, whose damaged tail is cut as in recovery.
 5. An empty directory gets a first segment at the log start offset. The last segment becomes
-   active (index files preallocated); the others have trimmed index files.
+   active (its index files are left as found, not preallocated: see
+   ``LogSegment.make_active``); the others have trimmed index files.
 
 Progress: a partition with unflushed bytes to check logs, as Kafka's log loader does, where
 its recovery stands at most every ``PROGRESS_INTERVAL_S`` (``Recovering segment 2 of 3 of t-0
@@ -80,6 +81,9 @@ class LoadedLog:
     #: Base offset of the first segment recovered (its ``.txnindex`` and those after it are
     #: rebuilt by the producer-state replay); None when none was.
     first_recovered_base: int | None = None
+    #: The directory's file names after the stray files went (the producer-state loader
+    #: finds its snapshots among them instead of listing the directory again).
+    names: frozenset[str] = frozenset()
 
 
 def _base_offset_of(name: str) -> int | None:
@@ -104,20 +108,19 @@ def _clean_stray_files(directory: Path) -> set[str]:
     min_cleaned: int | None = None
     swaps: list[Path] = []
     for name in sorted(names):
-        path = directory / name
         if name.endswith(DELETED_SUFFIX):
             changed = True
-            logger.info("removing %s left by an interrupted deletion", path)
-            _unlink(path)
+            logger.info("removing %s left by an interrupted deletion", directory / name)
+            _unlink(directory / name)
         elif name.endswith(CLEANED_SUFFIX):
             changed = True
             base = _base_offset_of(name)
             if base is not None:
                 min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
-            logger.info("removing %s left by an interrupted compaction", path)
-            _unlink(path)
+            logger.info("removing %s left by an interrupted compaction", directory / name)
+            _unlink(directory / name)
         elif name.endswith(SWAP_SUFFIX):
-            swaps.append(path)
+            swaps.append(directory / name)
     if swaps:
         changed = True
     for swap in swaps:
@@ -277,7 +280,7 @@ def load_segments(
             directory, max(log_start_offset, 0), config, now_ms=now_ms, handles=handles
         )
         segment.make_active(config)
-        return LoadedLog([segment], 0, 0, None)
+        return LoadedLog([segment], 0, 0, None, frozenset())
     present = _clean_stray_files(directory)
     bases = sorted(
         base
@@ -304,7 +307,7 @@ def load_segments(
         indexes_present = (
             f"{name}{INDEX_SUFFIX}" in present and f"{name}{TIMEINDEX_SUFFIX}" in present
         )
-        segment = LogSegment(directory, base, config, now_ms=now_ms, handles=handles)
+        segment = LogSegment(directory, base, config, now_ms=now_ms, handles=handles, names=present)
         is_last = i == len(bases) - 1
         next_base = bases[i + 1] if not is_last else None
         prev_last = segments[-1].next_offset - 1 if segments else None
@@ -360,8 +363,10 @@ def load_segments(
     for segment in segments[:-1]:
         segment.seal()
         segment.release_index_files()  # no-op while a rebuilt index awaits its fsync
-    segments[-1].make_active(config)
-    return LoadedLog(segments, recovered, truncated_total, first_recovered)
+    # A segment found on disk keeps its index files as they are; a first one made here gets
+    # them preallocated, as a roll does.
+    segments[-1].make_active(config, preallocate=not bases)
+    return LoadedLog(segments, recovered, truncated_total, first_recovered, frozenset(present))
 
 
 def _rebuild_without_cut(segment: LogSegment, config: LogConfig, next_base: int | None) -> None:

@@ -45,7 +45,7 @@ import os
 import random
 import struct
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from .batch import (
@@ -107,7 +107,10 @@ class LogSegment:
         *,
         now_ms: int,
         handles: FileHandleCache = UNBOUNDED,
+        names: Collection[str] | None = None,
     ) -> None:
+        """``names``: the directory's file names, when the caller has just listed it (files
+        not among them are not looked for)."""
         name = segment_file_name(base_offset)
         self.dir = directory
         self.base_offset = base_offset
@@ -115,16 +118,26 @@ class LogSegment:
         self.log_file: FileHandle = handles.handle(directory / f"{name}{LOG_SUFFIX}")
         with self.log_file.pinned() as fd:  # creates the file
             self._size = os.fstat(fd).st_size
+        index_name = f"{name}{INDEX_SUFFIX}"
+        timeindex_name = f"{name}{TIMEINDEX_SUFFIX}"
+        txnindex_name = f"{name}{TXNINDEX_SUFFIX}"
         self.offset_index = OffsetIndex(
-            directory / f"{name}{INDEX_SUFFIX}", base_offset, config.segment_index_bytes, handles
-        )
-        self.time_index = TimeIndex(
-            directory / f"{name}{TIMEINDEX_SUFFIX}",
+            directory / index_name,
             base_offset,
             config.segment_index_bytes,
             handles,
+            exists=names is None or index_name in names,
         )
-        self.txn_index = TransactionIndex(directory / f"{name}{TXNINDEX_SUFFIX}")
+        self.time_index = TimeIndex(
+            directory / timeindex_name,
+            base_offset,
+            config.segment_index_bytes,
+            handles,
+            exists=names is None or timeindex_name in names,
+        )
+        self.txn_index = TransactionIndex(
+            directory / txnindex_name, exists=names is None or txnindex_name in names
+        )
         self.next_offset = base_offset
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = base_offset
@@ -250,6 +263,8 @@ class LogSegment:
         Checks each batch's framing, magic, CRC and that offsets strictly increase and fit the
         segment. Returns the number of bytes cut. The time index gets its final entry.
         ``progress`` gets the bytes scanned so far now and then (``fileio.scan_batches``).
+        The rebuilt index entries are kept in memory only: the caller makes the segment the
+        active one or seals it (``seal`` writes them and cuts the files to them).
         """
         valid_bytes, reason, next_offset, max_ts, offset_of_max, entries = self._scan(
             index_interval_bytes,
@@ -282,8 +297,14 @@ class LogSegment:
                 valid_bytes,
                 reason,
             )
-        self.offset_index.replace_entries(offsets, positions)
-        self.time_index.replace_entries(timestamps, time_offsets)
+        # The rebuilt entries stay in memory: the loader makes this segment either the active
+        # one (its index files are written when it stops being active, and rebuilt like this
+        # after any crash) or seals it at once (``seal`` writes them). The files are left as
+        # they are until then: after a SIGKILL of a broker with thousands of partitions,
+        # cutting and rewriting both index files of every active segment was most of the
+        # recovery (``_Index.forget_file``).
+        self.offset_index.replace_entries(offsets, positions, write=False)
+        self.time_index.replace_entries(timestamps, time_offsets, write=False)
         self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
         self.append_hint = (self.base_offset, 0)
         self.truncations += 1
@@ -293,7 +314,6 @@ class LogSegment:
         last_position = positions[-1] if len(positions) else 0
         self.bytes_since_last_index_entry = valid_bytes - last_position
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
-        self.time_index.write_pending()
         self.dirty = True
         # After a SIGKILL the bytes just validated may sit unsynced in the page cache: the
         # flush that follows recovery must fsync them even if nothing is written now.
@@ -568,10 +588,18 @@ class LogSegment:
         self.offset_index.release()
         self.time_index.release()
 
-    def make_active(self, config: LogConfig) -> None:
-        """Preallocate the index files for appends."""
-        self.offset_index.make_writable(config.segment_index_bytes)
-        self.time_index.make_writable(config.segment_index_bytes)
+    def make_active(self, config: LogConfig, *, preallocate: bool = True) -> None:
+        """Preallocate the index files for appends.
+
+        ``preallocate=False`` (the loader's last segment): the files stay as they are. Kafka
+        divergence: Kafka resizes a loaded active segment's indexes to ``segment.index.bytes``
+        because it maps them; tidelog keeps entries in memory and writes them when the
+        segment stops being active (``seal`` cuts the file to them), so the preallocation
+        is never read - and two ``open``+``ftruncate`` per partition were a tenth of the start
+        of 20,000 small partitions.
+        """
+        self.offset_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
+        self.time_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
 
     def start_empty(self, config: LogConfig) -> None:
         """Make a segment just created by a roll or a full truncation the empty active one: a

@@ -34,6 +34,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fileio import read_small_file
+
 __all__ = [
     "ABORTED_TXN_SIZE",
     "TXNINDEX_SUFFIX",
@@ -93,13 +95,16 @@ def decode_entries(data: bytes, *, name: str = "txnindex") -> list[AbortedTxn]:
 class TransactionIndex:
     """The aborted transactions of one segment, in memory and in its ``.txnindex`` file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, exists: bool = True) -> None:
+        """``exists=False``: the caller's directory listing has no such file (not read)."""
         self.path = path
         self._entries: list[AbortedTxn] = []
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            data = b""
+        data = b""
+        if exists:
+            try:
+                data = read_small_file(path)
+            except FileNotFoundError:
+                pass
         try:
             self._entries = decode_entries(data, name=str(path))
         except ValueError:

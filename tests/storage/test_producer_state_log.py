@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.storage.storage_helpers import FakeClock
 from tidelog.storage import LogConfig, LogManager, PartitionLog
+from tidelog.storage.producer_snapshot import read_snapshot
 from tidelog.storage.producer_state import OutOfOrderSequenceError
 from tidelog.storage.record_codec import encode_batch
 from tidelog.storage.record_types import NewRecord
@@ -94,6 +95,44 @@ def test_unclean_reload_rebuilds_from_the_log(log_dir: Path, clock: FakeClock) -
     assert crashed.append(batch(2, 111, size=100)).first_offset == 23
     assert crashed.log_end_offset == 24
     crashed.close()
+
+
+def test_unclean_reload_keeps_a_snapshot_that_still_matches(
+    log_dir: Path, clock: FakeClock
+) -> None:
+    """A crash after a clean stop and start (nothing appended): recovery replays the active
+    segment and finds the snapshot at the log end right, so it is neither deleted nor written
+    again; a snapshot whose bytes differ from the replayed state is replaced."""
+    log = PartitionLog(log_dir, LogConfig(), clock=clock)
+    for seq in range(4):
+        log.append(batch(1, seq))
+        log.append(batch(2, 10 + seq))
+    log.close()
+    at_end = log_dir / f"{4 * 2:020d}.snapshot"
+    before = at_end.stat()
+    state = dict(log.producer_state.producers)
+
+    crashed = PartitionLog(log_dir, LogConfig(), clock=clock, recovery_point=8)
+    after = at_end.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert snapshots(crashed) == [8]
+    assert crashed.producer_state.producers[1].batches[-1] == state[1].batches[-1]
+    assert crashed.append(batch(1, 3)).first_offset == 6  # a retry: its original offsets
+    crashed.close_without_flush()
+
+    # The same crash, but the snapshot at the log end lost its bytes (power loss): replaced.
+    log_dir2 = log_dir.parent / "topic-1"
+    second = PartitionLog(log_dir2, LogConfig(), clock=clock)
+    for seq in range(4):
+        second.append(batch(1, seq))
+    second.close()
+    damaged = log_dir2 / f"{4:020d}.snapshot"
+    damaged.write_bytes(bytes(damaged.stat().st_size))
+    again = PartitionLog(log_dir2, LogConfig(), clock=clock, recovery_point=4)
+    (entry,) = read_snapshot(damaged)  # written again, and valid
+    assert (entry.producer_id, entry.last_sequence, entry.last_offset) == (1, 3, 3)
+    assert again.append(batch(1, 3)).first_offset == 3
+    again.close()
 
 
 def test_unclean_reload_without_snapshot_knows_five_batches(

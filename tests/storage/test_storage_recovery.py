@@ -40,13 +40,24 @@ def _records(log: PartitionLog) -> list[tuple[int, bytes | None]]:
     return out
 
 
-def _check_indexes(log: PartitionLog) -> None:
-    """Indexes equal a fresh rebuild, in memory and on disk."""
-    for segment in log.segments():
+def _check_indexes(log: PartitionLog, *, then_close: bool = False) -> None:
+    """Indexes equal a fresh rebuild, in memory and on disk; then (``then_close``) the log is
+    closed and the active segment's files (written when it stops being active) must too."""
+    _check_index_files(log, active_on_disk=False)
+    if then_close:
+        log.close()
+        _check_index_files(log, active_on_disk=True)
+
+
+def _check_index_files(log: PartitionLog, *, active_on_disk: bool) -> None:
+    segments = list(log._segments)
+    for segment in segments:
         data = segment.log_path.read_bytes()
         offsets, times = expected_indexes(data, segment.base_offset, CONFIG.index_interval_bytes)
         assert segment.offset_index.all_entries() == offsets
         assert segment.time_index.all_entries() == times
+        if segment is segments[-1] and not active_on_disk:
+            continue  # the active segment's index files are written when it is sealed
         base = segment.base_offset
         on_disk = index_file_entries(segment.index_path, ">ii")
         assert [(base + o, p) for o, p in on_disk] == offsets
@@ -89,6 +100,7 @@ def test_cut_random_bytes_off_active_segment(log_dir: Path, seed: int) -> None:
     info = log.append(simple_batch(2))
     assert info.first_offset == log.log_end_offset - 2
     log.close()
+    _check_index_files(log, active_on_disk=True)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -105,8 +117,7 @@ def test_bit_flip_in_last_batch(log_dir: Path, seed: int, caplog: pytest.LogCapt
         log = _open_unclean(log_dir)
     assert any("cut" in r.getMessage() for r in caplog.records)
     assert active.stat().st_size == len(data) - last
-    _check_indexes(log)
-    log.close()
+    _check_indexes(log, then_close=True)
 
 
 def test_garbage_after_last_batch(log_dir: Path) -> None:
