@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidelog.protocol.fast.common import array_len, encode_uvarint, nullable_string, string
+
 __all__ = (
     "FetchPartitionAnswer",
     "ProducePartitionAnswer",
@@ -53,7 +55,7 @@ class FetchPartitionAnswer:
 
 def _aborted(aborted: Sequence[tuple[int, int]], flexible: bool) -> bytes:
     """The ``aborted_transactions`` array of a fetched partition."""
-    out = bytearray(_array_len(len(aborted), flexible))
+    out = bytearray(array_len(len(aborted), flexible))
     for producer_id, first_offset in aborted:
         out += _ABORTED.pack(producer_id, first_offset)
         if flexible:
@@ -71,32 +73,6 @@ class ProducePartitionAnswer:
     error_message: str | None = None
     #: KIP-467 (v8+): ``(batch index, message)`` of each refused record.
     record_errors: tuple[tuple[int, str | None], ...] = ()
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    data = value.encode()
-    if flexible:
-        return _uvarint(len(data) + 1) + data
-    return _I16.pack(len(data)) + data
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    return _string(value, flexible)
 
 
 def encode_fetch_body(
@@ -117,14 +93,14 @@ def encode_fetch_body(
     if version >= 7:
         out += _I16.pack(error_code)
         out += _I32.pack(session_id)
-    out += _array_len(len(topics), flexible)
+    out += array_len(len(topics), flexible)
     for topic, partitions in topics:
         if version >= 13:
             assert isinstance(topic, uuid.UUID)
             out += topic.bytes
         else:
-            out += _string(str(topic), flexible)
-        out += _array_len(len(partitions), flexible)
+            out += string(str(topic), flexible)
+        out += array_len(len(partitions), flexible)
         for p in partitions:
             out += _FETCH_PARTITION_V4.pack(
                 p.partition, p.error_code, p.high_watermark, p.last_stable_offset
@@ -135,7 +111,7 @@ def encode_fetch_body(
             if version >= 11:
                 out += b"\xff\xff\xff\xff"  # preferred read replica -1
             size = len(p.records)
-            out += _uvarint(size + 1) if flexible else _I32.pack(size)
+            out += encode_uvarint(size + 1) if flexible else _I32.pack(size)
             if size:
                 chunks.append(bytes(out))
                 chunks.append(p.records)
@@ -156,13 +132,13 @@ def _fetch_one_prefix(version: int, topic: str | uuid.UUID) -> bytes:
     out = _I32.pack(0)  # throttle time
     if version >= 7:
         out += b"\x00\x00\x00\x00\x00\x00"  # error code 0, session id 0
-    out += _array_len(1, flexible)
+    out += array_len(1, flexible)
     if version >= 13:
         assert isinstance(topic, uuid.UUID)
         out += topic.bytes
     else:
-        out += _string(str(topic), flexible)
-    return out + _array_len(1, flexible)
+        out += string(str(topic), flexible)
+    return out + array_len(1, flexible)
 
 
 _FETCH_PARTITION_V5 = struct.Struct(">ihqqq")  # index, error, HW, LSO, log start offset
@@ -193,7 +169,8 @@ def encode_fetch_one(
     if flexible:
         # aborted transactions (usually none), preferred replica -1
         middle = (_aborted(aborted, True) if aborted else b"\x01") + b"\xff\xff\xff\xff"
-        size = bytes((records_size + 1,)) if records_size < 0x7F else _uvarint(records_size + 1)
+        n = records_size + 1
+        size = bytes((n,)) if records_size < 0x7F else encode_uvarint(n)
         return prefix + part + middle + size, b"\x00\x00\x00"  # partition, topic, body tags
     middle = _aborted(aborted, False) if aborted else b"\x00\x00\x00\x00"
     if version >= 11:
@@ -209,10 +186,10 @@ def encode_produce_body(
 ) -> bytes:
     """The ProduceResponse body (no header) for v3-12 (v11 and v12 answer as v10)."""
     flexible = version >= 9
-    out = bytearray(_array_len(len(topics), flexible))
+    out = bytearray(array_len(len(topics), flexible))
     for name, partitions in topics:
-        out += _string(name, flexible)
-        out += _array_len(len(partitions), flexible)
+        out += string(name, flexible)
+        out += array_len(len(partitions), flexible)
         for p in partitions:
             out += _PRODUCE_PARTITION.pack(
                 p.index, p.error_code, p.base_offset, p.log_append_time_ms
@@ -220,12 +197,12 @@ def encode_produce_body(
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                out += _array_len(len(p.record_errors), flexible)
+                out += array_len(len(p.record_errors), flexible)
                 for batch_index, message in p.record_errors:
-                    out += _I32.pack(batch_index) + _nullable_string(message, flexible)
+                    out += _I32.pack(batch_index) + nullable_string(message, flexible)
                     if flexible:
                         out += b"\x00"
-                out += _nullable_string(p.error_message, flexible)
+                out += nullable_string(p.error_message, flexible)
             if flexible:
                 out += b"\x00"
         if flexible:
@@ -264,7 +241,7 @@ def frame_head(correlation_id: int, flexible_header: bool, head: bytes, rest_siz
 @functools.lru_cache(maxsize=4096)
 def _produce_one_prefix(version: int, name: str) -> bytes:
     flexible = version >= 9
-    return _array_len(1, flexible) + _string(name, flexible) + _array_len(1, flexible)
+    return array_len(1, flexible) + string(name, flexible) + array_len(1, flexible)
 
 
 def encode_produce_one(
@@ -283,7 +260,7 @@ def encode_produce_one(
         if error_message is None:
             tail = b"\x01\x00\x00\x00\x00\x00\x00\x00\x00"  # errors, message, tags, throttle
         else:
-            tail = b"\x01" + _string(error_message, True) + b"\x00" * 7
+            tail = b"\x01" + string(error_message, True) + b"\x00" * 7
         return (
             prefix
             + _PRODUCE_PARTITION_V5.pack(
@@ -292,7 +269,7 @@ def encode_produce_one(
             + tail
         )
     if version >= 8:
-        tail = b"\x00\x00\x00\x00" + _nullable_string(error_message, False) + b"\x00\x00\x00\x00"
+        tail = b"\x00\x00\x00\x00" + nullable_string(error_message, False) + b"\x00\x00\x00\x00"
     else:
         tail = b"\x00\x00\x00\x00"  # throttle time
     if version >= 5:

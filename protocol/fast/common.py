@@ -1,9 +1,12 @@
-"""What the lean one-pass request parsers share (``fast.produce``, ``fast.fetch``).
+"""What the lean one-pass request parsers (``fast.produce``, ``fast.fetch``) and answer
+writers (``fast.answers``, ``fast.metadata``) share.
 
-The request header (v1, and v2 with its tagged-field section for flexible versions), unsigned
-varints, UTF-8 text and the truncation error, each checked against the bytes that remain
-before anything is sliced. Errors are ``FrameDecodeError`` naming the API (``api``), as the
-generic path's are. No I/O.
+Reading: the request header (v1, and v2 with its tagged-field section for flexible
+versions), unsigned varints, UTF-8 text and the truncation error, each checked against the
+bytes that remain before anything is sliced. Errors are ``FrameDecodeError`` naming the API
+(``api``), as the generic path's are. Writing: unsigned varints, array lengths and
+(nullable) strings, in the classic (int16/int32 lengths) or flexible (compact: length + 1 as
+a varint) form. No I/O.
 """
 
 from __future__ import annotations
@@ -13,9 +16,22 @@ from datetime import timedelta
 
 from tidelog.protocol.errors import FrameDecodeError
 
-__all__ = ("RequestHeader", "cached_timedelta", "read_header", "text", "truncated", "uvarint")
+__all__ = (
+    "RequestHeader",
+    "array_len",
+    "cached_timedelta",
+    "encode_uvarint",
+    "nullable_string",
+    "read_header",
+    "string",
+    "text",
+    "truncated",
+    "uvarint",
+)
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 #: ``(buffer, end, version, correlation id, client id, position of the body)``
 RequestHeader = tuple[memoryview, int, int, int, str | None, int]
@@ -95,3 +111,31 @@ def read_header(
             return None  # header tagged fields
         pos += 1
     return buf, end, version, correlation_id, client_id, pos
+
+
+def encode_uvarint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def array_len(n: int, flexible: bool) -> bytes:
+    """The length of an array of ``n`` items: compact (``n + 1``) when flexible, else int32."""
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def string(value: str, flexible: bool) -> bytes:
+    data = value.encode()
+    if flexible:
+        return encode_uvarint(len(data) + 1) + data
+    return _I16.pack(len(data)) + data
+
+
+def nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return string(value, flexible)

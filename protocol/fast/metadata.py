@@ -46,6 +46,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from tidelog.protocol.fast.common import array_len, nullable_string
+
 __all__ = (
     "ARRAY_CACHE_BYTES",
     "UNSET_OPERATIONS",
@@ -91,28 +93,6 @@ class MetadataTopic(NamedTuple):
     leader_epoch: int = 0
     authorized_operations: int = UNSET_OPERATIONS
     error_code: int = 0
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    data = value.encode()
-    if flexible:
-        return _uvarint(len(data) + 1) + data
-    return _I16.pack(len(data)) + data
 
 
 def _shape(version: int) -> int:
@@ -183,12 +163,12 @@ def _encode_partition_array(shape: int, count: int, leader_id: int, leader_epoch
     if flexible:
         tail += b"\x00"
     pack = _INDEX.pack
-    return _array_len(count, flexible) + b"".join([pack(0, i) + tail for i in range(count)])
+    return array_len(count, flexible) + b"".join([pack(0, i) + tail for i in range(count)])
 
 
 def _topic_head(version: int, topic: MetadataTopic) -> bytes:
     flexible = version >= 9
-    out = _I16.pack(topic.error_code) + _nullable_string(topic.name, flexible)
+    out = _I16.pack(topic.error_code) + nullable_string(topic.name, flexible)
     if version >= 10:
         out += _ZERO_UUID if topic.topic_id is None else topic.topic_id.bytes
     if version >= 1:
@@ -203,12 +183,12 @@ def _topic_tail(version: int, topic: MetadataTopic) -> bytes:
 
 def _brokers(version: int, brokers: Sequence[MetadataBroker]) -> bytes:
     flexible = version >= 9
-    out = bytearray(_array_len(len(brokers), flexible))
+    out = bytearray(array_len(len(brokers), flexible))
     for broker in brokers:
-        out += _I32.pack(broker.node_id) + _nullable_string(broker.host, flexible)
+        out += _I32.pack(broker.node_id) + nullable_string(broker.host, flexible)
         out += _I32.pack(broker.port)
         if version >= 1:
-            out += _nullable_string(broker.rack, flexible)
+            out += nullable_string(broker.rack, flexible)
         if flexible:
             out += b"\x00"
     return bytes(out)
@@ -233,10 +213,10 @@ def encode_metadata_body(
     out = bytearray(_I32.pack(throttle_time_ms) if version >= 3 else b"")
     out += _brokers(version, brokers)
     if version >= 2:
-        out += _nullable_string(cluster_id, flexible)
+        out += nullable_string(cluster_id, flexible)
     if version >= 1:
         out += _I32.pack(controller_id)
-    out += _array_len(len(topics), flexible)
+    out += array_len(len(topics), flexible)
     chunks: list[bytes] = []
     shape = _shape(version)
     for topic in topics:
