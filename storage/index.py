@@ -175,6 +175,15 @@ class _Index:
                 self._file.mark_unsynced()
             self._written = keep
 
+    def _store_replaced(self, write: bool) -> None:
+        """After a subclass installed rebuilt entries in memory: cut the file to zero and write
+        them all in one go (stale bytes of an untrimmed file must not survive), or, with
+        ``write=False``, only change memory (``forget_file``)."""
+        if write:
+            self._replace_file(self._pack(0, self.entries), self.entries)
+        else:
+            self.forget_file()
+
     def _replace_file(self, data: bytes, entries: int) -> None:
         with self._file.pinned() as fd:
             os.ftruncate(fd, 0)
@@ -318,15 +327,10 @@ class OffsetIndex(_Index):
     def replace_entries(
         self, offsets: array[int], positions: array[int], *, write: bool = True
     ) -> None:
-        """Install rebuilt entries (relative offsets, positions): the file is cut to zero and
-        rewritten in one go (stale bytes of an untrimmed file must not survive). With
-        ``write=False`` only memory changes (see ``_Index.forget_file``)."""
+        """Install rebuilt entries (relative offsets, positions); see ``_store_replaced``."""
         self._offsets = offsets
         self._positions = positions
-        if write:
-            self._replace_file(self._pack(0, len(offsets)), len(offsets))
-        else:
-            self.forget_file()
+        self._store_replaced(write)
 
     def can_append_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
@@ -441,14 +445,10 @@ class TimeIndex(_Index):
     def replace_entries(
         self, timestamps: array[int], offsets: array[int], *, write: bool = True
     ) -> None:
-        """Install rebuilt entries (timestamps, relative offsets) and write the file in one go
-        (with ``write=False`` only memory changes, see ``_Index.forget_file``)."""
+        """Install rebuilt entries (timestamps, relative offsets); see ``_store_replaced``."""
         self._timestamps = timestamps
         self._offsets = offsets
-        if write:
-            self._replace_file(self._pack(0, len(timestamps)), len(timestamps))
-        else:
-            self.forget_file()
+        self._store_replaced(write)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
