@@ -313,11 +313,19 @@ class PartitionLog:
         read_committed: bool,
         min_one_message: bool = True,
         verify_limit: int | None = None,
+        last_stable_offset: int | None = None,
     ) -> FetchDataInfo:
         """Fetch's one call: data up to the HW or LSO, aborted transactions in range
-        (``storage.log_transactions``); ``verify_limit`` as for ``read``."""
+        (``storage.log_transactions``); ``verify_limit`` as for ``read``;
+        ``last_stable_offset``: the caller's value of it, read just before (else read here)."""
         return log_transactions.read_for_fetch(
-            self, start_offset, max_bytes, read_committed, min_one_message, verify_limit
+            self,
+            start_offset,
+            max_bytes,
+            read_committed,
+            min_one_message,
+            verify_limit,
+            last_stable_offset,
         )
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:

@@ -101,8 +101,9 @@ def read_for_fetch(
     read_committed: bool,
     min_one_message: bool,
     verify_limit: int | None = None,
+    last_stable_offset: int | None = None,
 ) -> FetchDataInfo:
-    lso = log.last_stable_offset
+    lso = log.last_stable_offset if last_stable_offset is None else last_stable_offset
     info = log.read(
         start_offset,
         max_bytes,

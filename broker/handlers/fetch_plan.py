@@ -126,9 +126,9 @@ def scan(
                     read_committed=True,
                     min_one_message=total == 0,
                     verify_limit=verify_limit,
+                    last_stable_offset=w.last_stable_offset,
                 )
                 info = fetched.read
-                w.last_stable_offset = fetched.last_stable_offset
                 w.aborted = tuple(
                     (t.producer_id, t.first_offset) for t in fetched.aborted_transactions or ()
                 )
