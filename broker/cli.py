@@ -1,6 +1,6 @@
 """The ``tidelog`` command: ``tidelog serve`` and plug-in tools.
 
-Plug-in point: every module ``broker/tools/<name>.py`` that defines
+Plug-in point: every module ``tools/<name>.py`` that defines
 ``add_parser(subparsers: argparse._SubParsersAction) -> None`` adds its own sub-command. The
 parser it adds must ``set_defaults(func=<callable(args) -> int>)``; ``main`` calls it and exits
 with the number it returns. Example::
@@ -75,13 +75,13 @@ def _version() -> str:
 
 def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     try:
-        tools = importlib.import_module("tidelog.broker.tools")
+        tools = importlib.import_module("tidelog.tools")
     except ImportError:
         return
     for info in sorted(pkgutil.iter_modules(tools.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"tidelog.broker.tools.{info.name}")
+        module = importlib.import_module(f"tidelog.tools.{info.name}")
         add_parser = getattr(module, "add_parser", None)
         if callable(add_parser):
             add_parser(subparsers)

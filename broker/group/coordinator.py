@@ -56,7 +56,9 @@ from tidelog.broker.group.results import (
     SyncGroupResult,
     TopicOffsets,
 )
-from tidelog.broker.group.schemas import (
+from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.timer import LoopTimer, Timer
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -65,8 +67,6 @@ from tidelog.broker.group.schemas import (
     decode_key,
     decode_offset_commit_value,
 )
-from tidelog.broker.group.state import ClassicGroup, GroupState, Member
-from tidelog.broker.group.timer import LoopTimer, Timer
 
 __all__ = ("GroupCoordinator",)
 

@@ -1,6 +1,6 @@
 """Shared plumbing of the ``tidelog`` tools: exit codes, errors, ``--property``, progress bars.
 
-Every tool module (``broker/tools/<name>.py``) exposes ``add_parser(subparsers)`` and a
+Every tool module (``tools/<name>.py``) exposes ``add_parser(subparsers)`` and a
 ``run(args) -> int``. Exit codes scripts can trust:
 
 * 0 - the work was done;
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from tidelog.broker.tools._client_config import (
+from tidelog.tools._client_config import (
     ClientConfigError,
     client_settings,
     read_properties,

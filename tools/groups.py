@@ -18,8 +18,8 @@ import io
 import sys
 from typing import Any
 
-from tidelog.broker.tools import consumer_group_describe
-from tidelog.broker.tools._common import (
+from tidelog.tools import consumer_group_describe
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     GROUP_COMMAND_ERROR,
@@ -32,14 +32,14 @@ from tidelog.broker.tools._common import (
     admin_session,
     format_table,
 )
-from tidelog.broker.tools._reset_offsets import (
+from tidelog.tools._reset_offsets import (
     new_offset,
     parse_duration_ms,
     read_reset_plan,
     reset_time_ms,
     target_partitions,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 __all__ = ["add_parser", "run"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
@@ -31,7 +31,7 @@ from tidelog.broker.tools._common import (
     producer_client,
     stderr_is_tty,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 INIT_PRODUCER_ID = 22
 

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from tidelog.broker.tools._client_config import ClientConfigError, read_properties
-from tidelog.broker.tools._common import (
+from tidelog.tools._client_config import ClientConfigError, read_properties
+from tidelog.tools._common import (
     EXIT_OK,
     Progress,
     SubParsers,
@@ -40,7 +40,7 @@ from tidelog.broker.tools._common import (
     parse_properties,
     stderr_is_tty,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 __all__ = ["RecordFormat", "add_parser", "format_record", "run"]
 
