@@ -104,9 +104,13 @@ def build_parser(*, tools: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(tools=args_in[:1] != ["serve"])
-    args = parser.parse_args(args_in)
-    code = args.func(args)
+    try:
+        parser = build_parser(tools=args_in[:1] != ["serve"])
+        args = parser.parse_args(args_in)
+        code = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler took over (imports)
+        print("tidelog: interrupted", file=sys.stderr)
+        return 130
     return int(code or 0)
 
 

@@ -36,6 +36,7 @@ from tidelog.tools._common import (
     client_errors,
     close_quietly,
     consumer_client,
+    no_such_partition,
     parse_bool,
     parse_properties,
     stderr_is_tty,
@@ -272,7 +273,7 @@ def add_parser(subparsers: SubParsers) -> None:
             f"--{part}-deserializer",
             metavar="CLASS",
             help=f"decode {part}s: StringDeserializer, LongDeserializer, IntegerDeserializer, "
-            "BytesDeserializer ... (or --property {part}.deserializer=...)",
+            f"BytesDeserializer ... (or --property {part}.deserializer=...)",
         )
 
 
@@ -339,6 +340,9 @@ def _topic_partitions(consumer: Any, args: argparse.Namespace) -> dict[str, set[
             names = [t for t in consumer.topics() if regex.fullmatch(t)]
             found = {t: consumer.partitions_for_topic(t) or set() for t in names}
             found = {t: ps for t, ps in found.items() if ps}
+        elif args.topic not in consumer.topics():  # one Metadata request for every topic
+            found = {}
+            break  # the broker does not have it: say so now, not after the wait
         else:
             ps = consumer.partitions_for_topic(args.topic)
             found = {args.topic: ps} if ps else {}
@@ -361,10 +365,7 @@ def _assign(consumer: Any, args: argparse.Namespace, start: str | int) -> None:
     if args.partition is not None:
         partitions = found[args.topic]
         if args.partition not in partitions:
-            raise ToolError(
-                f"topic '{args.topic}' has no partition {args.partition} "
-                f"(it has {', '.join(str(p) for p in sorted(partitions))})"
-            )
+            raise no_such_partition(args.topic, args.partition, partitions)
         partitions = {args.partition}
         tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
     else:

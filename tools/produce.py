@@ -26,6 +26,7 @@ from tidelog.tools._common import (
     add_bootstrap,
     add_tool_parser,
     client_errors,
+    no_such_partition,
     parse_bool,
     parse_properties,
     producer_client,
@@ -240,6 +241,11 @@ def run(args: argparse.Namespace) -> int:
     show = stderr_is_tty() and not sys.stdin.isatty()  # a count while a file is being sent
     with client_errors(args.bootstrap_server):
         producer = _producer(args)
+        if args.partition is not None:
+            partitions = producer.partitions_for(args.topic)
+            if args.partition not in partitions:
+                producer.close(timeout=0)
+                raise no_such_partition(args.topic, args.partition, partitions)
         failures: list[BaseException] = []
         sent = 0
         progress = Progress(0, "sent", "records", enabled=show)
