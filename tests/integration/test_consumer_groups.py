@@ -248,17 +248,22 @@ def test_restart_keeps_the_group_and_its_offsets(broker_factory: Any) -> None:
     again.consumers[0].close()
 
 
+def _classic_consumer(broker: Any, topic: str, group: str) -> KafkaConsumer:
+    """A classic-protocol group member (kafka-python), committing by hand."""
+    return KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+
+
 def test_classic_and_consumer_groups_on_one_topic(fast_broker: Any) -> None:
     _topic(fast_broker, "both6", records=24)
     modern = Members([_consumer(fast_broker, "modern")])
     modern.consumers[0].subscribe(["both6"])
-    classic = KafkaConsumer(
-        "both6",
-        bootstrap_servers=fast_broker.bootstrap,
-        group_id="classic",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    classic = _classic_consumer(fast_broker, "both6", "classic")
     classic_seen: list[tuple[int, int]] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (len(classic_seen) < 24 or len(set(modern.seen)) < 24):
@@ -330,13 +335,7 @@ def test_kafka_python_and_the_groups_tool_describe_both_kinds(
     modern = Members([_consumer(fast_broker, "kinds-modern")])
     modern.consumers[0].subscribe(["kinds6"])
     modern.poll_until(lambda: len(set(modern.seen)) == 6)
-    classic = KafkaConsumer(
-        "kinds6",
-        bootstrap_servers=fast_broker.bootstrap,
-        group_id="kinds-classic",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    classic = _classic_consumer(fast_broker, "kinds6", "kinds-classic")
     admin = KafkaAdminClient(bootstrap_servers=fast_broker.bootstrap, request_timeout_ms=10000)
     try:
         seen = 0
