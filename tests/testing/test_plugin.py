@@ -208,6 +208,21 @@ def test_keeps_its_topic(tidelog_broker, tidelog_topic):
         consumer.close()
 
 
+def test_topic_that_cannot_be_deleted_is_a_warning(pytester: pytest.Pytester) -> None:
+    """A --tidelog-broker broker that refuses DeleteTopics: the test passes, with a warning."""
+    with Broker(overrides={"delete.topic.enable": "false"}) as other:
+        result = run(
+            pytester,
+            """
+def test_uses_a_topic(tidelog_topic):
+    assert tidelog_topic
+""",
+            f"--tidelog-broker={other.bootstrap_servers}",
+        )
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines(["*tidelog: could not delete topic 'test_uses_a_topic-*"])
+
+
 def _topics(bootstrap: str) -> set[str]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap)
     try:
