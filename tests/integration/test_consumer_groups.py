@@ -364,6 +364,14 @@ def test_kafka_python_and_the_groups_tool_describe_both_kinds(
         }
         assert rows["kinds-modern"][-5:] == ["uniform", "Stable", "1", "1", "1"]
         assert rows["kinds-classic"][-3:] == ["range", "Stable", "1"]
+        listed = ["groups", "--bootstrap-server", fast_broker.bootstrap, "--list", "--state"]
+        assert main(listed) == 0
+        states = dict(
+            line.split()
+            for line in capsys.readouterr().out.splitlines()
+            if line.startswith("kinds-")
+        )
+        assert states == {"kinds-modern": "Stable", "kinds-classic": "Stable"}
         assert main([*base, *groups]) == 0
         offsets = [x.split() for x in capsys.readouterr().out.splitlines() if "kinds6" in x]
         assert sorted((r[0], r[2], r[3]) for r in offsets) == sorted(
