@@ -412,15 +412,11 @@ class GroupCoordinator:
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if (
-                group is None
-                and self.consumer_groups is not None
-                and self.consumer_groups.owns(gid)
-            ):
-                # Kafka 4: "Group <id> is not a classic group."
-                out.append(DescribedGroup(gid, ErrorCode.group_id_not_found, state=""))
-                continue
             if group is None:
+                # No classic group of that id, a consumer group (KIP-848) included: Kafka 4
+                # answers DescribeGroups v0-5 with state Dead and no error (only v6 says
+                # GROUP_ID_NOT_FOUND, "Group <id> is not a classic group."); clients describe
+                # a consumer group with ConsumerGroupDescribe.
                 out.append(DescribedGroup(gid, ErrorCode.none))
                 continue
             stable = group.is_in(GroupState.STABLE)
