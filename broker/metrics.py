@@ -7,7 +7,7 @@ Names a Kafka dashboard expects: the JMX exporter's spelling of Kafka's MBeans
 ``..._bytesout_total``, ``kafka_server_replicamanager_underreplicatedpartitions``,
 ``kafka_controller_kafkacontroller_offlinepartitionscount``) and kafka_exporter's for groups and
 partitions (``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag``,
-``kafka_topic_partition_current_offset``, ``kafka_topic_partition_oldest_offset``). The README
+``kafka_topic_partition_current_offset``, ``kafka_topic_partition_oldest_offset``). docs/metrics.md
 lists every metric.
 
 The endpoint is off unless ``metrics.port`` is set; it then serves ``/metrics`` from
