@@ -79,8 +79,10 @@ class Block:
         """Run by the checker (a ``file`` block is written, not run)."""
         if self.directive == "skip":
             return False
-        return self.directive == "file" or self.lang == "python" or (
-            self.lang == "console" and any(c for c in parse_console(self.body))
+        return (
+            self.directive == "file"
+            or self.lang == "python"
+            or (self.lang == "console" and any(c for c in parse_console(self.body)))
         )
 
 

@@ -19,8 +19,10 @@ def test_placeholders_and_normalisation() -> None:
     assert matches("CreateTime:1795503186730\tOffset:0\n", "CreateTime:1800000000001 Offset:0\n")
     assert not matches("Offset:0\n", "Offset:1\n")
     assert matches("in 42.1 ms\n", "in 5.2 ms\n")
-    assert matches("TopicId: efbd460b-cf7d-49f2-908e-8a5b532c1f95\n",
-                   "TopicId: 0a1b2c3d-0000-4000-8000-0123456789ab\n")
+    assert matches(
+        "TopicId: efbd460b-cf7d-49f2-908e-8a5b532c1f95\n",
+        "TopicId: 0a1b2c3d-0000-4000-8000-0123456789ab\n",
+    )
     assert matches("member <id> at <any>\n", "member jGSkfVe/a+diA at 127.0.0.1 (1)\n")
     assert matches("head\n...\ntail\n", "head\n1\n2\ntail\n")
     assert matches("head\n...\ntail\n", "head\ntail\n")

@@ -20,7 +20,8 @@ def _docs_gen() -> ModuleType:
 def test_generated_pages_are_current() -> None:
     stale: list[Path] = _docs_gen().stale()
     assert not stale, (
-        "stale generated docs: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        "stale generated docs: "
+        + ", ".join(str(p.relative_to(ROOT)) for p in stale)
         + "; run: python scripts/docs_gen.py"
     )
 

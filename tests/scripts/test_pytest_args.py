@@ -48,9 +48,7 @@ def test_marker_expressions_leave_slow_out(argv: list[str], expected: list[str])
 
 def test_scripts_test_reads_the_arguments_back_intact() -> None:
     """The NUL-separated hand-over that ``scripts/test`` does with ``mapfile``."""
-    shell = (
-        'mapfile -d "" A < <("$PY" "$SCRIPT" "$@"); printf "[%s]\\n" "${A[@]}"'
-    )
+    shell = 'mapfile -d "" A < <("$PY" "$SCRIPT" "$@"); printf "[%s]\\n" "${A[@]}"'
     out = subprocess.run(
         ["bash", "-c", shell, "_", "-m", "not spark", "tests/x y", "-k", "a and b"],
         env={"PY": sys.executable, "SCRIPT": str(SCRIPT), "PATH": "/usr/bin:/bin"},

@@ -23,9 +23,7 @@ def test_docs_reference_is_in_sync() -> None:
 def test_stale_reference_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stale = tmp_path / "configuration.md"
     stale.write_text(
-        PAGE.read_text().replace(
-            "| `num.partitions` | int | 1 |", "| `num.partitions` | int | 7 |"
-        )
+        PAGE.read_text().replace("| `num.partitions` | int | 1 |", "| `num.partitions` | int | 7 |")
     )
     assert main(["config-reference", "--check", str(stale)]) == 1
     assert "stale" in capsys.readouterr().out
