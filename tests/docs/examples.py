@@ -22,8 +22,8 @@ by the broker's address, and the broker's address in the output by ``127.0.0.1:9
 blocks of a page run in page order and may build on each other.
 
 Output comparison (both sides normalised, see ``normalise``): runs of blanks are one space;
-epoch-millisecond timestamps, UUIDs, log-line times, durations (``42.1 ms``, ``3.5 s``), pids and
-CRCs are placeholders (so a page may show real values); an author may also write the
+epoch-millisecond timestamps, UUIDs, log-line times, durations (``42.1 ms``, ``3.5 s``), pids,
+CRCs and dump-log's batch sizes and positions are placeholders (so a page may show real values); an author may also write the
 placeholders ``<any>`` (any text in a line), ``<n>`` (a number), ``<id>`` (one word), and a line
 ``...`` (any number of lines).
 """
@@ -157,6 +157,8 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b"), "<duration>"),
     (re.compile(r"\bpid \d+"), "pid <n>"),
     (re.compile(r"\bcrc: \d+"), "crc: <n>"),
+    # A compressed batch's size (and so the next one's position) moves with its timestamps.
+    (re.compile(r"\b(size|position): \d+"), r"\1: <n>"),
     (re.compile(r"[ \t]+"), " "),
 )
 
