@@ -10,6 +10,8 @@ Markers (what an author writes):
 - any other fence (``text``, ``shell``, ``yaml``, ``properties``, ...) is illustrative and not run;
 - ``<!-- example: skip REASON -->`` on the line before a ``console`` or ``python`` fence keeps
   it from running (a reason is required: say what covers it instead);
+- ``<!-- example: spark -->`` before a ``python`` block runs it like any other, as a test marked
+  ``spark`` (it starts PySpark: ``-m "not spark"`` leaves it out; skipped without Java);
 - ``<!-- example: file NAME -->`` before a block writes its text to ``NAME`` in the page's
   working directory instead of running it (a later ``console`` block runs it, e.g.
   ``$ pytest -v test_app.py``).
@@ -23,9 +25,9 @@ blocks of a page run in page order and may build on each other.
 
 Output comparison (both sides normalised, see ``normalise``): runs of blanks are one space;
 epoch-millisecond timestamps, UUIDs, log-line times, durations (``42.1 ms``, ``3.5 s``), pids,
-CRCs and dump-log's batch sizes and positions are placeholders (so a page may show real values); an author may also write the
-placeholders ``<any>`` (any text in a line), ``<n>`` (a number), ``<id>`` (one word), and a line
-``...`` (any number of lines).
+CRCs and dump-log's batch sizes and positions are placeholders (so a page may show real
+values); an author may also write the placeholders ``<any>`` (any text in a line), ``<n>`` (a
+number), ``<id>`` (one word), and a line ``...`` (any number of lines).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class Block:
     line: int
     lang: str
     body: str
-    directive: str = ""  # "skip", "file" or ""
+    directive: str = ""  # "skip", "file", "spark" or ""
     argument: str = ""
 
     @property
@@ -80,7 +82,7 @@ class Block:
         if self.directive == "skip":
             return False
         return (
-            self.directive == "file"
+            self.directive in ("file", "spark")
             or self.lang == "python"
             or (self.lang == "console" and any(c for c in parse_console(self.body)))
         )
@@ -216,6 +218,9 @@ class PageRun:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         env["PYTHONUNBUFFERED"] = "1"
         env["COLUMNS"] = "100"
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # as scripts/test sets them
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         env.pop("PYTEST_ADDOPTS", None)
         return env
 

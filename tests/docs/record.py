@@ -25,7 +25,7 @@ def record_page(page: Path) -> None:
                 continue
             if block.directive == "file":
                 run.write_file(block)
-            elif block.lang == "python":
+            elif block.lang == "python" or block.directive == "spark":
                 done = run.run_python(block)
                 print(f"{block.name}: python exit {done.returncode}", file=sys.stderr)
             else:

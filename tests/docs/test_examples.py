@@ -7,6 +7,8 @@ a page's ``console`` blocks into the page (review the diff, put placeholders bac
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.docs.conftest import PageRuns, finish_page, page_run
@@ -31,7 +33,7 @@ def run_block(run: PageRun, block: Block) -> list[str]:
     failures: list[str] = []
     if block.directive == "file":
         run.write_file(block)
-    elif block.lang == "python":
+    elif block.lang == "python" or block.directive == "spark":
         done = run.run_python(block)
         if done.returncode != 0:
             failures.append(f"exit status {done.returncode}\n{done.stdout}{done.stderr}")
@@ -49,8 +51,15 @@ def run_block(run: PageRun, block: Block) -> list[str]:
     return failures
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def _param(block: Block) -> object:
+    marks = [pytest.mark.spark] if block.directive == "spark" else []
+    return pytest.param(block, id=block.name, marks=marks)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
 def test_example(block: Block, page_runs: PageRuns) -> None:
+    if block.directive == "spark" and shutil.which("java") is None:
+        pytest.skip("PySpark needs Java 17 (apt-get install openjdk-17-jre-headless)")
     run = page_run(page_runs, block.page)
     page_blocks = [b for b in blocks_of(block.page) if b.runs]
     for earlier in page_blocks:  # what this block builds on, when run alone (-k)
@@ -73,7 +82,7 @@ def test_every_page_is_scanned_and_console_python_blocks_are_marked() -> None:
         for block in blocks_of(page):
             if block.directive == "skip" and not block.argument:
                 problems.append(f"{block.name}: `example: skip` needs a reason")
-            if block.directive not in ("", "skip", "file"):
+            if block.directive not in ("", "skip", "file", "spark"):
                 problems.append(f"{block.name}: unknown directive `example: {block.directive}`")
             if block.lang == "console" and block.directive == "" and not block.runs:
                 problems.append(f"{block.name}: a console block without a `$ ` command")
