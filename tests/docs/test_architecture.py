@@ -18,12 +18,6 @@ def _on_disk(token: str) -> bool:
     return (ROOT / token).exists()
 
 
-def _exists(token: str) -> bool:
-    # The command-line tools move from broker/tools/ to the top-level tools/ package
-    # (tidelog.tools); until that lands, the old place counts.
-    return _on_disk(token) or (token.startswith("tools/") and _on_disk("broker/" + token))
-
-
 def named_files() -> list[str]:
     """Every path the table names; a bare ``name.py`` is in the folder of the path before it."""
     text = PAGE.read_text(encoding="utf-8")
@@ -46,5 +40,5 @@ def named_files() -> list[str]:
 def test_every_file_in_the_concept_table_exists() -> None:
     paths = named_files()
     assert len(paths) > 40
-    missing = [p for p in paths if not _exists(p)]
+    missing = [p for p in paths if not _on_disk(p)]
     assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
