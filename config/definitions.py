@@ -684,6 +684,52 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "Most members in one consumer group.",
         min_value=1,
     ),
+    # Share groups (KIP-932).
+    _b(
+        "group.share.max.size",
+        "int",
+        200,
+        "Most members in one share group.",
+        min_value=1,
+        max_value=1000,
+    ),
+    _b(
+        "group.share.delivery.count.limit",
+        "int",
+        5,
+        "Deliveries of a record to share-group members before it is archived.",
+        min_value=2,
+        max_value=10,
+    ),
+    _b(
+        "group.share.partition.max.record.locks",
+        "int",
+        2000,
+        "Most in-flight records of one share partition.",
+        min_value=100,
+        max_value=10000,
+    ),
+    _b(
+        "group.share.max.share.sessions",
+        "int",
+        2000,
+        "Most share sessions the broker keeps.",
+        min_value=1,
+    ),
+    _b(
+        "share.coordinator.state.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __share_group_state (fixed once the topic exists).",
+        min_value=1,
+    ),
+    _b(
+        "share.coordinator.state.topic.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __share_group_state.",
+        min_value=14,
+    ),
     # Producers.
     _b(
         "producer.id.expiration.ms",
