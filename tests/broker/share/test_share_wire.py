@@ -90,7 +90,13 @@ def share_fetch(
 def share_ack(
     wire: WireClient, group: str, member: str, epoch: int, topic_id: Any, first: int, last: int, kind: int
 ) -> Any:
-    return wire.request(
+    return wire.request(ack_request(group, member, epoch, topic_id, first, last, kind))
+
+
+def ack_request(
+    group: str, member: str, epoch: int, topic_id: Any, first: int, last: int, kind: int
+) -> Any:
+    return (
         ack2.ShareAcknowledgeRequest(
             group_id=group,
             member_id=member,
