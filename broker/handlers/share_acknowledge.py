@@ -12,7 +12,8 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.share.coordinator import PartitionKey, SharePartition
+from tidelog.broker.share.coordinator import PartitionKey
+from tidelog.broker.share.partition import SharePartition
 from tidelog.broker.share.wire import ack_batches, share_coordinator
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode

@@ -132,7 +132,9 @@ class ShareCoordinator:
         if info is not None:
             self.broker.partitions.notify(info.name, partition)
 
-    def expire_locks(self, keys: Iterable[PartitionKey]) -> list[tuple[PartitionKey, SharePartition]]:
+    def expire_locks(
+        self, keys: Iterable[PartitionKey]
+    ) -> list[tuple[PartitionKey, SharePartition]]:
         now = self.now_ms()
         changed = []
         for key in keys:

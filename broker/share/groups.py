@@ -167,7 +167,9 @@ class ShareGroups:
             member.member_epoch = group.assignment_epoch
             send = dict(member.assignment)
         session_ms, interval_ms = self.host.timeouts(group_id)
-        self.host.schedule(_timer_key(group_id, member_id), session_ms, self._expire(group_id, member_id))
+        self.host.schedule(
+            _timer_key(group_id, member_id), session_ms, self._expire(group_id, member_id)
+        )
         return HeartbeatResult(
             ErrorCode.none, None, member_id, member.member_epoch, interval_ms, send
         )

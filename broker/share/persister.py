@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tidelog.broker.share.partition import SharePartition, StateBatch
@@ -119,9 +119,7 @@ class SharePersister:
         for target, partition_log, end in waits:
             if partition_log.high_watermark < end:
                 await self.broker.partitions.wait_until(
-                    (SHARE_STATE_TOPIC, target),
-                    lambda pl=partition_log, e=end: pl.high_watermark >= e,
-                    _FOREVER_S,
+                    (SHARE_STATE_TOPIC, target), _reached(partition_log, end), _FOREVER_S
                 )
 
     async def load(self) -> dict[PartitionKey, ShareStateValue]:
@@ -156,6 +154,10 @@ class SharePersister:
                     self._snapshot_epochs.get(pk, -1), value.snapshot_epoch
                 )
         return found
+
+
+def _reached(partition_log: PartitionLog, end: int) -> Callable[[], bool]:
+    return lambda: partition_log.high_watermark >= end
 
 
 def state_batches(value: ShareStateValue) -> list[StateBatch]:

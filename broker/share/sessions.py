@@ -41,7 +41,9 @@ class ShareSessions:
         self.sessions[key] = session
         return session, ErrorCode.none
 
-    def use(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
+    def use(
+        self, group_id: str, member_id: str, epoch: int
+    ) -> tuple[ShareSession | None, ErrorCode]:
         """The session for a request with ``epoch`` > 0 or -1, moved to its next epoch."""
         session = self.sessions.get((group_id, member_id))
         if session is None:

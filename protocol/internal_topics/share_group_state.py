@@ -153,16 +153,16 @@ def encode_value(value: ShareStateValue, record_type: int = SNAPSHOT) -> bytes:
     parts = [struct.pack(">h", 0)]
     if record_type == SNAPSHOT:
         parts.append(
-            struct.pack(">Hii", value.snapshot_epoch & 0xFFFF, value.state_epoch, value.leader_epoch)
+            struct.pack(
+                ">Hii", value.snapshot_epoch & 0xFFFF, value.state_epoch, value.leader_epoch
+            )
         )
     else:
         parts.append(struct.pack(">hi", value.snapshot_epoch, value.leader_epoch))
     parts.append(struct.pack(">q", value.start_offset))
     parts.append(_uvarint(len(value.state_batches) + 1))
     for b in value.state_batches:
-        parts.append(
-            _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-        )
+        parts.append(_BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
         parts.append(b"\x00")
     parts.append(b"\x00")
     return b"".join(parts)

@@ -85,7 +85,9 @@ def poll_until(
     got: list[Message] = []
     deadline = time.monotonic() + timeout_s
     while not done(got):
-        assert time.monotonic() < deadline, f"timed out with {[(m.offset(), m.value()) for m in got]}"
+        assert time.monotonic() < deadline, (
+            f"timed out with {[(m.offset(), m.value()) for m in got]}"
+        )
         batch = [m for m in consumer.poll(0.5) if m.error() is None]
         if batch and on_batch is not None:
             on_batch(batch)

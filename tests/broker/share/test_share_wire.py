@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -58,7 +58,9 @@ def share_fetch(
     mod = fetch2 if version == 2 else fetch1
     batches = tuple(
         mod.AcknowledgementBatch(
-            first_offset=i64(f), last_offset=i64(last), acknowledge_types=tuple(i8(t) for t in kinds)
+            first_offset=i64(f),
+            last_offset=i64(last),
+            acknowledge_types=tuple(i8(t) for t in kinds),
         )
         for f, last, kinds in acks
     )
@@ -88,7 +90,14 @@ def share_fetch(
 
 
 def share_ack(
-    wire: WireClient, group: str, member: str, epoch: int, topic_id: Any, first: int, last: int, kind: int
+    wire: WireClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: Any,
+    first: int,
+    last: int,
+    kind: int,
 ) -> Any:
     return wire.request(ack_request(group, member, epoch, topic_id, first, last, kind))
 
@@ -96,29 +105,27 @@ def share_ack(
 def ack_request(
     group: str, member: str, epoch: int, topic_id: Any, first: int, last: int, kind: int
 ) -> Any:
-    return (
-        ack2.ShareAcknowledgeRequest(
-            group_id=group,
-            member_id=member,
-            share_session_epoch=i32(epoch),
-            topics=(
-                ack2.AcknowledgeTopic(
-                    topic_id=topic_id,
-                    partitions=(
-                        ack2.AcknowledgePartition(
-                            partition_index=i32(0),
-                            acknowledgement_batches=(
-                                ack2.AcknowledgementBatch(
-                                    first_offset=i64(first),
-                                    last_offset=i64(last),
-                                    acknowledge_types=(i8(kind),),
-                                ),
+    return ack2.ShareAcknowledgeRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=i32(epoch),
+        topics=(
+            ack2.AcknowledgeTopic(
+                topic_id=topic_id,
+                partitions=(
+                    ack2.AcknowledgePartition(
+                        partition_index=i32(0),
+                        acknowledgement_batches=(
+                            ack2.AcknowledgementBatch(
+                                first_offset=i64(first),
+                                last_offset=i64(last),
+                                acknowledge_types=(i8(kind),),
                             ),
                         ),
                     ),
                 ),
             ),
-        )
+        ),
     )
 
 
@@ -186,9 +193,9 @@ def test_share_fetch_session_and_acknowledgement_errors(share_broker: BrokerProc
         assert got.error_code == ErrorCode.none
         assert got.acquisition_lock_timeout == timedelta(seconds=30)
         (part,) = got.responses[0].partitions
-        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records] == [
-            (0, 3, 1)
-        ]
+        assert [
+            (r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records
+        ] == [(0, 3, 1)]
         assert part.records  # the batch bytes
         # a wrong epoch
         assert (
@@ -212,7 +219,9 @@ def test_share_fetch_session_and_acknowledgement_errors(share_broker: BrokerProc
         assert backwards.responses[0].partitions[0].error_code == ErrorCode.invalid_request
         # Renew (4) needs v2; with v2 and is_renew_ack it renews without fetching
         v1 = share_fetch(wire, "sw-fetch", "m1", 3, topic_id, ((0, 0, (4,)),), version=1)
-        assert v1.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_request.value
+        assert (
+            v1.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_request.value
+        )
         renew = share_fetch(wire, "sw-fetch", "m1", 4, topic_id, ((0, 0, (4,)),), renew=True)
         (part,) = renew.responses[0].partitions
         assert part.acknowledge_error_code == 0 and part.acquired_records == ()
@@ -223,9 +232,9 @@ def test_share_fetch_session_and_acknowledgement_errors(share_broker: BrokerProc
         assert rel.responses[0].partitions[0].error_code == ErrorCode.none
         again = share_fetch(wire, "sw-fetch", "m1", 7, topic_id)
         (part,) = again.responses[0].partitions
-        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records] == [
-            (2, 3, 2)
-        ]
+        assert [
+            (r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records
+        ] == [(2, 3, 2)]
         # closing the session (-1) releases what the member still holds
         closed = share_fetch(wire, "sw-fetch", "m1", -1, topic_id, max_wait_ms=0)
         assert closed.error_code == ErrorCode.none
@@ -235,9 +244,9 @@ def test_share_fetch_session_and_acknowledgement_errors(share_broker: BrokerProc
         )
         reopened = share_fetch(wire, "sw-fetch", "m1", 0, topic_id)
         (part,) = reopened.responses[0].partitions
-        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records] == [
-            (2, 3, 3)
-        ]
+        assert [
+            (r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records
+        ] == [(2, 3, 3)]
 
 
 def test_group_id_of_a_classic_group_is_not_a_share_group(share_broker: BrokerProcess) -> None:
