@@ -57,7 +57,9 @@ class ShareCoordinator:
         broker: BrokerView,
         groups: ShareGroups,
         now_ms: Callable[[], int],
-        write_state: Callable[[Sequence[tuple[PartitionKey, SharePartition]]], Awaitable[None]],
+        write_state: Callable[
+            [Sequence[tuple[PartitionKey, SharePartition | None]]], Awaitable[None]
+        ],
     ) -> None:
         self.broker = broker
         self.groups = groups
@@ -92,13 +94,20 @@ class ShareCoordinator:
         config = self._group_config(group_id)
         earliest = str(config["share.auto.offset.reset"]).lower() == "earliest"
         start = log.log_start_offset if earliest else log.high_watermark
-        created = SharePartition(
-            start,
-            delivery_count_limit=int(config["share.delivery.count.limit"]),
-            max_in_flight=self.broker.config.get_int("group.share.partition.max.record.locks"),
-        )
+        created = self.new_share_partition(group_id, start, 0)
         self.partitions[key] = created
         return created
+
+    def new_share_partition(
+        self, group_id: str, start_offset: int, state_epoch: int
+    ) -> SharePartition:
+        config = self._group_config(group_id)
+        return SharePartition(
+            start_offset,
+            delivery_count_limit=int(config["share.delivery.count.limit"]),
+            max_in_flight=self.broker.config.get_int("group.share.partition.max.record.locks"),
+            state_epoch=state_epoch,
+        )
 
     def on_assigned(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         self.share_partition(group_id, topic_id, partition)

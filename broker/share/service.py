@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.share.coordinator import ShareCoordinator
 from tidelog.broker.share.groups import GroupHost, ShareGroups
-from tidelog.broker.share.partition import SharePartition
 from tidelog.broker.share.persister import SharePersister, state_batches
 
 if TYPE_CHECKING:
@@ -34,14 +33,9 @@ class ShareService:
 
     async def start(self) -> None:
         loaded = await self.persister.load()
-        max_in_flight = self.broker.config.get_int("group.share.partition.max.record.locks")
         for (group_id, topic_id, partition), value in loaded.items():
-            config = self.broker.dynamic_configs.group_config(group_id)
-            sp = SharePartition(
-                value.start_offset,
-                delivery_count_limit=int(config["share.delivery.count.limit"]),
-                max_in_flight=max_in_flight,
-                state_epoch=value.state_epoch,
+            sp = self.coordinator.new_share_partition(
+                group_id, value.start_offset, value.state_epoch
             )
             sp.restore(value.start_offset, state_batches(value))
             self.coordinator.partitions[(group_id, topic_id, partition)] = sp

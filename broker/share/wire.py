@@ -8,7 +8,14 @@ if TYPE_CHECKING:
     from tidelog.broker.handlers.base import RequestContext
     from tidelog.broker.share.coordinator import ShareCoordinator
 
-__all__ = ("ack_batches", "share_coordinator")
+__all__ = (
+    "ack_batches",
+    "delete_share_groups",
+    "not_classic_if_share",
+    "share_coordinator",
+    "share_listed",
+    "split_share_groups",
+)
 
 
 def share_coordinator(ctx: RequestContext) -> ShareCoordinator | None:
@@ -31,3 +38,48 @@ def ack_batches(batches: Any, version: int) -> tuple[list[Any], bool]:
             valid = False
         out.append(AckBatch(int(b.first_offset), int(b.last_offset), kinds))
     return out, valid
+
+
+def share_listed(ctx: RequestContext, states_filter: tuple[str, ...]) -> list[Any]:
+    """ListGroups' entries for the share groups (protocol type and group type "share")."""
+    from tidelog.broker.group.results import ListedGroup
+
+    sc = share_coordinator(ctx)
+    if sc is None:
+        return []
+    wanted = {s.strip().lower() for s in states_filter}
+    return [
+        ListedGroup(gid, "share", g.state, "share")
+        for gid, g in sc.groups.groups.items()
+        if not wanted or g.state.lower() in wanted
+    ]
+
+
+def not_classic_if_share(ctx: RequestContext, described: Any) -> Any:
+    """DescribeGroups of a share group: GROUP_ID_NOT_FOUND, as Kafka 4 answers for a group
+    that is not a classic one ("Group <id> is not a classic group.")."""
+    from tidelog.broker.group.results import DescribedGroup
+    from tidelog.protocol.errors import ErrorCode
+
+    sc = share_coordinator(ctx)
+    if sc is None or described.group_id not in sc.groups.groups:
+        return described
+    return DescribedGroup(described.group_id, ErrorCode.group_id_not_found, state="")
+
+
+def split_share_groups(ctx: RequestContext, names: list[str]) -> tuple[list[str], list[str]]:
+    """(share group ids, the others) of a DeleteGroups request."""
+    sc = share_coordinator(ctx)
+    if sc is None:
+        return [], names
+    known = sc.groups.groups
+    return [n for n in names if n in known], [n for n in names if n not in known]
+
+
+async def delete_share_groups(ctx: RequestContext, names: list[str]) -> list[tuple[str, Any]]:
+    from tidelog.broker.share.admin import delete_group
+
+    sc = share_coordinator(ctx)
+    if sc is None:
+        return []
+    return [(n, await delete_group(sc, n)) for n in names]
