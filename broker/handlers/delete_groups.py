@@ -27,8 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = [(g, ErrorCode.coordinator_not_available) for g in names]
     else:
         permitted = [g for g in names if allowed(ctx, Operation.DELETE, GROUP, g)]
-        shared, permitted = split_share_groups(ctx, permitted)
-        results = await groups.delete_groups(permitted) if permitted else []
+        shared, classic = split_share_groups(ctx, permitted)
+        results = await groups.delete_groups(classic) if classic else []
         results += await delete_share_groups(ctx, shared)
         results += [(g, ErrorCode.group_authorization_failed) for g in names if g not in permitted]
     return types.DeleteGroupsResponse(
