@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.share.coordinator import ShareCoordinator
 from tidelog.broker.share.groups import GroupHost, ShareGroups
+from tidelog.broker.share.metrics import share_families
 from tidelog.broker.share.persister import SharePersister, state_batches
 
 if TYPE_CHECKING:
@@ -91,5 +92,6 @@ def install(broker: Broker) -> ShareCoordinator:
     coordinator = ShareCoordinator(broker, ShareGroups(host), timer.now_ms, persister.write)
     holder.append(coordinator)
     broker.share_groups = coordinator
+    broker.metrics.extra_families.append(share_families(coordinator.metric_totals))
     broker.services.append(ShareService(broker, coordinator, persister))
     return coordinator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +20,16 @@ from tests.broker.share.share_support import (
     start_share_broker,
 )
 from tests.support.broker_process import BrokerProcess
+from tests.support.net import free_port
+
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from start_share_broker(
-        Path(tmp_path_factory.mktemp("share")), {"group.share.delivery.count.limit": "3"}
+        Path(tmp_path_factory.mktemp("share")),
+        {"group.share.delivery.count.limit": "3", "metrics.port": str(METRICS_PORT)},
     )
 
 
@@ -203,3 +208,27 @@ def test_two_consumers_share_one_partition(share_broker: BrokerProcess) -> None:
             c.close()
     assert sorted(seen[0] + seen[1]) == list(range(200))  # each record once
     assert seen[0] and seen[1], "both members read the one partition"
+
+
+def test_metrics_count_share_deliveries(share_broker: BrokerProcess) -> None:
+    """After the tests above (same broker): the per-group counters of the scrape."""
+    url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("tidelog_share_"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    assert samples['tidelog_share_records_acquired_total{group="sh-accept"}'] == 20
+    assert (
+        samples['tidelog_share_records_acknowledged_total{group="sh-accept",type="accept"}'] == 20
+    )
+    assert (
+        samples['tidelog_share_records_acknowledged_total{group="sh-release",type="release"}'] == 1
+    )
+    assert (
+        samples['tidelog_share_records_acknowledged_total{group="sh-release",type="reject"}'] == 1
+    )
+    assert samples['tidelog_share_records_redelivered_total{group="sh-release"}'] == 1
+    assert samples['tidelog_share_records_archived_total{group="sh-limit"}'] == 1
+    assert samples['tidelog_share_in_flight_locks{group="sh-accept"}'] == 0
