@@ -232,3 +232,35 @@ def test_metrics_count_share_deliveries(share_broker: BrokerProcess) -> None:
     assert samples['tidelog_share_records_redelivered_total{group="sh-release"}'] == 1
     assert samples['tidelog_share_records_archived_total{group="sh-limit"}'] == 1
     assert samples['tidelog_share_in_flight_locks{group="sh-accept"}'] == 0
+
+
+def test_read_committed_skips_aborted_records(share_broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(share_broker.bootstrap, "sh-txn", 1)
+    set_group_configs(
+        share_broker.bootstrap,
+        "sh-txn",
+        {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"},
+    )
+    p = Producer({"bootstrap.servers": share_broker.bootstrap, "transactional.id": "sh-txn-p"})
+    p.init_transactions(15)
+    for outcome in ("commit", "abort", "commit"):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce("sh-txn", value=f"{outcome}-{i}".encode(), partition=0)
+        p.flush(15)
+        if outcome == "commit":
+            p.commit_transaction(15)
+        else:
+            p.abort_transaction(15)
+    c = share_consumer(share_broker.bootstrap, "sh-txn", "sh-txn")
+    try:
+        got = poll_until(c, lambda g: len(g) >= 6, on_batch=_accept_all(c))
+        time.sleep(1.0)
+        got += [m for m in c.poll(1.0) if m.error() is None]
+    finally:
+        c.close()
+    assert sorted(m.value() for m in got) == sorted(
+        f"commit-{i}".encode() for i in range(3) for _ in range(2)
+    )
