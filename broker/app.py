@@ -44,8 +44,8 @@ from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
-from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.broker.share.service import install as install_share_coordinator
+from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config

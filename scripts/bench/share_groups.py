@@ -88,8 +88,6 @@ def fill(bootstrap: str, topic: str, n: int, size: int) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        topic
-    ].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 1000})
     value = b"x" * size
     for _ in range(n):
