@@ -36,6 +36,9 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from tidelog.protocol.errors import FrameDecodeError
+from tidelog.protocol.fast.common import encode_uvarint, uvarint
+
 __all__ = (
     "SNAPSHOT",
     "UPDATE",
@@ -127,26 +130,11 @@ def decode_key(data: bytes) -> ShareStateKey:
     return ShareStateKey(group, topic_id, partition, record_type)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise ShareStateSchemaError("bad varint")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return uvarint("__share_group_state", data, pos, len(data))
+    except FrameDecodeError as exc:
+        raise ShareStateSchemaError(str(exc)) from exc
 
 
 def encode_value(value: ShareStateValue, record_type: int = SNAPSHOT) -> bytes:
@@ -160,7 +148,7 @@ def encode_value(value: ShareStateValue, record_type: int = SNAPSHOT) -> bytes:
     else:
         parts.append(struct.pack(">hi", value.snapshot_epoch, value.leader_epoch))
     parts.append(struct.pack(">q", value.start_offset))
-    parts.append(_uvarint(len(value.state_batches) + 1))
+    parts.append(encode_uvarint(len(value.state_batches) + 1))
     for b in value.state_batches:
         parts.append(_BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
         parts.append(b"\x00")

@@ -99,3 +99,30 @@ def test_release_member_and_snapshot_restore() -> None:
     assert restored.first_available() == 2
     assert sp.release_member("a") == 3
     assert sp.acquired_count() == 0
+
+
+def test_share_state_record_layout_round_trips() -> None:
+    import uuid
+
+    from tidelog.protocol.internal_topics.share_group_state import (
+        ShareStateKey,
+        ShareStateValue,
+        StateBatchRecord,
+        decode_key,
+        decode_value,
+        encode_key,
+        encode_value,
+        java_string_hash,
+        partition_for,
+    )
+
+    value = ShareStateValue(
+        3, 1, 0, 12, (StateBatchRecord(12, 19, 0, 1), StateBatchRecord(20, 20, 4, 5))
+    )
+    data = encode_value(value)
+    assert data[:2] == b"\x00\x00" and decode_value(data) == value
+    key = ShareStateKey("g", uuid.uuid4(), 3)
+    assert encode_key(key)[:2] == b"\x00\x00" and decode_key(encode_key(key)) == key
+    assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert partition_for("polygenelubricants"[:0] + "g", uuid.UUID(int=0), 0, 50) in range(50)
