@@ -168,9 +168,16 @@ def classic_rate(bootstrap: str, topic: str, total: int) -> dict[str, Any]:
 
 def redelivery(bootstrap: str, topic: str, samples: int) -> dict[str, Any]:
     from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     group = f"bench-redeliver-{time.time_ns()}"
-    group_configs(bootstrap, group, {"share.record.lock.duration.ms": str(LOCK_MS)})
+    group_configs(
+        bootstrap,
+        group,
+        {"share.record.lock.duration.ms": str(LOCK_MS), "share.auto.offset.reset": "earliest"},
+    )
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
             "share.acknowledgement.mode": "explicit"}  # fmt: skip
     holder, taker = ShareConsumer(conf), ShareConsumer(conf)
@@ -223,9 +230,10 @@ def main() -> int:
             log(f"filling {args.records} records of {args.size} B")
             fill(bootstrap, "bench-share", args.records, args.size)
             results = [classic_rate(bootstrap, "bench-share", args.records)]
+            log(json.dumps(results[-1]))
             for n in (int(x) for x in args.consumers.split(",")):
-                log(f"{n} share consumers")
                 results.append(share_rate(bootstrap, "bench-share", args.records, n))
+                log(json.dumps(results[-1]))
             results.append(redelivery(bootstrap, "bench-redeliver", args.samples))
         finally:
             proc.terminate()
