@@ -220,8 +220,9 @@ class SharePartition:
                 or record.member_id != member_id
             ):
                 return ErrorCode.invalid_record_state
+        kinds = [_KINDS[t] for t in types]
         for i, offset in enumerate(range(first_offset, last_offset + 1)):
-            kind = AcknowledgeType(types[0] if len(types) == 1 else types[i])
+            kind = kinds[0] if len(kinds) == 1 else kinds[i]
             record = self.records[offset]
             if kind is AcknowledgeType.RENEW:
                 record.lock_deadline_ms = now_ms + lock_duration_ms
@@ -324,6 +325,7 @@ class SharePartition:
 
 _DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
 _ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
+_KINDS = {int(t): t for t in AcknowledgeType}
 
 
 def _ranges(offsets: list[int], counts: dict[int, int]) -> list[AcquiredRange]:
