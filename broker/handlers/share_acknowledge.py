@@ -12,6 +12,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.coordinator import PartitionKey
 from tidelog.broker.share.partition import SharePartition
 from tidelog.broker.share.wire import ack_batches, share_coordinator
@@ -32,6 +33,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     epoch = int(request.share_session_epoch)
     if not group_id or not member_id:
         return _answer(types, ErrorCode.invalid_request, "GroupId and MemberId must be set.", (), 0)
+    if not allowed(ctx, Operation.READ, GROUP, group_id):
+        return _answer(types, ErrorCode.group_authorization_failed, None, (), 0)
     if epoch == 0:
         return _answer(types, ErrorCode.invalid_share_session_epoch, None, (), 0)
     session, error = coordinator.sessions.use(group_id, member_id, epoch)

@@ -15,6 +15,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, ms
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.coordinator import FetchedPartition, PartitionKey
 from tidelog.broker.share.partition import SharePartition
 from tidelog.broker.share.wire import ack_batches, share_coordinator
@@ -38,6 +39,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _top_error(types, ErrorCode.invalid_request, "GroupId must be set.")
     if not member_id:
         return _top_error(types, ErrorCode.invalid_request, "MemberId must be set.")
+    if not allowed(ctx, Operation.READ, GROUP, group_id):
+        return _top_error(types, ErrorCode.group_authorization_failed, None)
+    # Kafka divergence: READ on the topics is not checked here yet (READ on the group is).
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0:
         if has_acks:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, client_host
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -23,6 +24,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = share_coordinator(ctx)
     if coordinator is None:
         return _answer(types, ErrorCode.coordinator_not_available, None, None, -1, 0, None)
+    if not allowed(ctx, Operation.READ, GROUP, str(request.group_id)):
+        return _answer(types, ErrorCode.group_authorization_failed, None, None, -1, 0, None)
     names = request.subscribed_topic_names
     result = coordinator.groups.heartbeat(
         str(request.group_id),

@@ -252,6 +252,9 @@ class ShareCoordinator:
             if budget_records <= 0 or budget_bytes <= 0:
                 continue
             key = (group_id, tid, p)
+            # Kafka divergence: Kafka runs a timer per acquisition lock; tidelog expires locks
+            # when the partition is next fetched or acknowledged (a waiting fetch wakes at the
+            # next lock deadline), so an expired record is available to the next fetch either way.
             if sp.expire_locks(self.now_ms()):
                 expired[key] = sp
             sp.move_start_to(log.log_start_offset)

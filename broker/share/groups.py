@@ -200,6 +200,10 @@ class ShareGroups:
         )
 
     def _assign(self, group: ShareGroup) -> None:
+        # Kafka divergence: Kafka's simple assignor hashes member ids onto partitions and keeps
+        # earlier assignments sticky; this spread is deterministic from the sorted member ids
+        # (the same coverage: every partition read, several members per partition when
+        # members outnumber partitions).
         for member in group.members.values():
             member.assignment = {}
         for name, topic_id, count in group.metadata:

@@ -66,6 +66,9 @@ def read_batches(
         if pos + size > len(data):
             break
         last = base + last_delta
+        # Kafka divergence: Kafka sends control batches and lets the client acknowledge their
+        # offsets as gaps; tidelog archives them (and aborted transactional batches under
+        # read_committed) itself and leaves them out of the acquired ranges and the records.
         skip = bool(attributes & _CONTROL)
         if not skip and aborted and attributes & _TRANSACTIONAL:
             skip = any(pid == producer_id and first <= base <= end for pid, first, end in aborted)

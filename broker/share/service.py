@@ -51,6 +51,9 @@ class ShareService:
 
 
 def install(broker: Broker) -> ShareCoordinator:
+    # Kafka divergence: share-group membership (members, epochs) lives in memory only; Kafka
+    # also writes share-group metadata records to __consumer_offsets. Members rejoin after a
+    # restart by themselves; the share-partition state is durable in __share_group_state.
     classic: Any = broker.groups
     timer = classic.timer
     persister = SharePersister(broker)

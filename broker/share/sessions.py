@@ -29,6 +29,9 @@ class ShareSession:
 
 
 class ShareSessions:
+    # Kafka divergence: Kafka also evicts a member's share session when its connection closes;
+    # here a session ends with epoch -1, a new epoch-0 session, or the member leaving the group
+    # (session timeout), each of which releases the member's acquired records.
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
