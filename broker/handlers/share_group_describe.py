@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             types.TopicPartitions,
                             topic_id=tid,
                             topic_name=names.get(tid, ""),
-                            partitions=parts,
+                            partitions=tuple(sorted(parts)),
                         )
                         for tid, parts in sorted(m.assignment.items(), key=lambda kv: str(kv[0]))
                     ),

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         assignment = build(
             types.Assignment,
             topic_partitions=tuple(
-                build(types.TopicPartitions, topic_id=tid, partitions=tuple(parts))
+                build(types.TopicPartitions, topic_id=tid, partitions=tuple(sorted(parts)))
                 for tid, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
             ),
         )

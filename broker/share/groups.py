@@ -21,9 +21,14 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.group.consumer.heartbeat import HeartbeatResult
+from tidelog.broker.group.consumer.model import Partitions
+
 __all__ = ("HeartbeatResult", "ShareGroup", "ShareGroups", "ShareMember")
 
-Assignment = dict[uuid.UUID, tuple[int, ...]]
+#: topic id -> partitions (the consumer groups' type: ShareGroupHeartbeat's answer has the
+#: same shape as ConsumerGroupHeartbeat's)
+Assignment = Partitions
 
 
 @dataclass(slots=True)
@@ -52,16 +57,6 @@ class ShareGroup:
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    error: ErrorCode
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +214,7 @@ class ShareGroups:
                     given[m].append(i % count)
             for m, parts in given.items():
                 if parts:
-                    group.members[m].assignment[topic_id] = tuple(sorted(parts))
+                    group.members[m].assignment[topic_id] = frozenset(parts)
             for p in range(count):
                 self.host.on_assigned(group.group_id, topic_id, p)
         group.assignment_epoch = group.group_epoch
