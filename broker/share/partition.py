@@ -155,23 +155,40 @@ class SharePartition:
         for ``member_id``; stops after the batch that reaches ``max_records`` (Kafka may exceed
         it to keep batches whole). Returns the acquired ranges and the batches to send."""
         deadline = now_ms + lock_duration_ms
-        acquired: list[int] = []
-        counts: dict[int, int] = {}
+        ranges: list[AcquiredRange] = []
+        taken = 0
         sent: list[Batch] = []
+        records = self.records
         for batch in batches:
             if batch.last_offset < self.start_offset:
                 continue
+            first = max(batch.base_offset, self.start_offset)
+            if first == self.end_offset and not batch.skip:
+                # The common case: records never delivered, right after the in-flight ones.
+                room = self.max_in_flight - (self.end_offset - self.start_offset)
+                last = min(batch.last_offset, first + room - 1)
+                if last < first:
+                    break
+                for offset in range(first, last + 1):
+                    records[offset] = InFlightRecord(RecordState.ACQUIRED, 1, member_id, deadline)
+                self.end_offset = last + 1
+                _add_range(ranges, first, last, 1)
+                taken += last - first + 1
+                sent.append(batch)
+                if taken >= max_records:
+                    break
+                continue
             took = False
-            for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
+            for offset in range(first, batch.last_offset + 1):
                 if offset >= self.end_offset:
                     if self.end_offset - self.start_offset >= self.max_in_flight:
                         break
                     if offset > self.end_offset:  # a hole in the log (compaction): archived
                         for hole in range(self.end_offset, offset):
-                            self.records[hole] = InFlightRecord(RecordState.ARCHIVED, 0)
-                    self.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+                            records[hole] = InFlightRecord(RecordState.ARCHIVED, 0)
+                    records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
                     self.end_offset = offset + 1
-                record = self.records.get(offset)
+                record = records.get(offset)
                 if record is None or record.state is not RecordState.AVAILABLE:
                     continue
                 if batch.skip:
@@ -184,16 +201,16 @@ class SharePartition:
                 record.delivery_count += 1
                 if record.delivery_count > 1:
                     self.redelivered_total += 1
-                acquired.append(offset)
-                counts[offset] = record.delivery_count
+                _add_range(ranges, offset, offset, record.delivery_count)
+                taken += 1
                 took = True
             if took:
                 sent.append(batch)
-            if len(acquired) >= max_records:
+            if taken >= max_records:
                 break
-        self.acquired_total += len(acquired)
+        self.acquired_total += taken
         self._advance_start()
-        return _ranges(acquired, counts), sent
+        return ranges, sent
 
     def acknowledge(
         self,
@@ -328,12 +345,9 @@ _ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
 _KINDS = {int(t): t for t in AcknowledgeType}
 
 
-def _ranges(offsets: list[int], counts: dict[int, int]) -> list[AcquiredRange]:
-    out: list[AcquiredRange] = []
-    for offset in offsets:
-        count = counts[offset]
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            out[-1] = AcquiredRange(out[-1].first_offset, offset, count)
-        else:
-            out.append(AcquiredRange(offset, offset, count))
-    return out
+def _add_range(ranges: list[AcquiredRange], first: int, last: int, count: int) -> None:
+    """Append [first, last] with ``count``, merged into the previous range when adjacent."""
+    if ranges and ranges[-1].last_offset == first - 1 and ranges[-1].delivery_count == count:
+        ranges[-1] = AcquiredRange(ranges[-1].first_offset, last, count)
+    else:
+        ranges.append(AcquiredRange(first, last, count))
