@@ -40,6 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     session, error = coordinator.sessions.use(group_id, member_id, epoch)
     if session is None or error is not ErrorCode.none:
         return _answer(types, error, None, (), 0)
+    session.connection = (ctx.client_host, ctx.client_port)
     changed: dict[PartitionKey, SharePartition] = {}
     topics = []
     for t in request.topics:

@@ -56,6 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         session, error = coordinator.sessions.use(group_id, member_id, epoch)
     if session is None or error is not ErrorCode.none:
         return _top_error(types, error, None)
+    session.connection = (ctx.client_host, ctx.client_port)
     lock_ms = coordinator.lock_duration_ms(group_id)
     results: dict[tuple[Any, int], FetchedPartition] = {}
     changed: dict[PartitionKey, SharePartition] = {}

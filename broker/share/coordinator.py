@@ -116,6 +116,12 @@ class ShareCoordinator:
         session = self.sessions.close(group_id, member_id)
         self._release(group_id, member_id, None if session is None else session.partitions)
 
+    def connection_closed(self, host: str, port: int) -> None:
+        """A client connection closed: the share sessions last used on it end."""
+        for session in self.sessions.on_connection(host, port):
+            self.sessions.close(session.group_id, session.member_id)
+            self._release(session.group_id, session.member_id, list(session.partitions))
+
     def on_member_gone_session(
         self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]
     ) -> None:

@@ -2,8 +2,9 @@
 
 As Kafka's ``ShareSessionCache``: ShareFetch with epoch 0 opens a session (the partitions of
 the request), later requests carry the next epoch (1, 2, ... wrapping to 1) and add partitions
-or forget them (``ForgottenTopicsData``); epoch -1 closes the session. ShareAcknowledge uses
-the session's epoch too, but never opens one.
+or forget them (``ForgottenTopicsData``); epoch -1 closes the session, and so does the close of
+the connection of the session's last request. ShareAcknowledge uses the session's epoch too,
+but never opens one.
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ class ShareSession:
     #: the epoch the next request must carry
     epoch: int = 1
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)
+    #: (host, port) of the client connection of the session's last request
+    connection: tuple[str, int] | None = None
 
 
 class ShareSessions:
-    # Kafka divergence: Kafka also evicts a member's share session when its connection closes;
-    # here a session ends with epoch -1, a new epoch-0 session, or the member leaving the group
-    # (session timeout), each of which releases the member's acquired records.
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -60,6 +60,9 @@ class ShareSessions:
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def on_connection(self, host: str, port: int) -> list[ShareSession]:
+        return [s for s in self.sessions.values() if s.connection == (host, port)]
 
     def of_group(self, group_id: str) -> list[ShareSession]:
         return [s for (g, _m), s in self.sessions.items() if g == group_id]

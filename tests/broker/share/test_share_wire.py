@@ -263,3 +263,19 @@ def test_group_id_of_a_classic_group_is_not_a_share_group(share_broker: BrokerPr
         assert answer.error_code == ErrorCode.group_id_not_found
     finally:
         c.close()
+
+
+def test_closing_the_connection_releases_the_session_records(share_broker: BrokerProcess) -> None:
+    create_topic(share_broker.bootstrap, "sw-conn")
+    set_group_configs(share_broker.bootstrap, "sw-conn", {"share.auto.offset.reset": "earliest"})
+    produce(share_broker.bootstrap, "sw-conn", [b"a", b"b"])
+    first = WireClient(share_broker.bootstrap)
+    _, topic_id = _join(first, "sw-conn", "m1", "sw-conn")
+    got = share_fetch(first, "sw-conn", "m1", 0, topic_id)
+    assert got.responses[0].partitions[0].acquired_records[0].last_offset == 1
+    first.close()  # a crashed worker: its records come back without waiting for the lock
+    with WireClient(share_broker.bootstrap) as second:
+        _join(second, "sw-conn", "m2", "sw-conn")  # m1 stays a member (no heartbeat needed yet)
+        again = share_fetch(second, "sw-conn", "m2", 0, topic_id, max_wait_ms=5000)
+        ranges = again.responses[0].partitions[0].acquired_records
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges] == [(0, 1, 2)]
