@@ -16,10 +16,10 @@ Value (ShareSnapshotValue / ShareUpdateValue version 0, flexible: compact arrays
 field section at the end of each struct)::
 
     version          int16   0
-    snapshot_epoch   uint16  (ShareUpdateValue: int16)
+    snapshot_epoch   uint16
     state_epoch      int32   (snapshot only)
     leader_epoch     int32
-    start_offset     int64
+    start_offset     int64   (ShareUpdateValue: -1 when unchanged)
     state_batches    compact array of
         first_offset    int64
         last_offset     int64
@@ -146,7 +146,7 @@ def encode_value(value: ShareStateValue, record_type: int = SNAPSHOT) -> bytes:
             )
         )
     else:
-        parts.append(struct.pack(">hi", value.snapshot_epoch, value.leader_epoch))
+        parts.append(struct.pack(">Hi", value.snapshot_epoch & 0xFFFF, value.leader_epoch))
     parts.append(struct.pack(">q", value.start_offset))
     parts.append(encode_uvarint(len(value.state_batches) + 1))
     for b in value.state_batches:
@@ -165,7 +165,7 @@ def decode_value(data: bytes, record_type: int = SNAPSHOT) -> ShareStateValue:
             snapshot_epoch, state_epoch, leader_epoch = struct.unpack_from(">Hii", data, 2)
             pos = 12
         else:
-            snapshot_epoch, leader_epoch = struct.unpack_from(">hi", data, 2)
+            snapshot_epoch, leader_epoch = struct.unpack_from(">Hi", data, 2)
             state_epoch, pos = -1, 8
         (start_offset,) = struct.unpack_from(">q", data, pos)
         count, pos = _read_uvarint(data, pos + 8)
