@@ -44,6 +44,7 @@ from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
+from tidelog.broker.share.service import install as install_share_coordinator
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
@@ -248,6 +249,9 @@ class Broker:
         self.transactions: Any = None
         self.txn_offsets: Any = None
         install_transaction_coordinator(self)
+        # Share groups (KIP-932, broker/share/): sets ``share_groups``.
+        self.share_groups: Any = None
+        install_share_coordinator(self)
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(

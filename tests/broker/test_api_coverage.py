@@ -49,10 +49,6 @@ REFUSED: dict[int, str] = {
     72: "client telemetry (KIP-714): not supported",
     73: "inter-broker (controller only)",
     74: "client metrics resources: not supported",
-    76: "share groups (KIP-932): not supported",
-    77: "share groups (KIP-932): not supported",
-    78: "share groups (KIP-932): not supported",
-    79: "share groups (KIP-932): not supported",
     80: "KRaft quorum (controller only)",
     81: "KRaft quorum (controller only)",
     82: "KRaft quorum (controller only)",
@@ -63,9 +59,6 @@ REFUSED: dict[int, str] = {
     87: "share group state (inter-broker)",
     88: "streams groups (KIP-1071): not supported",
     89: "streams groups (KIP-1071): not supported",
-    90: "share groups (KIP-932): not supported",
-    91: "share groups (KIP-932): not supported",
-    92: "share groups (KIP-932): not supported",
 }
 
 
