@@ -330,12 +330,7 @@ class PartitionLog:
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Every ``.txnindex`` entry overlapping ``[start_offset, upper_bound)``."""
-        with self._lock:
-            segments = list(self._segments)
-        out: list[AbortedTxn] = []
-        for segment in segments:
-            out.extend(segment.txn_index.collect(start_offset, upper_bound))
-        return out
+        return log_transactions.collect_aborted_transactions(self, start_offset, upper_bound)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""

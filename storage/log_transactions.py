@@ -11,8 +11,9 @@ methods of the same names:
   (``storage.transaction_index``) in the segment holding the marker, with the LSO as it is once
   the marker is written.
 - ``read_for_fetch``: batches up to the HW (READ_COMMITTED: the LSO) and, for READ_COMMITTED,
-  the aborted transactions overlapping the data (Kafka's collectAbortedTransactions over the
-  segments from the one holding the fetch offset up to the end of the data returned).
+  the aborted transactions overlapping the data (``collect_aborted_transactions``, Kafka's
+  collectAbortedTransactions: the segments from the one holding the fetch offset on, until
+  an index answers complete).
 - ``rebuild_txn_index``: during the producer-state replay at load, an aborted transaction's
   entry goes to the segment holding its marker (an entry the index has already is skipped).
 
@@ -115,15 +116,27 @@ def read_for_fetch(
         return FetchDataInfo(info, lso, None)
     if info.last_offset is None:
         return FetchDataInfo(info, lso, ())
+    return FetchDataInfo(
+        info, lso, tuple(collect_aborted_transactions(log, start_offset, info.last_offset + 1))
+    )
+
+
+def collect_aborted_transactions(
+    log: PartitionLog, start_offset: int, upper_bound: int
+) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start_offset, upper_bound)`` (Kafka's
+    LocalLog.collectAbortedTransactions): the indexes of the segment holding ``start_offset``
+    and of every later segment, until one answers complete. Not only the segments the range
+    touches: a transaction is indexed in the segment of its marker, which may lie after them."""
     with log._lock:
         segments = log._segments.from_offset(start_offset)
-    upper = info.last_offset + 1
     aborted: list[AbortedTxn] = []
     for segment in segments:
-        if segment.base_offset >= upper:
+        found = segment.txn_index.collect(start_offset, upper_bound)
+        aborted.extend(found.aborted_transactions)
+        if found.is_complete:
             break
-        aborted.extend(segment.txn_index.collect(start_offset, upper))
-    return FetchDataInfo(info, lso, tuple(aborted))
+    return aborted
 
 
 def rebuild_txn_index(log: PartitionLog, completed: CompletedTxn) -> None:

@@ -15,7 +15,8 @@ layout (big-endian)::
 Invariants: the size is a multiple of 34 (a torn tail entry is ignored on read and cut on the
 next append); entries are in ``last_offset`` order; every ``last_offset`` lies inside the
 segment. A read_committed Fetch asks for the entries overlapping ``[fetch_offset,
-upper_bound)`` (``collect``); the client then drops the aborted producers' records from each
+upper_bound)`` (``collect``) of the segment holding the fetch offset and of each later segment
+until one answers complete; the client then drops the aborted producers' records from each
 ``first_offset`` to the marker.
 
 Durability: the file is appended without fsync; ``flush`` fsyncs it (the log's flush of an
@@ -41,6 +42,7 @@ __all__ = [
     "TXNINDEX_SUFFIX",
     "AbortedTxn",
     "TransactionIndex",
+    "TxnIndexSearchResult",
     "decode_entries",
     "unpack_entry",
 ]
@@ -50,6 +52,14 @@ _ENTRY = struct.Struct(">hqqqq")
 ABORTED_TXN_SIZE = _ENTRY.size
 CURRENT_VERSION = 0
 assert ABORTED_TXN_SIZE == 34
+
+
+@dataclass(frozen=True, slots=True)
+class TxnIndexSearchResult:
+    """What one segment's index holds for a look-up (Kafka's TxnIndexSearchResult)."""
+
+    aborted_transactions: tuple[AbortedTxn, ...]
+    is_complete: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +146,20 @@ class TransactionIndex:
         self._entries = [*self._entries, txn]
         self._dirty = True
 
-    def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Entries overlapping ``[fetch_offset, upper_bound_offset)`` (collectAbortedTxns)."""
-        return [
-            t
-            for t in self._entries
-            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset
-        ]
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Entries overlapping ``[fetch_offset, upper_bound_offset)``, and whether the search
+        is complete (Kafka's collectAbortedTxns): an entry whose last stable offset reaches the
+        upper bound was written when every transaction that began below the bound had ended,
+        so no later segment's index can hold another overlapping entry. Without such an entry
+        the caller reads the next segment's index (an aborted transaction is indexed in the
+        segment of its marker, which may be any later one)."""
+        found: list[AbortedTxn] = []
+        for t in self._entries:
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                found.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(tuple(found), True)
+        return TxnIndexSearchResult(tuple(found), False)
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or above ``offset``."""
