@@ -42,12 +42,13 @@ from pathlib import Path
 
 from .batch import PreparedAppend, RecordBatchHeader, prepare_append, validate_records
 from .config import LogConfig
-from .control_records import ABORT, COMMIT, EndTxnMarker, encode_end_txn_marker
+from .control_records import EndTxnMarker
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .file_handles import UNBOUNDED, FileHandleCache
 from .fileio import fsync_dir
 from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .log_segments import LogSegments
+from .log_transactions import LogTransactions
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
@@ -57,7 +58,7 @@ from .retention import log_start_breached, retention_ms_breached, retention_size
 from .segment import DELETED_SUFFIX, LogSegment
 from .timestamps import find_max_timestamp, find_offset_for_timestamp
 from .transaction_index import AbortedTxn
-from .transaction_state import CompletedTxn, collect_aborted_transactions
+from .transaction_state import CompletedTxn
 
 __all__ = ["PartitionLog", "parse_partition_dir_name", "wall_clock_ms"]
 
@@ -136,6 +137,7 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = self._log_end_offset
         self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
+        self._transactions = LogTransactions(self.producer_state)
         self.producer_state.load_from_segments(
             self._segments,
             self._log_start_offset,
@@ -159,11 +161,7 @@ class PartitionLog:
         self._recovery_point = self._log_end_offset
 
     def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
-        """The producer-state replay at load: an aborted transaction's entry goes to the
-        segment holding its marker (an entry the index has already is skipped)."""
-        if completed.is_aborted:
-            segment = self._segments[self._segments.floor_index(completed.last_offset)]
-            segment.txn_index.append(self.producer_state.transactions.aborted_entry(completed))
+        self._transactions.rebuild_index(self._segments, completed)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -256,10 +254,7 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             if marker is not None:
-                first = batches[0][1]
-                self.producer_state.check_marker(
-                    first.producer_id, first.producer_epoch, marker.coordinator_epoch
-                )
+                self._transactions.check_marker(batches[0][1], marker)
             elif (
                 idempotent
                 and not from_coordinator
@@ -276,7 +271,9 @@ class PartitionLog:
             )
             segment = self._write_locked(prepared, now)
             if marker is not None:
-                self._complete_txn_locked(segment, prepared.headers[0], marker)
+                self._transactions.complete(
+                    segment, prepared.headers[0], marker, self._high_watermark
+                )
             elif idempotent:
                 self.producer_state.update(prepared.headers)
             log_start = self._log_start_offset
@@ -306,12 +303,12 @@ class PartitionLog:
             self._high_watermark = self._log_end_offset
         return segment
 
-    # -- transactions (storage/transaction_state.py, storage/control_records.py) ----------------
+    # -- transactions (storage/log_transactions.py) ---------------------------------------------
     @property
     def last_stable_offset(self) -> int:
         """The LSO: below it every transaction is decided (never above the HW)."""
         with self._lock:
-            return self.producer_state.transactions.last_stable_offset(self._high_watermark)
+            return self._transactions.last_stable_offset(self._high_watermark)
 
     def append_end_txn_marker(
         self,
@@ -331,30 +328,15 @@ class PartitionLog:
         segment holding the marker.
         """
         now = self._clock() if now_ms is None else now_ms
-        records = encode_end_txn_marker(
-            commit=commit,
+        records, batches, marker = self._transactions.marker_batch(
+            self.config,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch,
-            timestamp_ms=now,
+            commit=commit,
+            now_ms=now,
         )
-        batches = validate_records(
-            records,
-            max_message_bytes=max(self.config.max_message_bytes, len(records)),
-            segment_bytes=self.config.segment_bytes,
-            allow_control=True,
-        )
-        marker = EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch)
         return self._append_validated(records, batches, now, None, None, False, marker)
-
-    def _complete_txn_locked(
-        self, segment: LogSegment, header: RecordBatchHeader, marker: EndTxnMarker
-    ) -> None:
-        transactions = self.producer_state.transactions
-        completed = self.producer_state.update_marker(header, marker)
-        if completed.is_aborted:
-            segment.txn_index.append(transactions.aborted_entry(completed))
-        transactions.first_unstable_offset(self._high_watermark)  # forget visible ones
 
     def read_for_fetch(
         self,
@@ -390,9 +372,7 @@ class PartitionLog:
         holding ``start_offset`` and of the later ones, until one answers complete."""
         with self._lock:
             segments = self._segments.from_offset(start_offset)
-        return collect_aborted_transactions(
-            (s.txn_index for s in segments), start_offset, upper_bound
-        )
+        return self._transactions.aborted_transactions(segments, start_offset, upper_bound)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""
