@@ -10,6 +10,8 @@ rebuilt from the log, and with a transaction left open by the crash and aborted 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -137,6 +139,24 @@ def kafka_python_read_committed(bootstrap: str) -> list[bytes]:
         consumer.close()
 
 
+def tidelog_consume_read_committed(bootstrap: str) -> list[bytes]:
+    """``tidelog consume`` (kafka-python underneath) with the same small fetch sizes."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "tidelog.broker.cli", "consume",
+            "--bootstrap-server", bootstrap, "--topic", TOPIC, "--from-beginning",
+            "--isolation-level", "read_committed", "--timeout-ms", "4000",
+            "--consumer-property", f"max.partition.fetch.bytes={FETCH_BYTES}",
+            "--consumer-property", f"fetch.max.bytes={FETCH_BYTES}",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def partition_dir(broker: Any) -> Path:
     return Path(broker.log_dir) / f"{TOPIC}-0"
 
@@ -177,6 +197,7 @@ def test_read_committed_skips_aborted_transactions_spanning_rolls(broker_factory
     expected = produce_spanning_rolls(bs)
     assert_spans_rolls(broker)
     assert_both_clients_read(bs, expected)
+    assert tidelog_consume_read_committed(bs) == expected
     # a clean restart reads the kept indexes
     indexes = txnindex_entries(broker)
     broker.restart()
