@@ -107,7 +107,9 @@ class LogTransactions:
         segments: Sequence[LogSegment], start_offset: int, upper_bound: int
     ) -> list[AbortedTxn]:
         """``segments``: from the one holding ``start_offset`` on (``LogSegments
-        .from_offset``)."""
-        return collect_aborted_transactions(
-            (s.txn_index for s in segments), start_offset, upper_bound
-        )
+        .from_offset``). Empty indexes (most segments) are left out before the look-up: a
+        catching-up read_committed fetch passes every later segment."""
+        indexes = [index for s in segments if (index := s.txn_index).entries]
+        if not indexes:
+            return []
+        return collect_aborted_transactions(indexes, start_offset, upper_bound)

@@ -108,7 +108,9 @@ class TransactionIndex:
     def __init__(self, path: Path, *, exists: bool = True) -> None:
         """``exists=False``: the caller's directory listing has no such file (not read)."""
         self.path = path
-        self._entries: list[AbortedTxn] = []
+        #: The entries in ``last_offset`` order: a list replaced on change, never mutated in
+        #: place (readers use it without the lock). Read-only for callers.
+        self.entries: list[AbortedTxn] = []
         data = b""
         if exists:
             try:
@@ -116,20 +118,16 @@ class TransactionIndex:
             except FileNotFoundError:
                 pass
         try:
-            self._entries = decode_entries(data, name=str(path))
+            self.entries = decode_entries(data, name=str(path))
         except ValueError:
-            self._entries = []  # rebuilt by recovery; an unknown version is not ours to keep
-        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+            self.entries = []  # rebuilt by recovery; an unknown version is not ours to keep
+        self._file_size = len(self.entries) * ABORTED_TXN_SIZE
         self._dirty = len(data) != self._file_size
-
-    @property
-    def entries(self) -> list[AbortedTxn]:
-        return self._entries
 
     @property
     def last_offset(self) -> int:
         """The marker offset of the last entry (-1 when empty)."""
-        return self._entries[-1].last_offset if self._entries else -1
+        return self.entries[-1].last_offset if self.entries else -1
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry; entries must come in ``last_offset`` order (duplicates are skipped,
@@ -143,7 +141,7 @@ class TransactionIndex:
         finally:
             os.close(fd)
         self._file_size += ABORTED_TXN_SIZE
-        self._entries = [*self._entries, txn]
+        self.entries = [*self.entries, txn]
         self._dirty = True
 
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
@@ -154,7 +152,7 @@ class TransactionIndex:
         the caller reads the next segment's index (an aborted transaction is indexed in the
         segment of its marker, which may be any later one)."""
         found: list[AbortedTxn] = []
-        for t in self._entries:
+        for t in self.entries:
             if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
                 found.append(t)
             if t.last_stable_offset >= upper_bound_offset:
@@ -163,15 +161,15 @@ class TransactionIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or above ``offset``."""
-        kept = [t for t in self._entries if t.last_offset < offset]
-        if len(kept) == len(self._entries):
+        kept = [t for t in self.entries if t.last_offset < offset]
+        if len(kept) == len(self.entries):
             return
-        self._entries = kept
+        self.entries = kept
         self._rewrite()
 
     def reset(self) -> None:
         """Empty the index (recovery rebuilds it); the file goes."""
-        self._entries = []
+        self.entries = []
         self._file_size = 0
         self._dirty = False
         try:
@@ -180,17 +178,17 @@ class TransactionIndex:
             pass
 
     def _rewrite(self) -> None:
-        if not self._entries:
+        if not self.entries:
             self.reset()
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            data = b"".join(t.encode() for t in self._entries)
+            data = b"".join(t.encode() for t in self.entries)
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)
         finally:
             os.close(fd)
-        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+        self._file_size = len(self.entries) * ABORTED_TXN_SIZE
         self._dirty = True
 
     def flush(self) -> None:
