@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.test_transactions import read_committed
 from tidelog.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 from tidelog.storage.transaction_index import TransactionIndex
 
@@ -55,6 +56,15 @@ def value(prefix: str, i: int) -> bytes:
     return b"%s%03d-" % (prefix.encode(), i) + b"x" * 60
 
 
+def send_in_batches(producer: Producer, prefix: str, count: int) -> None:
+    """``count`` values in batches of four (a flush after each)."""
+    for i in range(count):
+        producer.produce(TOPIC, value=value(prefix, i), partition=0)
+        if i % 4 == 3:
+            producer.flush(10)
+    producer.flush(10)
+
+
 def produce_spanning_rolls(bootstrap: str) -> list[bytes]:
     """Interleaved transactions over many segments; returns what read_committed must see.
 
@@ -74,11 +84,7 @@ def produce_spanning_rolls(bootstrap: str) -> list[bytes]:
     a.abort_transaction(30)
     c = txn_producer(bootstrap, "tx-c")
     c.begin_transaction()
-    for i in range(30):
-        c.produce(TOPIC, value=value("c", i), partition=0)
-        if i % 4 == 3:
-            c.flush(10)
-    c.flush(10)
+    send_in_batches(c, "c", 30)
     c.abort_transaction(30)
     d = txn_producer(bootstrap, "tx-d")
     d.begin_transaction()
@@ -88,35 +94,13 @@ def produce_spanning_rolls(bootstrap: str) -> list[bytes]:
     return [value("b", i) for i in range(40)] + [value("d", i) for i in range(5)]
 
 
-def confluent_read_committed(bootstrap: str, wait_s: float = 15.0) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"rolls-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "max.partition.fetch.bytes": FETCH_BYTES,
-            "fetch.max.bytes": FETCH_BYTES,
-            "message.max.bytes": FETCH_BYTES,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + wait_s
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
-                    break
-                continue
-            out.append(message.value())
-    finally:
-        consumer.close()
-    return out
+def confluent_read_committed(bootstrap: str) -> list[bytes]:
+    small = {
+        "max.partition.fetch.bytes": FETCH_BYTES,
+        "fetch.max.bytes": FETCH_BYTES,
+        "message.max.bytes": FETCH_BYTES,
+    }
+    return read_committed(bootstrap, TOPIC, wait_s=15.0, **small)
 
 
 def kafka_python_read_committed(bootstrap: str) -> list[bytes]:
@@ -235,11 +219,7 @@ def test_transaction_open_across_rolls_at_sigkill_is_aborted_at_timeout(
     committed.commit_transaction(30)
     open_txn = txn_producer(bs, "tx-open", **{"transaction.timeout.ms": 2000})
     open_txn.begin_transaction()
-    for i in range(60):
-        open_txn.produce(TOPIC, value=value("o", i), partition=0)
-        if i % 4 == 3:
-            open_txn.flush(10)
-    open_txn.flush(10)
+    send_in_batches(open_txn, "o", 60)
     assert len(list(partition_dir(broker).glob("*.log"))) >= 3
     broker.kill()
     broker.start()
