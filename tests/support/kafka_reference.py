@@ -106,7 +106,6 @@ class KafkaProcess:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
             "log.dirs": str(self.log_dir),
-            "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
