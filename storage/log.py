@@ -294,8 +294,10 @@ class PartitionLog:
         coordinator_epoch: int,
         commit: bool,
         now_ms: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendInfo:
-        """Write a COMMIT or ABORT marker (``storage.log_transactions``)."""
+        """Write a COMMIT or ABORT marker (``storage.log_transactions``); ``leader_epoch``
+        stamps its partition leader epoch (as Kafka's leader does), else it stays -1."""
         return log_transactions.append_end_txn_marker(
             self,
             producer_id=producer_id,
@@ -303,6 +305,7 @@ class PartitionLog:
             coordinator_epoch=coordinator_epoch,
             commit=commit,
             now_ms=self._clock() if now_ms is None else now_ms,
+            leader_epoch=leader_epoch,
         )
 
     def read_for_fetch(

@@ -53,6 +53,7 @@ def append_end_txn_marker(
     coordinator_epoch: int,
     commit: bool,
     now_ms: int,
+    leader_epoch: int | None = None,
 ) -> AppendInfo:
     records = encode_end_txn_marker(
         commit=commit,
@@ -73,7 +74,11 @@ def append_end_txn_marker(
         state = log.producer_state
         state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         prepared = prepare_append(
-            records, batches, base_offset=log._log_end_offset, log_append_time_ms=None
+            records,
+            batches,
+            base_offset=log._log_end_offset,
+            log_append_time_ms=None,
+            leader_epoch=leader_epoch,
         )
         segment = log._write_locked(prepared, now_ms)
         completed = state.update_marker(

@@ -28,7 +28,9 @@ def _produce(topic: str, partition: int, records: bytes | None, acks: int = -1) 
         "transactional_id": None,
         "acks": acks,
         "timeout": 5000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+        ],
     }
 
 
@@ -108,7 +110,9 @@ def _join(group: str, member: str) -> dict[str, Any]:
         "member_id": member,
         "group_instance_id": None,
         "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x01\x00\x02dt\xff\xff\xff\xff"}],
+        "protocols": [
+            {"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x01\x00\x02dt\xff\xff\xff\xff"}
+        ],
         "reason": None,
     }
 
@@ -185,11 +189,33 @@ SCENARIOS: list[Scenario] = [
     ("list-unknown-topic", "list_offsets", 7, _list_offsets("dt-none", 0, -1)),
     ("list-unknown-partition", "list_offsets", 7, _list_offsets(T, 5, -1)),
     # DescribeConfigs / IncrementalAlterConfigs
-    ("configs-topic", "describe_configs", 4, _describe_configs(TOPIC, T, "cleanup.policy", "retention.ms", "segment.bytes", "min.insync.replicas")),
-    ("configs-compact", "describe_configs", 4, _describe_configs(TOPIC, "dt-compact", "cleanup.policy")),
-    ("configs-unknown-topic", "describe_configs", 4, _describe_configs(TOPIC, "dt-none", "cleanup.policy")),
+    (
+        "configs-topic",
+        "describe_configs",
+        4,
+        _describe_configs(
+            TOPIC, T, "cleanup.policy", "retention.ms", "segment.bytes", "min.insync.replicas"
+        ),
+    ),
+    (
+        "configs-compact",
+        "describe_configs",
+        4,
+        _describe_configs(TOPIC, "dt-compact", "cleanup.policy"),
+    ),
+    (
+        "configs-unknown-topic",
+        "describe_configs",
+        4,
+        _describe_configs(TOPIC, "dt-none", "cleanup.policy"),
+    ),
     ("configs-unknown-key", "describe_configs", 4, _describe_configs(TOPIC, T, "no.such.key")),
-    ("configs-broker", "describe_configs", 4, _describe_configs(BROKER, "1", "num.partitions", "log.retention.hours")),
+    (
+        "configs-broker",
+        "describe_configs",
+        4,
+        _describe_configs(BROKER, "1", "num.partitions", "log.retention.hours"),
+    ),
     ("configs-bad-type", "describe_configs", 4, _describe_configs(99, "x", "a")),
     (
         "alter-ok",
@@ -197,7 +223,13 @@ SCENARIOS: list[Scenario] = [
         1,
         {
             "resources": [
-                {"resource_type": TOPIC, "resource_name": T, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}
+                {
+                    "resource_type": TOPIC,
+                    "resource_name": T,
+                    "configs": [
+                        {"name": "retention.ms", "config_operation": 0, "value": "3600000"}
+                    ],
+                }
             ],
             "validate_only": False,
         },
@@ -209,7 +241,11 @@ SCENARIOS: list[Scenario] = [
         1,
         {
             "resources": [
-                {"resource_type": TOPIC, "resource_name": T, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "soon"}]}
+                {
+                    "resource_type": TOPIC,
+                    "resource_name": T,
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "soon"}],
+                }
             ],
             "validate_only": False,
         },
@@ -220,7 +256,11 @@ SCENARIOS: list[Scenario] = [
         1,
         {
             "resources": [
-                {"resource_type": TOPIC, "resource_name": "dt-none", "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1"}]}
+                {
+                    "resource_type": TOPIC,
+                    "resource_name": "dt-none",
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1"}],
+                }
             ],
             "validate_only": False,
         },
@@ -242,13 +282,50 @@ SCENARIOS: list[Scenario] = [
             "group_instance_id": None,
             "protocol_type": "consumer",
             "protocol_name": "range",
-            "assignments": [{"member_id": "$join.member_id", "assignment": b"\x00\x00\x00\x00\x00\x00\x00\x00"}],
+            "assignments": [
+                {"member_id": "$join.member_id", "assignment": b"\x00\x00\x00\x00\x00\x00\x00\x00"}
+            ],
         },
     ),
-    ("heartbeat", "heartbeat", 4, {"group_id": G, "generation_id": "$join.generation_id", "member_id": "$join.member_id", "group_instance_id": None}),
-    ("heartbeat-old-generation", "heartbeat", 4, {"group_id": G, "generation_id": 99, "member_id": "$join.member_id", "group_instance_id": None}),
-    ("heartbeat-unknown-member", "heartbeat", 4, {"group_id": G, "generation_id": 1, "member_id": "nobody", "group_instance_id": None}),
-    ("heartbeat-unknown-group", "heartbeat", 4, {"group_id": "dg-none", "generation_id": 1, "member_id": "nobody", "group_instance_id": None}),
+    (
+        "heartbeat",
+        "heartbeat",
+        4,
+        {
+            "group_id": G,
+            "generation_id": "$join.generation_id",
+            "member_id": "$join.member_id",
+            "group_instance_id": None,
+        },
+    ),
+    (
+        "heartbeat-old-generation",
+        "heartbeat",
+        4,
+        {
+            "group_id": G,
+            "generation_id": 99,
+            "member_id": "$join.member_id",
+            "group_instance_id": None,
+        },
+    ),
+    (
+        "heartbeat-unknown-member",
+        "heartbeat",
+        4,
+        {"group_id": G, "generation_id": 1, "member_id": "nobody", "group_instance_id": None},
+    ),
+    (
+        "heartbeat-unknown-group",
+        "heartbeat",
+        4,
+        {
+            "group_id": "dg-none",
+            "generation_id": 1,
+            "member_id": "nobody",
+            "group_instance_id": None,
+        },
+    ),
     ("commit", "offset_commit", 8, _commit(G, "$join.generation_id", "$join.member_id", 3)),  # type: ignore[arg-type]
     ("commit-old-generation", "offset_commit", 8, _commit(G, 99, "$join.member_id", 4)),
     ("commit-unknown-member", "offset_commit", 8, _commit(G, 1, "nobody", 4)),
@@ -256,31 +333,187 @@ SCENARIOS: list[Scenario] = [
     ("offset-fetch", "offset_fetch", 8, _offset_fetch(G, T)),
     ("offset-fetch-all", "offset_fetch", 8, _offset_fetch(G, None)),
     ("offset-fetch-unknown-group", "offset_fetch", 8, _offset_fetch("dg-none", T)),
-    ("describe-group", "describe_groups", 5, {"groups": [G, "dg-none"], "include_authorized_operations": False}),
+    (
+        "describe-group",
+        "describe_groups",
+        5,
+        {"groups": [G, "dg-none"], "include_authorized_operations": False},
+    ),
     ("list-groups", "list_groups", 4, {"states_filter": ["Stable"]}),
-    ("leave", "leave_group", 4, {"group_id": G, "members": [{"member_id": "$join.member_id", "group_instance_id": None}]}),
-    ("leave-unknown-member", "leave_group", 4, {"group_id": G, "members": [{"member_id": "nobody", "group_instance_id": None}]}),
-    ("offset-delete", "offset_delete", 0, {"group_id": "dg-simple", "topics": [{"name": T, "partitions": [{"partition_index": 0}]}]}),
+    (
+        "leave",
+        "leave_group",
+        4,
+        {"group_id": G, "members": [{"member_id": "$join.member_id", "group_instance_id": None}]},
+    ),
+    (
+        "leave-unknown-member",
+        "leave_group",
+        4,
+        {"group_id": G, "members": [{"member_id": "nobody", "group_instance_id": None}]},
+    ),
+    (
+        "offset-delete",
+        "offset_delete",
+        0,
+        {"group_id": "dg-simple", "topics": [{"name": T, "partitions": [{"partition_index": 0}]}]},
+    ),
     ("delete-groups", "delete_groups", 2, {"groups_names": [G, "dg-none"]}),
     # Producers and transactions
-    ("init-idempotent", "init_producer_id", 4, {"transactional_id": None, "transaction_timeout": -1, "producer_id": -1, "producer_epoch": -1}),
-    ("init-tx", "init_producer_id", 4, {"transactional_id": "dtx", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1}),
-    ("init-tx-again", "init_producer_id", 4, {"transactional_id": "dtx", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1}),
-    ("init-tx-bad-timeout", "init_producer_id", 4, {"transactional_id": "dtx2", "transaction_timeout": 999_999_999, "producer_id": -1, "producer_epoch": -1}),
-    ("end-txn-fenced", "end_txn", 3, {"transactional_id": "dtx", "producer_id": "$init-tx.producer_id", "producer_epoch": "$init-tx.producer_epoch", "committed": True}),
-    ("end-txn-not-started", "end_txn", 3, {"transactional_id": "dtx", "producer_id": "$init-tx-again.producer_id", "producer_epoch": "$init-tx-again.producer_epoch", "committed": True}),
-    ("end-txn-unknown-id", "end_txn", 3, {"transactional_id": "dtx-none", "producer_id": 1, "producer_epoch": 0, "committed": False}),
-    ("describe-producers", "describe_producers", 0, {"topics": [{"name": T, "partition_indexes": [0, 9]}]}),
+    (
+        "init-idempotent",
+        "init_producer_id",
+        4,
+        {
+            "transactional_id": None,
+            "transaction_timeout": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    ),
+    (
+        "init-tx",
+        "init_producer_id",
+        4,
+        {
+            "transactional_id": "dtx",
+            "transaction_timeout": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    ),
+    (
+        "init-tx-again",
+        "init_producer_id",
+        4,
+        {
+            "transactional_id": "dtx",
+            "transaction_timeout": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    ),
+    (
+        "init-tx-bad-timeout",
+        "init_producer_id",
+        4,
+        {
+            "transactional_id": "dtx2",
+            "transaction_timeout": 999_999_999,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    ),
+    (
+        "end-txn-fenced",
+        "end_txn",
+        3,
+        {
+            "transactional_id": "dtx",
+            "producer_id": "$init-tx.producer_id",
+            "producer_epoch": "$init-tx.producer_epoch",
+            "committed": True,
+        },
+    ),
+    (
+        "end-txn-not-started",
+        "end_txn",
+        3,
+        {
+            "transactional_id": "dtx",
+            "producer_id": "$init-tx-again.producer_id",
+            "producer_epoch": "$init-tx-again.producer_epoch",
+            "committed": True,
+        },
+    ),
+    (
+        "end-txn-unknown-id",
+        "end_txn",
+        3,
+        {"transactional_id": "dtx-none", "producer_id": 1, "producer_epoch": 0, "committed": False},
+    ),
+    (
+        "describe-producers",
+        "describe_producers",
+        0,
+        {"topics": [{"name": T, "partition_indexes": [0, 9]}]},
+    ),
     # ACLs (no authorizer on either broker)
-    ("describe-acls", "describe_acls", 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}),
+    (
+        "describe-acls",
+        "describe_acls",
+        3,
+        {
+            "resource_type_filter": 1,
+            "resource_name_filter": None,
+            "pattern_type_filter": 1,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": 1,
+            "permission_type": 1,
+        },
+    ),
     # Records and topics
-    ("delete-records", "delete_records", 2, {"topics": [{"name": T, "partitions": [{"partition_index": 0, "offset": 2}]}], "timeout": 5000}),
-    ("delete-records-beyond", "delete_records", 2, {"topics": [{"name": T, "partitions": [{"partition_index": 0, "offset": 99}]}], "timeout": 5000}),
+    (
+        "delete-records",
+        "delete_records",
+        2,
+        {
+            "topics": [{"name": T, "partitions": [{"partition_index": 0, "offset": 2}]}],
+            "timeout": 5000,
+        },
+    ),
+    (
+        "delete-records-beyond",
+        "delete_records",
+        2,
+        {
+            "topics": [{"name": T, "partitions": [{"partition_index": 0, "offset": 99}]}],
+            "timeout": 5000,
+        },
+    ),
     ("list-earliest-after-delete", "list_offsets", 7, _list_offsets(T, 0, -2)),
     ("fetch-below-start", "fetch", 12, _fetch(T, 0, 0)),
-    ("create-partitions", "create_partitions", 3, {"topics": [{"name": "dt-new", "count": 4, "assignments": None}], "timeout": 5000, "validate_only": False}),
-    ("create-partitions-fewer", "create_partitions", 3, {"topics": [{"name": "dt-new", "count": 1, "assignments": None}], "timeout": 5000, "validate_only": False}),
-    ("create-partitions-unknown", "create_partitions", 3, {"topics": [{"name": "dt-none", "count": 4, "assignments": None}], "timeout": 5000, "validate_only": False}),
-    ("delete-topic", "delete_topics", 6, {"topics": [{"name": "dt-new", "topic_id": None}], "timeout": 5000}),
-    ("delete-topic-unknown", "delete_topics", 6, {"topics": [{"name": "dt-none", "topic_id": None}], "timeout": 5000}),
+    (
+        "create-partitions",
+        "create_partitions",
+        3,
+        {
+            "topics": [{"name": "dt-new", "count": 4, "assignments": None}],
+            "timeout": 5000,
+            "validate_only": False,
+        },
+    ),
+    (
+        "create-partitions-fewer",
+        "create_partitions",
+        3,
+        {
+            "topics": [{"name": "dt-new", "count": 1, "assignments": None}],
+            "timeout": 5000,
+            "validate_only": False,
+        },
+    ),
+    (
+        "create-partitions-unknown",
+        "create_partitions",
+        3,
+        {
+            "topics": [{"name": "dt-none", "count": 4, "assignments": None}],
+            "timeout": 5000,
+            "validate_only": False,
+        },
+    ),
+    (
+        "delete-topic",
+        "delete_topics",
+        6,
+        {"topics": [{"name": "dt-new", "topic_id": None}], "timeout": 5000},
+    ),
+    (
+        "delete-topic-unknown",
+        "delete_topics",
+        6,
+        {"topics": [{"name": "dt-none", "topic_id": None}], "timeout": 5000},
+    ),
 ]

@@ -101,7 +101,13 @@ def _create_topics(side: Side) -> None:
         7,
         {
             "topics": [
-                {"name": T, "num_partitions": 3, "replication_factor": 1, "assignments": [], "configs": []},
+                {
+                    "name": T,
+                    "num_partitions": 3,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                },
                 {
                     "name": "dt-compact",
                     "num_partitions": 1,
@@ -144,7 +150,12 @@ WARM_UP = [
     (
         "init_producer_id",
         4,
-        {"transactional_id": None, "transaction_timeout": -1, "producer_id": -1, "producer_epoch": -1},
+        {
+            "transactional_id": None,
+            "transaction_timeout": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
     ),
 ]
 
@@ -219,15 +230,17 @@ def test_api_versions_within_kafka(pair: tuple[Side, Side]) -> None:
     (so a client's guess of the broker's release from the ranges holds)."""
     fields: dict[str, Any] = {"client_software_name": "t", "client_software_version": "1"}
     ranges = [
-        {k["api_key"]: (k["min_version"], k["max_version"]) for k in side.send("av", "api_versions", 3, fields)["api_keys"]}
+        {
+            k["api_key"]: (k["min_version"], k["max_version"])
+            for k in side.send("av", "api_versions", 3, fields)["api_keys"]
+        }
         for side in pair
     ]
     ours, kafka = ranges
     outside = {
         key: (span, kafka.get(key))
         for key, span in ours.items()
-        if key not in API_VERSION_DIVERGENCES
-        and (key not in kafka or span[1] > kafka[key][1])
+        if key not in API_VERSION_DIVERGENCES and (key not in kafka or span[1] > kafka[key][1])
     }
     assert not outside, f"tidelog advertises beyond Kafka 4: {outside}"
 

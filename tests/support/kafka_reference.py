@@ -61,9 +61,7 @@ def run_java(
     argv = ["java", *JVM_OPTS, "-cp", classpath]
     if log4j is not None:
         argv.append(f"-Dlog4j2.configurationFile={log4j}")
-    result = subprocess.run(
-        [*argv, main, *args], capture_output=True, text=True, timeout=timeout_s
-    )
+    result = subprocess.run([*argv, main, *args], capture_output=True, text=True, timeout=timeout_s)
     if check and result.returncode != 0:
         raise RuntimeError(
             f"{main} {' '.join(args)} exited {result.returncode}:\n"
