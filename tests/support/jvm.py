@@ -23,7 +23,8 @@ def jvm_cache() -> Path:
 
 
 def jvm_set_classpath(set_name: str) -> str:
-    """The classpath of ``tests/jvm/<set_name>``; skips the test when Java or the jars are missing."""
+    """The classpath of ``tests/jvm/<set_name>``; skips the test when Java or its jars are
+    missing."""
     if shutil.which("java") is None:
         pytest.skip("Java is missing (apt-get install openjdk-17-jdk-headless)")
     out = jvm_cache() / set_name

@@ -114,6 +114,9 @@ class KafkaProcess:
             "num.io.threads": "2",
             "background.threads": "2",
             "log.cleaner.threads": "1",
+            # checkpoints written soon, for the tests that read Kafka's log dir
+            "replica.high.watermark.checkpoint.interval.ms": "500",
+            "log.flush.start.offset.checkpoint.interval.ms": "500",
             **self.overrides,
         }
 

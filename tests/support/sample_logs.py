@@ -10,7 +10,9 @@ offsets of group ``<prefix>-group`` (``__consumer_offsets``). It returns the top
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = ("CODECS", "consume_all", "write_sample")
@@ -41,7 +43,10 @@ def write_sample(bootstrap: str, prefix: str) -> list[str]:
             t,
             num_partitions=1,
             replication_factor=1,
-            config={"cleanup.policy": "compact"} if t.endswith("-compact") else {},
+            # the sample's timestamps are of 2023: no retention by time, or Kafka deletes them
+            config={"cleanup.policy": "compact"}
+            if t.endswith("-compact")
+            else {"retention.ms": "-1"},
         )
         for t in topics
     ]
@@ -81,7 +86,15 @@ def write_sample(bootstrap: str, prefix: str) -> list[str]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"{prefix}-group", "enable.auto.commit": False}
     )
-    consumer.commit(offsets=[TopicPartition(f"{prefix}-plain", 0, 7)], asynchronous=False)
+    deadline = time.monotonic() + 60
+    while True:  # a fresh Kafka answers NOT_COORDINATOR until __consumer_offsets is loaded
+        try:
+            consumer.commit(offsets=[TopicPartition(f"{prefix}-plain", 0, 7)], asynchronous=False)
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     consumer.close()
     return topics
 
