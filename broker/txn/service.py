@@ -26,8 +26,8 @@ from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.log import encode_records
 from tidelog.broker.group.schemas import partition_for
 from tidelog.broker.group.txn_offsets import TxnOffsets
-from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
 from tidelog.broker.topics import LEADER_EPOCH
+from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
 from tidelog.broker.txn.metadata import TransactionMetadata
 from tidelog.broker.txn.schemas import (
     TxnLogValue,
