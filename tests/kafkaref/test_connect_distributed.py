@@ -7,7 +7,6 @@ connector, writing to tidelog), whose status and config survive in tidelog's top
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import urllib.request
@@ -19,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.jvm import jvm_set_classpath
-from tests.support.kafka_reference import JVM_OPTS, log4j_config
+from tests.support.kafka_reference import JVM_OPTS, log4j_config, stop_jvm
 from tests.support.migration import end_offsets
 from tests.support.net import free_port
 
@@ -131,9 +130,4 @@ def test_connect_distributed_on_tidelog(broker_factory: Any, tmp_path: Path) -> 
         for topic, partitions in ((TOPICS["config"], 1), (TOPICS["status"], 5)):
             assert sum(end_offsets(tidelog.bootstrap, topic, partitions).values()) > 0
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_jvm(proc)

@@ -8,18 +8,15 @@ read_committed and read_uncommitted.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import ROOT
 from tests.support.jvm import jvm_set_classpath
 from tests.support.kafka_reference import KafkaProcess, log4j_config, run_java
-from tests.support.sample_logs import consume_all, write_sample
+from tests.support.sample_logs import consume_all, tidelog_dump_log, write_sample
 from tidelog.analytics.logdir import LogDir, LogDirError, read_checkpoint
 from tidelog.analytics.plan import OffsetRange
 
@@ -104,14 +101,7 @@ def test_dump_log_prints_what_kafka_prints(kafka_logs: KafkaLogs) -> None:
         *args,
         log4j=log4j_config(kafka_logs.root.parent),
     )
-    ours = subprocess.run(
-        [sys.executable, "-m", "tidelog.broker.cli", "dump-log", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ours.returncode == 0, ours.stderr[-3000:]
+    ours = tidelog_dump_log(*args)
     theirs, mine = _sections(kafka.stdout), _sections(ours.stdout)
     assert list(mine) == list(theirs)
     for path, lines in mine.items():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.support.net import free_port
 
-__all__ = ("JVM_OPTS", "KafkaProcess", "run_java")
+__all__ = ("JVM_OPTS", "KafkaProcess", "log4j_config", "run_java", "stop_jvm")
 
 # A small heap and a quick start: this machine has 2 cores shared by many test runs.
 JVM_OPTS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m")
@@ -68,6 +68,21 @@ def run_java(
             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         )
     return result
+
+
+def stop_jvm(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT_S) -> int:
+    """SIGTERM ``proc`` (a JVM this module's callers started), SIGKILL after ``timeout``;
+    its exit code (0 when it never started)."""
+    if proc is None:
+        return 0
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return int(proc.returncode)
 
 
 class KafkaProcess:
@@ -173,17 +188,7 @@ class KafkaProcess:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout``; the exit code."""
-        proc = self.proc
-        if proc is None:
-            return 0
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return int(proc.returncode)
+        return stop_jvm(self.proc, timeout)
 
     @property
     def running(self) -> bool:

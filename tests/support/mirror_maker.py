@@ -9,11 +9,10 @@ through its offset syncs, one per record: ``offset.lag.max=0``), every second.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
-from tests.support.kafka_reference import JVM_OPTS, log4j_config
+from tests.support.kafka_reference import JVM_OPTS, log4j_config, stop_jvm
 
 __all__ = ("MirrorMaker2",)
 
@@ -90,15 +89,7 @@ class MirrorMaker2:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_jvm(self.proc, timeout)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

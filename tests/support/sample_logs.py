@@ -10,12 +10,16 @@ offsets of group ``<prefix>-group`` (``__consumer_offsets``). It returns the top
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-__all__ = ("CODECS", "consume_all", "write_sample")
+from tests.support.broker_process import ROOT
+
+__all__ = ("CODECS", "consume_all", "tidelog_dump_log", "write_sample")
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 TS = 1_700_000_000_000
@@ -127,3 +131,16 @@ def consume_all(
             out.append((msg.offset(), msg.key(), msg.value()))
     finally:
         consumer.close()
+
+
+def tidelog_dump_log(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tidelog dump-log ARGS`` run to its end (exit code 0 asserted)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tidelog.broker.cli", "dump-log", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
