@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +149,26 @@ def test_file_source_reads_what_the_consumer_returns(
         assert _read(kafka_logs.root, topic, committed=committed) == want[topic], topic
     assert [o for o, _, _ in want["kt-deleted"]] == list(range(3, 10))
     assert len(kafka_logs.uncommitted["kt-txn"]) == len(kafka_logs.committed["kt-txn"]) + 3
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("committed", [True, False], ids=["read_committed", "read_uncommitted"])
+def test_spark_file_source_reads_what_the_consumer_returns(
+    spark: Any, kafka_logs: KafkaLogs, committed: bool
+) -> None:
+    """The same through Spark: ``spark.read.format("tidelog").option("path", <Kafka's dir>)``."""
+    level = "read_committed" if committed else "read_uncommitted"
+    df = (
+        spark.read.format("tidelog")
+        .option("path", str(kafka_logs.root))
+        .option("subscribe", ",".join(kafka_logs.topics))
+        .option("kafka.isolation.level", level)
+        .load()
+    )
+    got: dict[str, Rows] = {t: [] for t in kafka_logs.topics}
+    for row in df.select("topic", "offset", "key", "value").collect():
+        key = None if row.key is None else bytes(row.key)
+        value = None if row.value is None else bytes(row.value)
+        got[row.topic].append((row.offset, key, value))
+    want = kafka_logs.committed if committed else kafka_logs.uncommitted
+    assert {t: sorted(rows) for t, rows in got.items()} == want
