@@ -925,6 +925,10 @@ def _t(
     )
 
 
+# Kafka divergence: Kafka 4 also has the topic configs of tiered storage (remote.*,
+# local.retention.*), replication throttles, per-codec compression levels, the dead-letter queue
+# switch, max.decompressed.message.bytes and message.timestamp.{before,after}.max.ms; tidelog
+# does not implement them, so it neither lists nor accepts them (docs/kafka-differences.md).
 TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
     _t(
         "cleanup.policy",
@@ -954,6 +958,8 @@ TOPIC_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "Delay before a deleted segment's files are removed.",
         min_value=0,
     ),
+    # Kafka divergence: the default (log.flush.interval.messages) is 1 here, Long.MAX in Kafka:
+    # one node has no replicas, so an acknowledged record is on disk (docs/kafka-differences.md).
     _t(
         "flush.messages",
         "long",

@@ -318,6 +318,7 @@ class PartitionLog:
         coordinator_epoch: int,
         commit: bool,
         now_ms: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendInfo:
         """Write the coordinator's COMMIT or ABORT marker (``storage.control_records``).
 
@@ -325,7 +326,8 @@ class PartitionLog:
         ``InvalidProducerEpochError``, an older coordinator epoch
         ``TransactionCoordinatorFencedError`` (nothing is written then); the marker completes
         the producer's open transaction, and an aborted one gets its ``.txnindex`` entry in the
-        segment holding the marker.
+        segment holding the marker. ``leader_epoch`` stamps its partition leader epoch (as
+        Kafka's leader does), else it stays -1.
         """
         now = self._clock() if now_ms is None else now_ms
         records, batches, marker = self._transactions.marker_batch(
@@ -336,7 +338,7 @@ class PartitionLog:
             commit=commit,
             now_ms=now,
         )
-        return self._append_validated(records, batches, now, None, None, False, marker)
+        return self._append_validated(records, batches, now, None, leader_epoch, False, marker)
 
     def read_for_fetch(
         self,

@@ -155,7 +155,7 @@ def require_record_keys(
     if keyless:
         what = (
             "Compacted topic cannot accept message without key in topic partition "
-            f"{topic_partition}."
+            f"{topic_partition}"  # Kafka 4's words (3.x ended them with a full stop)
         )
         errors = tuple((i, what) for i in keyless)
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{what}')" for i in keyless[:3])

@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.jvm import jvm_set_classpath
+from tests.support.kafka_reference import KafkaProcess
 
 BrokerFactory = Callable[..., BrokerProcess]
 
@@ -85,3 +87,12 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     start, started = _factory(tmp_path_factory.mktemp("module_broker"))
     yield start()
     _stop_all(started)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaProcess]:
+    """One Apache Kafka (tests/jvm/kafka, KRaft combined mode) for the whole session; skipped
+    with one line when Java or its jars are missing. Use distinct topic names."""
+    kafka = KafkaProcess(jvm_set_classpath("kafka"), tmp_path_factory.mktemp("kafka_reference"))
+    yield kafka.start()
+    kafka.stop()

@@ -1,17 +1,18 @@
 """``dump-log --transaction-log-decoder``: ``__transaction_state`` records as Kafka's JSON.
 
 The bytes are decoded by ``protocol/internal_topics/transaction_state.py`` (the one home of that
-format); this module
-only words them as kafka-dump-log's TransactionLogMessageParser does (Kafka 4.x)::
+format); this module only words them as kafka-dump-log's TransactionLogMessageParser does (Kafka
+4.4, checked against its DumpLogSegments by tests/kafkaref/test_kafka_reads_tidelog_files.py)::
 
     key: {"type":"0","data":{"transactionalId":"tx-1"}}
     payload: {"version":"0","data":{"producerId":0,"producerEpoch":0,
-              "transactionTimeoutMs":60000,"transactionStatus":4,
+              "transactionTimeoutMs":60000,"transactionStatus":"CompleteCommit",
               "transactionPartitions":[{"topic":"t","partitionIds":[0]}],
               "transactionLastUpdateTimestampMs":...,"transactionStartTimestampMs":...}}
 
-``transactionStatus`` is the TxnState id (Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3,
-CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7). A null value (a tombstone) is
+``transactionStatus`` is the TxnState's name (ids: Empty 0, Ongoing 1, PrepareCommit 2,
+PrepareAbort 3, CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7; an unknown id is
+printed as its number). A null value (a tombstone) is
 ``<DELETE>``; a key of another record type is ``Unknown record type N at offset O, skipping.``
 and a record that does not parse is ``Error at offset O, skipping. <reason>``, as in Kafka.
 Kafka divergence: a version 1 value's ``clientTransactionVersion`` tag is not shown (the codec
@@ -31,6 +32,17 @@ from tidelog.protocol.internal_topics.transaction_state import (
 )
 
 __all__ = ["txn_key_value"]
+
+STATE_NAMES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
 
 
 def _json(obj: dict[str, Any]) -> str:
@@ -64,7 +76,8 @@ def _value_json(value: bytes) -> dict[str, Any]:
         data["nextProducerId"] = v.next_producer_id
     data["producerEpoch"] = v.producer_epoch
     data["transactionTimeoutMs"] = v.transaction_timeout_ms
-    data["transactionStatus"] = v.state_id
+    state = int(v.state_id)
+    data["transactionStatus"] = STATE_NAMES[state] if 0 <= state < len(STATE_NAMES) else state
     data["transactionPartitions"] = (
         None
         if v.partitions is None

@@ -110,6 +110,9 @@ def scan(
         w.aborted = ()
         if not w.log_start_offset <= w.fetch_offset <= partition_log.log_end_offset:
             w.error = ErrorCode.offset_out_of_range
+            # As Kafka (ReplicaManager's read result of an OffsetOutOfRangeException): the
+            # offsets of an out-of-range answer are unknown (-1), not the log's.
+            w.high_watermark = w.log_start_offset = w.last_stable_offset = -1
             errors = True
             continue
         bound = w.last_stable_offset if w.read_committed else w.high_watermark

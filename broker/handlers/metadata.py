@@ -212,6 +212,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic_name_error(name) is not None:
                 answers.append(_error_topic(types, name, ErrorCode.invalid_topic_exception))
                 continue
+            # Kafka divergence: the topic is created before the answer (Kafka's first answer
+            # is UNKNOWN_TOPIC_OR_PARTITION while its controller creates it).
             if not auto_create or name in INTERNAL_TOPICS:
                 answers.append(_error_topic(types, name, ErrorCode.unknown_topic_or_partition))
                 continue

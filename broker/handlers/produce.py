@@ -322,6 +322,22 @@ def append_partition(
     return _appended(broker, partition_log, topic, partition, len(data), hw_before, info)
 
 
+# As Kafka's ReplicaManager.appendToLocalLog: a refused append reports the partition's log start
+# offset, except for these errors (answered with -1).
+_NO_LOG_START_OFFSET = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.corrupt_message,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.duplicate_sequence_number,
+        ErrorCode.unknown_topic_id,
+    }
+)
+
+
 def _appended(
     broker: BrokerView,
     partition_log: Any,
@@ -337,11 +353,15 @@ def _appended(
         if not isinstance(info, StorageError):
             raise info
         log.info("produce to %s-%d refused: %s %s", topic, partition, info.error_name, info)
+        code = error_code_for(info.error_name)
         return _Result(
             topic,
             partition,
-            error_code_for(info.error_name),
+            code,
             str(info) or None,
+            log_start_offset=(
+                -1 if code in _NO_LOG_START_OFFSET else int(partition_log.log_start_offset)
+            ),
             record_errors=getattr(info, "record_errors", ()),
         )
     broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, size)
@@ -406,7 +426,7 @@ def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
                     if ok and r.log_append_time_ms >= 0
                     else None
                 ),
-                log_start_offset=r.log_start_offset if ok else -1,
+                log_start_offset=r.log_start_offset,
                 record_errors=tuple(
                     build(
                         types.BatchIndexAndErrorMessage,
@@ -505,7 +525,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
                 error_code=int(r.error),
                 base_offset=r.base_offset if ok else -1,
                 log_append_time_ms=r.log_append_time_ms if ok else -1,
-                log_start_offset=r.log_start_offset if ok else -1,
+                log_start_offset=r.log_start_offset,
                 error_message=r.message if ctx.api_version >= 8 else None,
                 record_errors=r.record_errors if ctx.api_version >= 8 else (),
             )
@@ -518,7 +538,7 @@ def _encode_one(version: int, r: _Result) -> bytes:
     message = r.message if version >= 8 else None
     if r.record_errors and version >= 8:  # KIP-467: the refused records of the batch
         answer = ProducePartitionAnswer(
-            r.partition, int(r.error), -1, -1, -1, r.message, r.record_errors
+            r.partition, int(r.error), -1, -1, r.log_start_offset, r.message, r.record_errors
         )
         return encode_produce_body(version, [(r.topic, [answer])])
     if r.error == ErrorCode.none:
@@ -532,7 +552,9 @@ def _encode_one(version: int, r: _Result) -> bytes:
             r.log_start_offset,
             message,
         )
-    return encode_produce_one(version, r.topic, r.partition, int(r.error), -1, -1, -1, message)
+    return encode_produce_one(
+        version, r.topic, r.partition, int(r.error), -1, -1, r.log_start_offset, message
+    )
 
 
 def answer_at_once(

@@ -18,6 +18,7 @@ from typing import Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import response_types
 from tidelog.storage.errors import StorageError
@@ -43,6 +44,7 @@ async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -
             coordinator_epoch=int(marker.coordinator_epoch),
             commit=bool(marker.transaction_result),
             now_ms=broker.clock(),
+            leader_epoch=LEADER_EPOCH,  # as Kafka's leader stamps every batch it writes
         )
     except StorageError as exc:
         return error_code_for(exc.error_name)

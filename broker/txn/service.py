@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.log import encode_records
 from tidelog.broker.group.txn_offsets import TxnOffsets
+from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
 from tidelog.broker.txn.metadata import TransactionMetadata
 from tidelog.protocol.internal_topics.consumer_offsets import partition_for
@@ -199,6 +200,7 @@ class TransactionService:
                     coordinator_epoch=COORDINATOR_EPOCH,
                     commit=commit,
                     now_ms=broker.clock(),
+                    leader_epoch=LEADER_EPOCH,  # as Kafka's leader stamps every batch it writes
                 )
             except StorageError as exc:
                 log.warning(

@@ -54,7 +54,10 @@ class FetchPartitionAnswer:
 
 
 def _aborted(aborted: Sequence[tuple[int, int]], flexible: bool) -> bytes:
-    """The ``aborted_transactions`` array of a fetched partition."""
+    """The ``aborted_transactions`` array of a fetched partition.
+
+    Kafka divergence: an empty array also at read_uncommitted, where Kafka sends null (clients
+    read both as "none"; docs/kafka-differences.md)."""
     out = bytearray(array_len(len(aborted), flexible))
     for producer_id, first_offset in aborted:
         out += _ABORTED.pack(producer_id, first_offset)

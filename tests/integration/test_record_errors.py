@@ -22,7 +22,7 @@ from tidelog.storage.record_types import NewRecord
 
 pytestmark = pytest.mark.integration
 
-KEY_MESSAGE = "Compacted topic cannot accept message without key in topic partition {}-0."
+KEY_MESSAGE = "Compacted topic cannot accept message without key in topic partition {}-0"
 
 
 def _create_compacted(broker: Any, name: str) -> None:
@@ -93,6 +93,8 @@ def test_record_errors_on_the_wire(module_broker: Any, version: int) -> None:
         answer = client.request(request)
     part = answer.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.invalid_record
+    assert part.base_offset == -1
+    assert part.log_start_offset == 0  # as Kafka: a refused append reports the log start
     assert [e.batch_index for e in part.record_errors] == [0, 2, 3, 4]
     message = KEY_MESSAGE.format(topic)
     assert all(e.batch_index_error_message == message for e in part.record_errors)

@@ -352,7 +352,7 @@ def test_transaction_log_decoder_tombstone_unknown_and_damage(
     key = '| key: {"type":"0","data":{"transactionalId":"tx"}}'
     assert r.lines[-4:] == [
         key + ' payload: {"version":"0","data":{"producerId":7,"producerEpoch":1,'
-        '"transactionTimeoutMs":60000,"transactionStatus":5,"transactionPartitions":'
+        '"transactionTimeoutMs":60000,"transactionStatus":"CompleteAbort","transactionPartitions":'
         '[{"topic":"t","partitionIds":[0,1]}],'
         f'"transactionLastUpdateTimestampMs":{TS + 5},"transactionStartTimestampMs":{TS}}}}}',
         key + " payload: <DELETE>",

@@ -340,9 +340,9 @@ def test_dump_log_transaction_log_decoder(tidelog: RunTool, module_broker: Any) 
     states = [json.loads(line.split(key, 1)[1])["data"] for line in found]
     # Empty after InitProducerId, Ongoing with the partition, PrepareCommit, CompleteCommit.
     statuses = [s["transactionStatus"] for s in states]
-    assert statuses == [0, 1, 2, 4], statuses
+    assert statuses == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"], statuses
     assert any(
-        s["transactionStatus"] == 1
+        s["transactionStatus"] == "Ongoing"
         and s["transactionPartitions"] == [{"topic": "kf-txn-topic", "partitionIds": [0]}]
         for s in states
     ), states
