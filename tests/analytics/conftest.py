@@ -1,6 +1,6 @@
 """Fixtures of the analytics tests: the shared real broker, made to checkpoint its high
 watermark every second (the file path reads only below the checkpointed HW), and one
-SparkSession per module."""
+SparkSession per module (with Spark's Kafka connector on its classpath when fetched)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     import tidelog.analytics as analytics
+    from tests.support.jvm import spark_connector_jars
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -45,6 +46,10 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # Spark's own Kafka connector (scripts/jvm-deps), for format("kafka") next to
+        # format("tidelog"): only the first session of a process puts jars on the driver's
+        # classpath, so every module's session asks for them.
+        .config("spark.jars", spark_connector_jars())
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
