@@ -56,3 +56,19 @@ def spark() -> Iterator[Any]:
     analytics.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_spark(spark: Any) -> Any:
+    """The module's session with Spark's Kafka connector (`format("kafka")`) loadable on the
+    driver, else a one-line skip."""
+    from tests.support.jvm import spark_connector_jars
+
+    if not spark_connector_jars():
+        pytest.skip("JVM test: Spark's Kafka connector is not fetched (run scripts/jvm-deps)")
+    try:
+        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    except Exception:
+        pytest.skip("JVM test: this process's Spark JVM started without the Kafka connector jars")
+    return spark

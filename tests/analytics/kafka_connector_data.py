@@ -130,3 +130,24 @@ def consume_all(bootstrap: str, topics: list[str], partitions: int, want: int) -
             got += batch
     c.close()
     return got
+
+
+def read_to_end(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted"
+) -> list[Any]:
+    """Every record of `topic` from the beginning up to its end offsets (as of the call)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                      enable_auto_commit=False)  # fmt: skip
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning()
+    end = c.end_offsets(tps)
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+        for batch in c.poll(timeout_ms=300).values():
+            got += batch
+    c.close()
+    return got

@@ -25,21 +25,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def kspark(spark: Any) -> Any:
-    """The module's session, with the connector on the driver's classpath (else one-line skip)."""
-    from tests.support.jvm import spark_connector_jars
-
-    if not spark_connector_jars():
-        pytest.skip("JVM test: Spark's Kafka connector is not fetched (run scripts/jvm-deps)")
-    try:
-        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        loader.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-    except Exception:
-        pytest.skip("JVM test: this process's Spark JVM started without the Kafka connector jars")
-    return spark
-
-
-@pytest.fixture(scope="module")
 def loaded(module_broker: Any) -> Loaded:
     # retention runs every half second here, for the retention test
     module_broker.restart({"log.retention.check.interval.ms": "500"})
@@ -57,8 +42,8 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in df.collect()]
 
 
-def test_subscribe_pattern_and_assign(kspark: Any, loaded: Loaded) -> None:
-    df = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-a")
+def test_subscribe_pattern_and_assign(kafka_spark: Any, loaded: Loaded) -> None:
+    df = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-a")
     rows = df.select("key", "value", "partition", "offset").collect()
     assert Counter(bytes(r.value) for r in rows) == Counter(v for _, v, _, _ in loaded.a)
     by_part: dict[int, list[int]] = defaultdict(list)
@@ -67,18 +52,18 @@ def test_subscribe_pattern_and_assign(kspark: Any, loaded: Loaded) -> None:
     assert {p: sorted(o) for p, o in by_part.items()} == {
         p: list(range(n)) for p, n in loaded.a_counts.items() if n
     }
-    both = _read(kspark, "kafka", loaded.bootstrap, subscribePattern="kc-[ab]")
+    both = _read(kafka_spark, "kafka", loaded.bootstrap, subscribePattern="kc-[ab]")
     assert both.count() == len(loaded.a) + len(loaded.b)
     assign = json.dumps({"kc-a": [0, 2]})
-    part = _read(kspark, "kafka", loaded.bootstrap, assign=assign)
+    part = _read(kafka_spark, "kafka", loaded.bootstrap, assign=assign)
     assert {r.partition for r in part.select("partition").distinct().collect()} == {0, 2}
     assert part.count() == loaded.a_counts[0] + loaded.a_counts[2]
 
 
-def test_json_offsets_and_timestamps(kspark: Any, loaded: Loaded) -> None:
+def test_json_offsets_and_timestamps(kafka_spark: Any, loaded: Loaded) -> None:
     start = json.dumps({"kc-a": {"0": 2, "1": -2, "2": 1}})
     end = json.dumps({"kc-a": {"0": 5, "1": 3, "2": -1}})
-    df = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-a",
+    df = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-a",
                startingOffsets=start, endingOffsets=end)  # fmt: skip
     got = Counter((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     want = [(0, o) for o in range(2, 5)] + [(1, o) for o in range(3)]
@@ -86,11 +71,13 @@ def test_json_offsets_and_timestamps(kspark: Any, loaded: Loaded) -> None:
     assert got == Counter(want)
     # record i has timestamp BASE_TS + i seconds: from i >= 60 on
     cut = BASE_TS + 60_000
-    by_ts = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-a", startingTimestamp=str(cut))
+    by_ts = _read(
+        kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-a", startingTimestamp=str(cut)
+    )
     values = {bytes(r.value) for r in by_ts.select("value").collect()}
     assert values == {v for _, v, _, ts in loaded.a if ts >= cut}
     per = json.dumps({"kc-a": {"0": cut, "1": cut, "2": BASE_TS}})
-    by_pts = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-a",
+    by_pts = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-a",
                    startingOffsetsByTimestamp=per)  # fmt: skip
     got_ts = Counter(
         (r.partition, r.timestamp)
@@ -102,8 +89,8 @@ def test_json_offsets_and_timestamps(kspark: Any, loaded: Loaded) -> None:
     assert got_ts == want_ts
 
 
-def test_headers_and_min_partitions(kspark: Any, loaded: Loaded) -> None:
-    df = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-a", includeHeaders="true",
+def test_headers_and_min_partitions(kafka_spark: Any, loaded: Loaded) -> None:
+    df = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-a", includeHeaders="true",
                minPartitions="9")  # fmt: skip
     assert df.rdd.getNumPartitions() >= 9
     got = Counter((bytes(r.value), tuple((h.key, bytes(h.value)) for h in r.headers))
@@ -111,36 +98,40 @@ def test_headers_and_min_partitions(kspark: Any, loaded: Loaded) -> None:
     assert got == Counter((v, h) for _, v, h, _ in loaded.a)
 
 
-def test_read_committed_skips_aborted_transactions(kspark: Any, loaded: Loaded) -> None:
-    committed = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-txn",
+def test_read_committed_skips_aborted_transactions(kafka_spark: Any, loaded: Loaded) -> None:
+    committed = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-txn",
                       **{"kafka.isolation.level": "read_committed"})  # fmt: skip
     assert sorted(bytes(r.value) for r in committed.select("value").collect()) == sorted(
         TXN_COMMITTED
     )
-    everything = _read(kspark, "kafka", loaded.bootstrap, subscribe="kc-txn")
+    everything = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe="kc-txn")
     assert everything.count() == len(TXN_COMMITTED) * 2  # read_uncommitted sees the aborted too
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_every_codec(kspark: Any, loaded: Loaded, codec: str) -> None:
-    df = _read(kspark, "kafka", loaded.bootstrap, subscribe=f"kc-codec-{codec}")
+def test_every_codec(kafka_spark: Any, loaded: Loaded, codec: str) -> None:
+    df = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe=f"kc-codec-{codec}")
     got = sorted(bytes(r.value) for r in df.select("value").collect())
     assert got == sorted(loaded.codec_values)
 
 
-def test_fail_on_data_loss_after_delete_records_and_retention(kspark: Any, loaded: Loaded) -> None:
+def test_fail_on_data_loss_after_delete_records_and_retention(
+    kafka_spark: Any, loaded: Loaded
+) -> None:
     for topic, first in (("kc-deleted", 10), ("kc-retained", loaded.retained_start)):
         start = json.dumps({topic: {"0": 0}})
-        lenient = _read(kspark, "kafka", loaded.bootstrap, subscribe=topic,
+        lenient = _read(kafka_spark, "kafka", loaded.bootstrap, subscribe=topic,
                         startingOffsets=start, failOnDataLoss="false")  # fmt: skip
         offsets = sorted(r.offset for r in lenient.select("offset").collect())
         assert offsets == list(range(first, loaded.lost_total)), topic
-        strict = _read(kspark, "kafka", loaded.bootstrap, subscribe=topic, startingOffsets=start)
+        strict = _read(
+            kafka_spark, "kafka", loaded.bootstrap, subscribe=topic, startingOffsets=start
+        )
         with pytest.raises(Exception, match=r"(?i)data.*lost|failOnDataLoss|out of range"):
             strict.collect()
 
 
-def test_batch_write_with_every_column(kspark: Any, loaded: Loaded) -> None:
+def test_batch_write_with_every_column(kafka_spark: Any, loaded: Loaded) -> None:
     from pyspark.sql import Row
 
     rows = [Row(key=b"k%d" % i, value=b"w%d" % i, topic=f"kc-out-{i % 2}", partition=i % 3,
@@ -148,7 +139,7 @@ def test_batch_write_with_every_column(kspark: Any, loaded: Loaded) -> None:
             for i in range(60)]  # fmt: skip
     schema = ("key binary, value binary, topic string, partition int, "
               "headers array<struct<key: string, value: binary>>")  # fmt: skip
-    df = kspark.createDataFrame(rows, schema)
+    df = kafka_spark.createDataFrame(rows, schema)
     df.write.format("kafka").option("kafka.bootstrap.servers", loaded.bootstrap).save()
     got = consume_all(loaded.bootstrap, ["kc-out-0", "kc-out-1"], 3, 60)
     want = Counter((f"kc-out-{i % 2}", i % 3, b"k%d" % i, b"w%d" % i,
@@ -174,9 +165,9 @@ ONE_WORD_JOBS: dict[str, dict[str, str]] = {
 
 @pytest.mark.parametrize("job", list(ONE_WORD_JOBS))
 def test_one_word_tidelog_and_kafka_give_identical_dataframes(
-    kspark: Any, loaded: Loaded, job: str
+    kafka_spark: Any, loaded: Loaded, job: str
 ) -> None:
-    frames = {fmt: _read(kspark, fmt, loaded.bootstrap, **ONE_WORD_JOBS[job])
+    frames = {fmt: _read(kafka_spark, fmt, loaded.bootstrap, **ONE_WORD_JOBS[job])
               for fmt in ("kafka", "tidelog")}  # fmt: skip
     assert frames["tidelog"].schema == frames["kafka"].schema
     per: dict[str, dict[tuple[str, int], list[tuple[Any, ...]]]] = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.analytics.kafka_connector_data import read_to_end
 from tests.support.jvm import java_bin, jvm_set_classpath
 
 pytestmark = [pytest.mark.timeout(900)]
@@ -50,24 +51,6 @@ def _produce_inputs(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
     p.flush()
     p.close()
     return {k: (v[0], v[1]) for k, v in totals.items()}
-
-
-def _read_committed(bootstrap: str, topic: str) -> list[Any]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                      enable_auto_commit=False)  # fmt: skip
-    tps = [TopicPartition(topic, p) for p in range(3)]
-    c.assign(tps)
-    c.seek_to_beginning()
-    end = c.end_offsets(tps)
-    got: list[Any] = []
-    deadline = time.monotonic() + 60
-    while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
-        for batch in c.poll(timeout_ms=300).values():
-            got += batch
-    c.close()
-    return got
 
 
 def _start(cp: str, bootstrap: str, state: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -108,7 +91,7 @@ def test_streams_exactly_once_v2_survives_sigkill(module_broker: Any, tmp_path: 
         deadline = time.monotonic() + 400
         enriched: list[Any] = []
         while time.monotonic() < deadline:
-            enriched = _read_committed(bs, "st-enriched")
+            enriched = read_to_end(bs, "st-enriched", 3, "read_committed")
             if len(enriched) >= N_ORDERS:
                 break
             assert second.poll() is None, log.read_text()[-4000:]
@@ -121,7 +104,9 @@ def test_streams_exactly_once_v2_survives_sigkill(module_broker: Any, tmp_path: 
     assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
     assert all(r.value.split(b":")[1] == _region(int(r.key[1:])).encode() for r in enriched)
     last: dict[tuple[str, int], tuple[int, int]] = {}
-    for r in sorted(_read_committed(bs, "st-totals"), key=lambda r: (r.partition, r.offset)):
+    for r in sorted(
+        read_to_end(bs, "st-totals", 3, "read_committed"), key=lambda r: (r.partition, r.offset)
+    ):
         customer, start = r.key.decode().split("@")
         n, total = r.value.decode().split(":")
         last[(customer, int(start))] = (int(n), int(total))
