@@ -38,7 +38,7 @@ def spark() -> Iterator[Any]:
     import tidelog.analytics as analytics
     from tests.support.jvm import spark_connector_jars
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("tidelog-analytics-tests")
         .config("spark.sql.shuffle.partitions", "2")
@@ -46,12 +46,14 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        # Spark's own Kafka connector (scripts/jvm-deps), for format("kafka") next to
-        # format("tidelog"): only the first session of a process puts jars on the driver's
-        # classpath, so every module's session asks for them.
-        .config("spark.jars", spark_connector_jars())
-        .getOrCreate()
     )
+    # Spark's own Kafka connector (scripts/jvm-deps), for format("kafka") next to
+    # format("tidelog"): only the first session of a process puts jars on the driver's
+    # classpath, so every module's session asks for them.
+    jars = spark_connector_jars()
+    if jars:
+        builder = builder.config("spark.jars", jars)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     analytics.register(session)
     yield session
