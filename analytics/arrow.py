@@ -40,7 +40,8 @@ I64 = npt.NDArray[np.int64]
 
 
 def headers_array(rows: list[tuple[tuple[str, bytes | None], ...]]) -> pa.Array:
-    """list<struct<key, value>> from flat arrays (far faster than from Python lists)."""
+    """list<struct<key, value>> from flat arrays (far faster than from Python lists); null for a
+    record without headers."""
     offsets = [0] * (len(rows) + 1)
     keys: list[str] = []
     values: list[bytes | None] = []
@@ -55,7 +56,12 @@ def headers_array(rows: list[tuple[tuple[str, bytes | None], ...]]) -> pa.Array:
     items = pa.StructArray.from_arrays(
         [pa.array(keys, pa.string()), pa.array(values, pa.binary())], names=["key", "value"]
     )
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=HEADER_TYPE)
+    # A record without headers gets a null list, as Spark's Kafka connector gives it (its
+    # KafkaRecordToRowConverter writes null when the record's header iterator is empty).
+    empty = pa.array([not h for h in rows], pa.bool_())
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), items, type=HEADER_TYPE, mask=empty
+    )
 
 
 def _batch(

@@ -1,6 +1,6 @@
 """Fixtures of the analytics tests: the shared real broker, made to checkpoint its high
 watermark every second (the file path reads only below the checkpointed HW), and one
-SparkSession per module."""
+SparkSession per module (with Spark's Kafka connector on its classpath when fetched)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     import tidelog.analytics as analytics
+    from tests.support.jvm import spark_connector_jars
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("tidelog-analytics-tests")
         .config("spark.sql.shuffle.partitions", "2")
@@ -45,9 +46,31 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    # Spark's own Kafka connector (scripts/jvm-deps), for format("kafka") next to
+    # format("tidelog"): only the first session of a process puts jars on the driver's
+    # classpath, so every module's session asks for them.
+    jars = spark_connector_jars()
+    if jars:
+        builder = builder.config("spark.jars", jars)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     analytics.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_spark(spark: Any) -> Any:
+    """The module's session with Spark's Kafka connector (`format("kafka")`) loadable on the
+    driver, else a one-line skip."""
+    from tests.support.jvm import spark_connector_jars
+
+    if not spark_connector_jars():
+        pytest.skip("JVM test: Spark's Kafka connector is not fetched (run scripts/jvm-deps)")
+    try:
+        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    except Exception:
+        pytest.skip("JVM test: this process's Spark JVM started without the Kafka connector jars")
+    return spark

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidelog.analytics.arrow import ArrowDecoder, to_arrow
+from tidelog.analytics.arrow import ArrowDecoder, headers_array, to_arrow
 from tidelog.storage.record_codec import (
     NewRecord,
     RecordColumns,
@@ -90,3 +90,8 @@ def test_corrupt_records_fall_back_and_raise(where: int) -> None:
 
     decode_batch_into(_rebuild(h, bytes(bad)), cols, verify_crc=False)
     assert got is not None and got.to_pylist() == to_arrow(cols, "t", 0, True).to_pylist()
+
+
+def test_a_record_without_headers_has_null_headers_as_in_sparks_connector() -> None:
+    got = headers_array([(), (("k", b"v"), ("n", None)), ()]).to_pylist()
+    assert got == [None, [{"key": "k", "value": b"v"}, {"key": "n", "value": None}], None]

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.analytics.kafka_connector_data import read_to_end
 from tests.analytics.orders import expected_windows, make_orders, produce_orders, read_windows
 from tidelog.analytics.partitioner import partition_for_key
 
@@ -45,7 +46,7 @@ def topics(module_broker: Any) -> Any:
 
     module_broker.restart({"log.flush.offset.checkpoint.interval.ms": "1000"})
     admin = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap)
-    wanted = {"in": 3, "out": 4, "orders": 3, "orders-by-minute": 3}
+    wanted = {"in": 3, "out": 4, "out-kafka": 4, "orders": 3, "orders-by-minute": 3}
     admin.create_topics([NewTopic(t, n, 1) for t, n in wanted.items()])
     admin.close()
     p = KafkaProducer(bootstrap_servers=module_broker.bootstrap, linger_ms=5)
@@ -62,8 +63,43 @@ def _env() -> dict[str, str]:
                 PYTHONPATH=str(ROOT))  # fmt: skip
 
 
+def test_kafka_connector_on_the_cluster(cluster: StandaloneCluster, topics: Any) -> None:
+    """Spark's own Kafka connector (tests/jvm/spark-kafka) reads and writes on the cluster: the
+    executors get its jars from spark.jars. First in the module: only the first session of a
+    process puts jars on the driver's classpath."""
+    from pyspark.sql import SparkSession
+
+    from tests.support.jvm import spark_connector_jars
+
+    jars = spark_connector_jars()
+    if not jars:
+        pytest.skip("JVM test: Spark's Kafka connector is not fetched (run scripts/jvm-deps)")
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    spark = (SparkSession.builder.master(cluster.url).appName("tidelog-cluster-kafka-connector")
+             .config("spark.jars", jars).config("spark.executor.memory", "512m")
+             .config("spark.ui.enabled", "false").getOrCreate())  # fmt: skip
+    try:
+        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        try:
+            loader.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        except Exception:
+            pytest.skip("JVM test: this process's Spark JVM started without the connector jars")
+        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", topics.bootstrap)
+              .option("subscribe", "in").option("includeHeaders", "true").load())  # fmt: skip
+        out = df.selectExpr("key", "upper(cast(value AS STRING)) AS value", "headers")
+        w = out.write.format("kafka").option("topic", "out-kafka")
+        w.option("kafka.bootstrap.servers", topics.bootstrap).save()
+    finally:
+        spark.stop()
+    got = read_to_end(topics.bootstrap, "out-kafka", 4)
+    want = Counter((b"k%d" % (i % 23), b"V%d" % i, (("i", b"%d" % i),)) for i in range(N))
+    assert Counter((r.key, r.value, tuple(r.headers)) for r in got) == want
+    assert all(r.partition == partition_for_key(r.key, 4) for r in got)  # the Java partitioner
+
+
 def test_sink_round_trip_on_the_cluster(cluster: StandaloneCluster, topics: Any) -> None:
-    from kafka import KafkaConsumer, TopicPartition
     from pyspark.sql import SparkSession
 
     from tidelog.analytics.replay import spark_session
@@ -81,17 +117,7 @@ def test_sink_round_trip_on_the_cluster(cluster: StandaloneCluster, topics: Any)
         assert spark.sparkContext.master == cluster.url
     finally:
         spark.stop()
-    c = KafkaConsumer(bootstrap_servers=topics.bootstrap, enable_auto_commit=False)
-    tps = [TopicPartition("out", p) for p in range(4)]
-    c.assign(tps)
-    c.seek_to_beginning()
-    end = c.end_offsets(tps)
-    got: list[Any] = []
-    deadline = time.monotonic() + 60
-    while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
-        for batch in c.poll(timeout_ms=500).values():
-            got += batch
-    c.close()
+    got = read_to_end(topics.bootstrap, "out", 4)
     want = Counter((b"k%d" % (i % 23), b"V%d" % i, (("i", b"%d" % i),)) for i in range(N))
     assert Counter((r.key, r.value, tuple(r.headers)) for r in got) == want
     assert all(r.partition == partition_for_key(r.key, 4) for r in got)

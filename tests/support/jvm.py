@@ -1,8 +1,5 @@
-"""The JVM artifact sets of ``tests/jvm/<set>/pom.xml``, as fetched by ``scripts/jvm-deps``.
-
-``jvm_set_classpath("kafka")`` is the classpath of the set (its jars, plus its compiled classes
-when it has sources), or a ``pytest.skip`` with one line saying what is missing.
-"""
+"""The JVM test artifacts that ``scripts/jvm-deps`` fetched (``tests/jvm/<set>/pom.xml``) into
+``$TIDELOG_JVM_CACHE`` (default ``.cache/jvm``): a set's classpath, or a one-line skip."""
 
 from __future__ import annotations
 
@@ -12,26 +9,57 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ("jvm_cache", "jvm_set_classpath")
+__all__ = ("java_bin", "jvm_cache", "jvm_set_classpath", "spark_connector_jars")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def jvm_cache() -> Path:
-    """``$TIDELOG_JVM_CACHE`` (default ``.cache/jvm`` in the repository)."""
     return Path(os.environ.get("TIDELOG_JVM_CACHE") or ROOT / ".cache" / "jvm")
 
 
-def jvm_set_classpath(set_name: str) -> str:
-    """The classpath of ``tests/jvm/<set_name>``; skips the test when Java or its jars are
-    missing."""
-    if shutil.which("java") is None:
-        pytest.skip("Java is missing (apt-get install openjdk-17-jdk-headless)")
+def java_bin() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
+
+
+def _set_entries(set_name: str) -> list[Path] | None:
     out = jvm_cache() / set_name
-    jars = sorted((out / "lib").glob("*.jar"))
-    if not jars:
-        pytest.skip(f"no jars for tests/jvm/{set_name} in {out}/lib: run scripts/jvm-deps")
-    parts = [str(j) for j in jars]
-    if (out / "classes").is_dir():
-        parts.insert(0, str(out / "classes"))
-    return os.pathsep.join(parts)
+    if not (out / ".stamp").exists():
+        return None
+    entries = [out / "classes"] if (out / "classes").is_dir() else []
+    return entries + sorted((out / "lib").glob("*.jar"))
+
+
+def jvm_set_classpath(set_name: str) -> str:
+    """The classpath of ``tests/jvm/<set_name>`` (its classes, then its jars), or ``pytest.skip``
+    with one line when java or the fetched set is missing."""
+    if java_bin() is None:
+        pytest.skip("JVM test: java is not installed (apt-get install openjdk-17-jdk-headless)")
+    entries = _set_entries(set_name)
+    if entries is None:
+        where = f"tests/jvm/{set_name} is not in {jvm_cache()}"
+        pytest.skip(f"JVM test: {where} (run scripts/jvm-deps)")
+    return os.pathsep.join(str(p) for p in entries)
+
+
+def spark_connector_jars() -> str:
+    """Spark's Kafka connector jars for ``spark.jars`` (comma-separated; "" when not fetched),
+    without the jars pyspark already ships (same artifact name)."""
+    entries = _set_entries("spark-kafka")
+    if not entries:
+        return ""
+    import pyspark
+
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return ",".join(str(p) for p in entries if _artifact(p.name) not in shipped)
+
+
+def _artifact(jar_name: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``."""
+    parts = jar_name.removesuffix(".jar").split("-")
+    while parts and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts)
