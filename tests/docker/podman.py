@@ -142,7 +142,8 @@ class Container:
         while time.monotonic() < deadline:
             state = self.podman("inspect", "--format", "{{.State.Status}}", self.name).stdout
             if state.strip() != "running":
-                raise AssertionError(f"{self.name} is {state.strip()}:\n{self.podman.logs(self.name)}")
+                logs = self.podman.logs(self.name)
+                raise AssertionError(f"{self.name} is {state.strip()}:\n{logs}")
             if self.podman("healthcheck", "run", self.name, check=False).returncode == 0:
                 return
             time.sleep(0.5)
@@ -179,7 +180,7 @@ def run_broker(
 
 
 def port_mode(podman: Podman, image: str) -> str:
-    """"publish" when a real ``-p`` port mapping works here, else "host" (--network=host)."""
+    """``publish`` when a real ``-p`` port mapping works here, else ``host`` (--network=host)."""
     port = free_port()
     r = podman(
         "run", "--rm", *ulimits(), "-p", f"127.0.0.1:{port}:9092", "--entrypoint", "true", image,

@@ -366,8 +366,16 @@ def test_entry_point_runs_other_commands(
     assert [p.name for p in cwd.iterdir() if p.name != ".hypothesis"] == []  # (pytest's own)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["serve", "--help"], ["--version"], ["-h"],
-                                  ["--override", "num.partitions=2", "--no-such-flag"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["serve", "--help"],
+        ["--version"],
+        ["-h"],
+        ["--override", "num.partitions=2", "--no-such-flag"],
+    ],
+)
 def test_help_version_and_bad_flags_make_no_directories(
     stages: list[Stage], broker_stage: Stage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     args: list[str],

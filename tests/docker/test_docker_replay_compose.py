@@ -54,9 +54,10 @@ def _check_report(out: Path, run: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.mark.slow
-def test_replay_a_read_only_log_dir(podman: Podman, replay_image: str,
-                                    filled: tuple[Container, str], tmp_path: Path) -> None:  # fmt: skip
-    broker, volume = filled
+def test_replay_a_read_only_log_dir(
+    podman: Podman, replay_image: str, filled: tuple[Container, str], tmp_path: Path
+) -> None:
+    _, volume = filled
     out = _output_dir(tmp_path)
     run = podman("run", "--rm", *ulimits(), "--network=none",
                  "-v", f"{volume}:/data:ro", "-v", f"{out}:/replay/out",
@@ -66,8 +67,9 @@ def test_replay_a_read_only_log_dir(podman: Podman, replay_image: str,
 
 
 @pytest.mark.slow
-def test_replay_over_the_wire(podman: Podman, replay_image: str,
-                              filled: tuple[Container, str], tmp_path: Path) -> None:  # fmt: skip
+def test_replay_over_the_wire(
+    podman: Podman, replay_image: str, filled: tuple[Container, str], tmp_path: Path
+) -> None:
     broker, _ = filled
     out = _output_dir(tmp_path)
     run = podman("run", "--rm", *ulimits(), "--network=host", "-v", f"{out}:/replay/out",
@@ -80,10 +82,10 @@ def _containers_conf(tmp: Path) -> Path:
     """podman-compose runs plain `podman`: this machine's flags go in a containers.conf."""
     limits = ulimits()[1::2]
     conf = tmp / "containers.conf"
+    quoted = ", ".join(f'"{x}"' for x in limits)
     conf.write_text(
-        "[containers]\n"
-        f"default_ulimits = [{', '.join(repr(x) for x in limits)}]\n".replace("'", '"')
-        + '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\n'
+        f"[containers]\ndefault_ulimits = [{quoted}]\n"
+        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\n'
     )
     return conf
 
@@ -119,8 +121,13 @@ def test_compose_starts_and_serves(podman: Podman, broker_image: str) -> None:
             got = subprocess.run(["kcat", "-b", bootstrap, "-t", topic, "-C", "-e", "-q"],
                                  capture_output=True, check=True, timeout=60)  # fmt: skip
             assert sorted(got.stdout.split()) == [b"a", b"b"]
-            parts = subprocess.run(["kcat", "-b", bootstrap, "-L", "-t", topic],
-                                   capture_output=True, text=True, check=True, timeout=60)
+            parts = subprocess.run(
+                ["kcat", "-b", bootstrap, "-L", "-t", topic],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            )
             assert "with 3 partitions" in parts.stdout  # compose's TIDELOG_NUM_PARTITIONS
         finally:
             down = run("down", "-v", "-t", "30")
