@@ -21,7 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from tests.docker.podman import Container, Podman, port_mode, run_broker, ulimits
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]  # image builds
 
 GRACE = 30  # seconds `podman stop` waits before SIGKILL
 

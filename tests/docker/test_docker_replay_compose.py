@@ -23,7 +23,7 @@ from kafka import KafkaProducer
 from tests.docker.podman import ROOT, Container, Podman, port_mode, run_broker, ulimits, unique
 from tests.support.net import free_port
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]  # image builds
 
 
 @pytest.fixture(scope="module")
