@@ -8,6 +8,7 @@ prints and asserts which one was used.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -160,7 +161,7 @@ def test_help_version_and_bad_flags_leave_the_volume_empty(podman: Podman,
     helped = podman(*run, broker_image, "--help")
     assert helped.stdout.startswith("usage: tidelog serve")
     version = podman(*run, broker_image, "--version")
-    assert version.stdout.startswith("tidelog ") or "0." in version.stdout, version.stdout
+    assert re.fullmatch(r"tidelog \d+\.\d+\S*\n", version.stdout), version.stdout
     bad = podman(*run, broker_image, "--no-such-flag", check=False)
     assert bad.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in bad.stderr
