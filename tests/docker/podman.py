@@ -8,6 +8,7 @@ the hard limits. ``Podman.unavailable()`` says in one line why containers cannot
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import shutil
@@ -64,8 +65,9 @@ class Podman:
     # ------------------------------------------------------------ availability and images
 
     @classmethod
+    @functools.cache
     def unavailable(cls) -> str | None:
-        """None when a container runs here, else one line saying why not."""
+        """None when a container runs here, else one line saying why not (asked once)."""
         if shutil.which("podman") is None:
             return "podman is not installed (./scripts/test installs podman, runc, debootstrap)"
         p = cls()
