@@ -4,7 +4,9 @@
 ``tidelog serve`` would use with these arguments and the ``TIDELOG_*`` variables, one per line,
 so the "is the volume writable" check follows whichever setting names the dirs (``log.dirs``
 or ``log.dir``, from the environment, ``--config`` or ``--override``). A configuration
-``serve`` would refuse prints nothing: ``serve`` then reports it in its own words.
+``serve`` would refuse prints nothing: ``serve`` then reports it in its own words. Nor do
+``--help``, ``--version`` or a bad flag: ``serve`` prints those itself, and nothing argparse
+writes may reach the list (the entry point makes a directory of every line it gets).
 
 ``python -m tidelog.broker.docker_entrypoint is-command NAME`` exits 0 when NAME is a tidelog
 sub-command (``topics``, ``config-reference``, a plug-in added later ...), 1 when it is not.
@@ -12,6 +14,8 @@ sub-command (``topics``, ``config-reference``, a plug-in added later ...), 1 whe
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 
@@ -20,9 +24,11 @@ def log_dirs(argv: Sequence[str]) -> list[str]:
     from tidelog.broker.cli import build_parser
     from tidelog.config import ConfigError, load_broker_config
 
+    quiet = io.StringIO()
     try:
-        args = build_parser().parse_args(["serve", *argv])
-        return load_broker_config(args.config, args.override).log_dirs
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            args = build_parser().parse_args(["serve", *argv])
+            return load_broker_config(args.config, args.override).log_dirs
     except (SystemExit, ConfigError):
         return []
 

@@ -12,8 +12,13 @@
 # arguments (log.dirs, else log.dir; from the environment, --config or --override).
 set -eu
 
+# The helper module that answers the questions below (one place to change if it moves).
+ENTRYPOINT_HELPER=tidelog.broker.docker_entrypoint
+
 check_dirs() {
-  dirs=$(python -m tidelog.broker.docker_entrypoint log-dirs "$@" 2>/dev/null || true)
+  # Only real settings: --help, --version and bad flags print nothing here (serve prints them).
+  case " $* " in *" -h "*|*" --help "*|*" --version "*) return 0 ;; esac
+  dirs=$(python -m "$ENTRYPOINT_HELPER" log-dirs "$@" 2>/dev/null || true)
   [ -n "$dirs" ] || return 0  # a bad configuration: `tidelog serve` reports it itself
   old_ifs=$IFS
   IFS='
@@ -45,7 +50,7 @@ esac
 # A tidelog sub-command (topics, config-reference, acls ... as tidelog itself lists them) goes
 # to tidelog, even when a program of that name exists (coreutils has `groups`); anything else
 # runs as is (sh, python ...).
-if python -m tidelog.broker.docker_entrypoint is-command "$1" 2>/dev/null; then
+if python -m "$ENTRYPOINT_HELPER" is-command "$1" 2>/dev/null; then
   exec tidelog "$@"
 fi
 exec "$@"
