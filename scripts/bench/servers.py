@@ -321,7 +321,7 @@ KAFKA_READY = "Kafka Server started"
 
 def _kafka_classpath() -> str | None:
     """The jars of tests/jvm/kafka as scripts/jvm-deps fetched them, or None."""
-    cache = Path(os.environ.get("TIDELOG_JVM_CACHE") or ROOT / ".cache" / "jvm")
+    cache = Path(os.environ.get("JVM_DEPS_CACHE") or ROOT / ".cache" / "jvm")
     jars = sorted((cache / "kafka" / "lib").glob("*.jar"))
     if not jars or shutil.which("java") is None:
         return None

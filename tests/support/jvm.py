@@ -1,5 +1,5 @@
 """The JVM test artifacts that ``scripts/jvm-deps`` fetched (``tests/jvm/<set>/pom.xml``) into
-``$TIDELOG_JVM_CACHE`` (default ``.cache/jvm``): a set's classpath, or a one-line skip."""
+``$JVM_DEPS_CACHE`` (default ``.cache/jvm``): a set's classpath, or a one-line skip."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def jvm_cache() -> Path:
-    return Path(os.environ.get("TIDELOG_JVM_CACHE") or ROOT / ".cache" / "jvm")
+    return Path(os.environ.get("JVM_DEPS_CACHE") or ROOT / ".cache" / "jvm")
 
 
 def java_bin() -> str | None:
