@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
 from tidelog.broker.txn.add_partitions_to_txn_manager import transactional_producer
@@ -38,6 +38,8 @@ from tidelog.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from tidelog.broker.handlers.base import BrokerView
+    from tidelog.storage import PartitionLog
+    from tidelog.storage.info import AppendInfo
 
 __all__ = [
     "BIG_APPEND_BYTES",
@@ -83,13 +85,8 @@ def _verify_transaction(
     producer = transactional_producer(records)
     if producer is None:
         return None
-    coordinator: Any = getattr(broker, "transactions", None)
-    if coordinator is None:
-        return ErrorCode.invalid_txn_state, "no transaction coordinator"
-    refusal: tuple[ErrorCode, str] | None = coordinator.add_partitions_manager.verify(
-        producer[0], producer[1], topic, partition
-    )
-    return refusal
+    manager = broker.transactions.add_partitions_manager
+    return manager.verify(producer[0], producer[1], topic, partition)
 
 
 def _any_compressed(records: bytes | memoryview) -> bool:
@@ -107,7 +104,7 @@ def _any_compressed(records: bytes | memoryview) -> bool:
     return False
 
 
-def needs_worker(partition_log: Any, records: bytes | memoryview) -> bool:
+def needs_worker(partition_log: PartitionLog, records: bytes | memoryview) -> bool:
     """Whether appending ``records`` is too much work for the event loop (see the module)."""
     size = len(records)
     if size >= BIG_APPEND_BYTES:
@@ -142,17 +139,19 @@ def append_partition(
     if in_worker or queue.busy(key):
         hw = [0]
 
-        def work() -> Any:
+        def work() -> AppendInfo:
             hw[0] = partition_log.high_watermark
             return partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
 
-        def finish(outcome: Any) -> ProducePartitionResult:
+        def finish(outcome: AppendInfo | BaseException) -> ProducePartitionResult:
             return _appended(broker, partition_log, topic, partition, len(data), hw[0], outcome)
 
         return queue.submit(key, work, finish, in_worker=in_worker)
     hw_before = partition_log.high_watermark
     try:
-        info: Any = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
+        info: AppendInfo | BaseException = partition_log.append(
+            data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH
+        )
     except StorageError as exc:
         info = exc
     return _appended(broker, partition_log, topic, partition, len(data), hw_before, info)
@@ -160,12 +159,12 @@ def append_partition(
 
 def _appended(
     broker: BrokerView,
-    partition_log: Any,
+    partition_log: PartitionLog,
     topic: str,
     partition: int,
     size: int,
     hw_before: int,
-    info: Any,
+    info: AppendInfo | BaseException,
 ) -> ProducePartitionResult:
     """One append's outcome (an ``AppendInfo`` or the exception it raised) as a result; wakes
     HW waiters and schedules the flush (``after_append``) after a success."""
@@ -211,8 +210,10 @@ async def await_high_watermark(
             continue
         partition_log = broker.topics.get_log(r.topic, r.partition)
 
-        def is_covered(pl: Any = partition_log, target: int = r.next_offset) -> bool:
-            return bool(pl.high_watermark >= target)
+        def is_covered(
+            pl: PartitionLog | None = partition_log, target: int = r.next_offset
+        ) -> bool:
+            return pl is None or pl.high_watermark >= target
 
         pending.append(r)
         waits.append(broker.partitions.wait_until((r.topic, r.partition), is_covered, timeout_s))

@@ -62,7 +62,6 @@ from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, a
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.broker.txn.add_partitions_to_txn_manager import (
     NOTHING_ADDED,
-    AddPartitionsToTxnManager,
     ImplicitAdd,
     transactional_producer,
 )
@@ -86,7 +85,6 @@ async def _implicit_add(ctx: RequestContext, request: Any) -> ImplicitAdd:
     """Produce v12+: add the partitions of the request's transactional batches that may be
     written to their transactions (``AddPartitionsToTxnManager.add_implicitly``)."""
     broker = ctx.broker
-    coordinator: Any = getattr(broker, "transactions", None)
     wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic in request.topic_data:
         if topic.name in INTERNAL_TOPICS or not allowed(
@@ -97,7 +95,7 @@ async def _implicit_add(ctx: RequestContext, request: Any) -> ImplicitAdd:
             producer = transactional_producer(p.records)
             if producer is not None and broker.topics.get_log(topic.name, int(p.index)):
                 wanted.setdefault(producer, []).append((topic.name, int(p.index)))
-    if coordinator is None or not wanted:
+    if not wanted:
         return NOTHING_ADDED
     transactional_id: str | None = request.transactional_id
     if transactional_id is not None and not allowed(
@@ -105,14 +103,13 @@ async def _implicit_add(ctx: RequestContext, request: Any) -> ImplicitAdd:
     ):
         denied = (ErrorCode.transactional_id_authorization_failed, "WRITE on the transactional id")
         return ImplicitAdd({tp: denied for tps in wanted.values() for tp in tps})
-    manager: AddPartitionsToTxnManager = coordinator.add_partitions_manager
+    manager = broker.transactions.add_partitions_manager
     return await manager.add_implicitly(transactional_id, wanted)
 
 
 def _release(broker: BrokerView, outcome: ImplicitAdd) -> None:
-    coordinator: Any = getattr(broker, "transactions", None)
-    if outcome.gate is not None and coordinator is not None:
-        coordinator.add_partitions_manager.release(outcome)
+    if outcome.gate is not None:
+        broker.transactions.add_partitions_manager.release(outcome)
 
 
 def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records: bytes) -> bool:
@@ -121,10 +118,7 @@ def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records:
     producer = transactional_producer(records)
     if producer is None:
         return False
-    coordinator: Any = getattr(broker, "transactions", None)
-    if coordinator is None:
-        return False
-    manager: AddPartitionsToTxnManager = coordinator.add_partitions_manager
+    manager = broker.transactions.add_partitions_manager
     return manager.needs_add(producer[0], producer[1], topic, partition)
 
 

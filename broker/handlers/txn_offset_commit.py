@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions
     ]
     txn = transactions(ctx)
-    offsets: Any = getattr(ctx.broker, "txn_offsets", None)
+    offsets = ctx.broker.txn_offsets
     results: list[PartitionError]
     denied = {p.topic for p in partitions if not allowed(ctx, Operation.READ, TOPIC, p.topic)}
     if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
