@@ -18,8 +18,8 @@ id 0, full answers), which every client treats as "no session": a client that se
 keeps sending full requests. A request naming a session id we never handed out gets
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 
-Both paths share one core, ``_fetch_poll.fetch`` (scan, answer now or wait by callbacks): the
-router calls ``_fetch_poll.answer_at_once`` for a one-partition fetch (what most consumers send)
+Both paths share one core, ``delayed_fetch.fetch`` (scan, answer now or wait by callbacks): the
+router calls ``delayed_fetch.answer_at_once`` for a one-partition fetch (what most consumers send)
 without this coroutine; ``handle`` serves everything else.
 """
 
