@@ -34,6 +34,7 @@ import time
 from collections.abc import Generator
 from typing import Any, cast
 
+from tidelog.broker.connection_quotas import ConnectionQuotas
 from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.network_receive import FrameReader, FrameSizeError
@@ -52,40 +53,6 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: How long a connection that failed authentication stays open after its failure answer,
 #: unless the client closes first (see ``_before_authentication``).
 FAILED_AUTH_CLOSE_LINGER_S = 1.0
-
-
-class ConnectionQuotas:
-    """``max.connections`` (over every listener) and ``max.connections.per.ip``."""
-
-    def __init__(self, max_connections: int, max_per_ip: int) -> None:
-        self.max_connections = max_connections
-        self.max_per_ip = max_per_ip
-        self.total = 0
-        self.per_ip: dict[str, int] = {}
-        self.refused = 0
-        self.peak = 0
-
-    def admit(self, host: str) -> str | None:
-        """Count a new connection from ``host``; returns why it is refused (then not counted)."""
-        if self.total >= self.max_connections:
-            self.refused += 1
-            return f"max.connections ({self.max_connections}) reached"
-        count = self.per_ip.get(host, 0)
-        if count >= self.max_per_ip:
-            self.refused += 1
-            return f"{host} already has max.connections.per.ip ({self.max_per_ip}) connections"
-        self.total += 1
-        self.peak = max(self.peak, self.total)
-        self.per_ip[host] = count + 1
-        return None
-
-    def release(self, host: str) -> None:
-        self.total -= 1
-        count = self.per_ip.get(host, 0) - 1
-        if count > 0:
-            self.per_ip[host] = count
-        else:
-            self.per_ip.pop(host, None)
 
 
 class _Ready:
