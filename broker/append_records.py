@@ -78,7 +78,7 @@ class ProducePartitionResult:
 
 
 def _verify_transaction(
-    broker: BrokerView, topic: str, partition: int, records: bytes
+    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview
 ) -> tuple[ErrorCode, str] | None:
     """Transactional batches must belong to an open transaction holding this partition; None
     means "append"."""
@@ -115,7 +115,7 @@ def needs_worker(partition_log: PartitionLog, records: bytes | memoryview) -> bo
 
 
 def append_partition(
-    broker: BrokerView, topic: str, partition: int, records: bytes | None
+    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview | None
 ) -> ProducePartitionResult | asyncio.Future[ProducePartitionResult]:
     """Append ``records`` to one partition (the core of Produce): the outcome as data, or a
     future of it when the append was queued for a worker thread (``broker.append_queue``)."""

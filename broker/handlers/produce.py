@@ -45,7 +45,7 @@ import asyncio
 import functools
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
@@ -75,13 +75,44 @@ from tidelog.protocol.fast.answers import (
 from tidelog.protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.produce.v3.request import ProduceRequest as _ProduceRequestV3
+    from kio.schema.produce.v4.request import ProduceRequest as _ProduceRequestV4
+    from kio.schema.produce.v5.request import ProduceRequest as _ProduceRequestV5
+    from kio.schema.produce.v6.request import ProduceRequest as _ProduceRequestV6
+    from kio.schema.produce.v7.request import ProduceRequest as _ProduceRequestV7
+    from kio.schema.produce.v8.request import ProduceRequest as _ProduceRequestV8
+    from kio.schema.produce.v9.request import ProduceRequest as _ProduceRequestV9
+    from kio.schema.produce.v10.request import ProduceRequest as _ProduceRequestV10
+    from kio.schema.produce.v11.request import ProduceRequest as _ProduceRequestV11
+    from kio.schema.produce.v12.request import ProduceRequest as _ProduceRequestV12
+
+    from tidelog.protocol.fast.produce import LeanProduceRequest
+
+    #: What ``handle`` gets: kio's request of the version served, or the lean parse
+    #: (``protocol/fast/produce.py``) of a request ``answer_at_once`` stepped aside for.
+    ProduceRequest = (
+        LeanProduceRequest
+        | _ProduceRequestV3
+        | _ProduceRequestV4
+        | _ProduceRequestV5
+        | _ProduceRequestV6
+        | _ProduceRequestV7
+        | _ProduceRequestV8
+        | _ProduceRequestV9
+        | _ProduceRequestV10
+        | _ProduceRequestV11
+        | _ProduceRequestV12
+    )
+
 API_KEY = 0
+
 
 #: The first Produce version whose transactional batches add their partition themselves.
 IMPLICIT_ADD_SINCE = 12
 
 
-async def _implicit_add(ctx: RequestContext, request: Any) -> ImplicitAdd:
+async def _implicit_add(ctx: RequestContext, request: ProduceRequest) -> ImplicitAdd:
     """Produce v12+: add the partitions of the request's transactional batches that may be
     written to their transactions (``AddPartitionsToTxnManager.add_implicitly``)."""
     broker = ctx.broker
@@ -112,7 +143,9 @@ def _release(broker: BrokerView, outcome: ImplicitAdd) -> None:
         broker.transactions.add_partitions_manager.release(outcome)
 
 
-def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records: bytes) -> bool:
+def _needs_implicit_add(
+    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview
+) -> bool:
     """v12+: whether ``handle`` must add the partition to its transaction first (or keep the
     order behind an implicit add of the same producer in flight)."""
     producer = transactional_producer(records)
@@ -122,7 +155,9 @@ def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records:
     return manager.needs_add(producer[0], producer[1], topic, partition)
 
 
-def _response(ctx: RequestContext, request: Any, results: list[ProducePartitionResult]) -> Any:
+def _response(
+    ctx: RequestContext, request: ProduceRequest, results: list[ProducePartitionResult]
+) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     by_topic: dict[str, list[Any]] = {}
     for r in results:
@@ -160,7 +195,7 @@ def _response(ctx: RequestContext, request: Any, results: list[ProducePartitionR
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     acks = int(request.acks)
     results: list[ProducePartitionResult] = []
     if acks not in (0, 1, -1):
@@ -202,7 +237,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _append_all(
     ctx: RequestContext,
-    request: Any,
+    request: ProduceRequest,
     results: list[ProducePartitionResult | asyncio.Future[ProducePartitionResult]],
     refused: Mapping[tuple[str, int], tuple[ErrorCode, str]],
 ) -> None:
@@ -324,7 +359,7 @@ def _error_answer(
     return frame_answer(correlation_id, version >= 9, _encode_one(version, failed))
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -> Any:
     """Every partition of the request carries ``code``."""
     results = [
         ProducePartitionResult(topic.name, int(p.index), code)
