@@ -35,7 +35,9 @@ from typing import Any, Protocol, TypeVar
 
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.group.consumer import install as install_consumer_groups
+from tidelog.broker.group.coordinator import GroupCoordinator
 from tidelog.broker.group.service import install as install_group_coordinator
+from tidelog.broker.group.txn_offsets import TxnOffsets
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partition_appends import PartitionAppends
@@ -46,6 +48,7 @@ from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.share.service import install as install_share_coordinator
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
+from tidelog.broker.txn.coordinator import TransactionCoordinator
 from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
@@ -233,7 +236,7 @@ class Broker:
         self.router = Router(self)
         # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
         # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
-        self.groups: Any = None
+        self.groups: GroupCoordinator
         #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
         #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
         self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
@@ -246,8 +249,8 @@ class Broker:
         install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
         self.services.append(self.producer_ids)
         # The transaction coordinator (broker/txn/): sets ``transactions`` and ``txn_offsets``.
-        self.transactions: Any = None
-        self.txn_offsets: Any = None
+        self.transactions: TransactionCoordinator
+        self.txn_offsets: TxnOffsets
         install_transaction_coordinator(self)
         # Share groups (KIP-932, broker/share/): sets ``share_groups``.
         self.share_groups: Any = None

@@ -1,16 +1,15 @@
 """The TCP side: one asyncio Protocol per client connection.
 
-Framing is a 4-byte size prefix. The size is checked against ``socket.request.max.bytes`` before
-anything is buffered: a negative or too large size closes that connection. Complete frames are
-handed to the router at once (decoding is synchronous) and each handler runs at once up to its
-first suspension (most never suspend: their answer is written without a task); a handler that
-suspends goes on as a task, so pipelined requests are processed concurrently, while answers are
-written strictly in request order.
+Framing (bytes in, frames out) is ``FrameReader``'s (``broker/network_receive.py``, sans-io): a
+4-byte size prefix, checked against ``socket.request.max.bytes`` before anything is buffered; a
+negative or too large size closes that connection. Complete frames are handed to the router at once
+(decoding is synchronous) and each handler runs at once up to its first suspension (most never
+suspend: their answer is written without a task); a handler that suspends goes on as a task, so
+pipelined requests are processed concurrently, while answers are written strictly in request order.
 
-A frame of ``BIG_FRAME_BYTES`` or more (a Produce of a 32 MiB batch) is gathered into one
-buffer of its final size as its bytes arrive, and handed on as a read-only view of that buffer:
-no copy of the whole frame is made on the event loop (one would stall every other connection for
-milliseconds), and the records of its batch stay a view of it too (``protocol.fast.produce``).
+A big frame (a Produce of a 32 MiB batch) is gathered by the reader into one buffer of its
+final size and handed on as a read-only view of it: the records of its batch stay a view of it
+too (``protocol.fast.produce``).
 
 Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
 or too many requests of this connection are still unanswered, we stop reading from the client
@@ -31,13 +30,14 @@ import collections
 import logging
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Generator
 from typing import Any, cast
 
+from tidelog.broker.connection_quotas import ConnectionQuotas
 from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
+from tidelog.broker.network_receive import FrameReader, FrameSizeError
 from tidelog.broker.router import Router
 from tidelog.broker.security.tls import TlsLayer
 from tidelog.broker.sendfile import FileAnswer, FileSender, SendSocket, sender_for, write_read
@@ -46,50 +46,13 @@ log = logging.getLogger("tidelog.server")
 
 __all__ = ("ConnectionQuotas", "KafkaConnection", "ListenerServer")
 
-_SIZE = struct.Struct(">i")
 #: Unanswered requests per connection before we stop reading from it.
 MAX_IN_FLIGHT = 128
 #: Write-buffer high-water mark (bytes queued in the transport before pause_writing).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
-#: Frames at least this large are gathered in a buffer of their own size (see the module).
-BIG_FRAME_BYTES = 1024 * 1024
 #: How long a connection that failed authentication stays open after its failure answer,
 #: unless the client closes first (see ``_before_authentication``).
 FAILED_AUTH_CLOSE_LINGER_S = 1.0
-
-
-class ConnectionQuotas:
-    """``max.connections`` (over every listener) and ``max.connections.per.ip``."""
-
-    def __init__(self, max_connections: int, max_per_ip: int) -> None:
-        self.max_connections = max_connections
-        self.max_per_ip = max_per_ip
-        self.total = 0
-        self.per_ip: dict[str, int] = {}
-        self.refused = 0
-        self.peak = 0
-
-    def admit(self, host: str) -> str | None:
-        """Count a new connection from ``host``; returns why it is refused (then not counted)."""
-        if self.total >= self.max_connections:
-            self.refused += 1
-            return f"max.connections ({self.max_connections}) reached"
-        count = self.per_ip.get(host, 0)
-        if count >= self.max_per_ip:
-            self.refused += 1
-            return f"{host} already has max.connections.per.ip ({self.max_per_ip}) connections"
-        self.total += 1
-        self.peak = max(self.peak, self.total)
-        self.per_ip[host] = count + 1
-        return None
-
-    def release(self, host: str) -> None:
-        self.total -= 1
-        count = self.per_ip.get(host, 0) - 1
-        if count > 0:
-            self.per_ip[host] = count
-        else:
-            self.per_ip.pop(host, None)
 
 
 class _Ready:
@@ -145,13 +108,9 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._router = server.router
         self._metrics = metrics_of(getattr(server.router, "broker", None))
-        self._max_request = server.max_request_bytes
         self._transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
-        self._need = 0  # bytes needed in _buffer before the next frame is complete
-        #: A big frame being gathered (size prefix included) and how much of it has arrived.
-        self._big: bytearray | None = None
-        self._big_filled = 0
+        #: Bytes in, frames out (sans-io; ``broker/network_receive.py``).
+        self._reader = FrameReader(server.max_request_bytes)
         self._pending: collections.deque[asyncio.Future[Answer] | _Ready] = collections.deque()
         self._write_paused = False
         self._reading_paused = False
@@ -220,7 +179,8 @@ class KafkaConnection(asyncio.Protocol):
             return False
         if not session.authenticated:
             # Before authentication a frame may be at most sasl.server.max.receive.size.
-            self._max_request = min(self._max_request, session.listener.max_receive_size)
+            reader = self._reader
+            reader.max_request = min(reader.max_request, session.listener.max_receive_size)
         return True
 
     def _tls_received(self, tls: TlsLayer, data: bytes) -> bytes | None:
@@ -267,7 +227,7 @@ class KafkaConnection(asyncio.Protocol):
             # FAILED_AUTH_CLOSE_LINGER_S.
             self._submit(Close("", linger_s=FAILED_AUTH_CLOSE_LINGER_S))
         elif session.authenticated:
-            self._max_request = self._server.max_request_bytes
+            self._reader.max_request = self._server.max_request_bytes
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
@@ -294,8 +254,7 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(item, asyncio.Future):  # tasks and long-poll futures
                 item.cancel()
         self._pending.clear()
-        self._buffer = bytearray()
-        self._big = None
+        self._reader.clear()
         self._write_paused = False  # nothing more will be written: shutdown need not wait
         self._set_drained()
 
@@ -318,62 +277,29 @@ class KafkaConnection(asyncio.Protocol):
                 return
             data = decrypted
         self.last_active = self._server.now()
-        if self._big is not None:
-            rest = self._fill_big(data)
-            if rest is None:
-                return
-            data = rest
-        if self._buffer:
-            self._buffer += data
-            if len(self._buffer) < self._need:
-                return
-            data = bytes(self._buffer)
-            self._buffer = bytearray()
-        self._take_frames(data)
+        self._reader.feed(data)
+        self._take_frames()
 
-    def _fill_big(self, data: bytes) -> bytes | None:
-        """Copy ``data`` into the big frame being gathered; once it is complete, dispatch it
-        (as a read-only view: no copy) and return the bytes after it, else None."""
-        big = self._big
-        assert big is not None
-        filled = self._big_filled
-        take = min(len(big) - filled, len(data))
-        big[filled : filled + take] = memoryview(data)[:take]
-        filled += take
-        if filled < len(big):
-            self._big_filled = filled
-            return None
-        self._big = None
-        self._big_filled = 0
-        self._take_frames(memoryview(big).toreadonly())
-        return data[take:]
-
-    def _take_frames(self, data: bytes | memoryview) -> None:
-        """Dispatch the complete frames of ``data``; keep the rest in the buffer.
+    def _take_frames(self) -> None:
+        """Dispatch the complete frames read so far.
 
         Stops at MAX_IN_FLIGHT unanswered requests or a full write buffer, even inside one
-        read: pipelined requests left in the buffer are taken when answers drain
+        read: pipelined requests the reader holds are taken when answers drain
         (``_update_reading``), so a client that never reads holds at most MAX_IN_FLIGHT answers.
         """
-        view = memoryview(data)  # read-only: kio accepts it, frames are zero-copy slices
-        pos = 0
-        end = len(data)
-        while end - pos >= 4:
-            if self._write_paused or len(self._pending) >= MAX_IN_FLIGHT:
+        reader = self._reader
+        while not self._write_paused and len(self._pending) < MAX_IN_FLIGHT:
+            frame = reader.next_frame()
+            if frame is None:
                 break
-            (size,) = _SIZE.unpack_from(data, pos)
-            if size < 0 or size > self._max_request:
+            if isinstance(frame, FrameSizeError):
                 limit = (
                     "socket.request.max.bytes"
-                    if self._max_request == self._server.max_request_bytes
+                    if frame.limit == self._server.max_request_bytes
                     else "sasl.server.max.receive.size, before authentication"
                 )
-                self.close(f"request size {size} is outside 0..{self._max_request} ({limit})")
+                self.close(f"request size {frame.size} is outside 0..{frame.limit} ({limit})")
                 return
-            if end - pos - 4 < size:
-                break
-            frame = view[pos + 4 : pos + 4 + size]
-            pos += 4 + size
             session = self._session
             if session is not None and not session.authenticated:
                 self._before_authentication(frame)
@@ -385,23 +311,6 @@ class KafkaConnection(asyncio.Protocol):
                 )
             if self._closing:
                 return
-        if pos < end:
-            if end - pos >= 4 and not self._closing:
-                (size,) = _SIZE.unpack_from(data, pos)
-                if BIG_FRAME_BYTES <= size <= self._max_request and end - pos < 4 + size:
-                    # the start of a big frame: gather it in a buffer of its own size
-                    big = bytearray(4 + size)
-                    big[: end - pos] = view[pos:]
-                    self._big = big
-                    self._big_filled = end - pos
-                    self._update_reading()
-                    return
-            self._buffer = bytearray(view[pos:])
-            if len(self._buffer) >= 4:
-                (size,) = _SIZE.unpack_from(self._buffer, 0)
-                self._need = 4 + size
-            else:
-                self._need = 4
         self._update_reading()
 
     def eof_received(self) -> bool | None:
@@ -551,10 +460,8 @@ class KafkaConnection(asyncio.Protocol):
         elif not pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-        if not pause and self._buffer and len(self._buffer) >= self._need:
-            data = bytes(self._buffer)  # complete frames held back by backpressure
-            self._buffer = bytearray()
-            self._take_frames(data)
+        if not pause and self._reader.has_frame():
+            self._take_frames()  # complete frames held back by backpressure
 
     # ------------------------------------------------------------------ closing
 

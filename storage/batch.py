@@ -60,6 +60,7 @@ __all__ = [
     "PreparedAppend",
     "RecordBatchHeader",
     "TRANSACTIONAL_MASK",
+    "decrement_sequence",
     "increment_sequence",
     "iter_batches",
     "parse_batch_header",
@@ -199,6 +200,13 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """The inverse of ``increment_sequence``."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
 
 
 def unpack_batch_header(buf: Buffer, position: int = 0) -> RecordBatchHeader:

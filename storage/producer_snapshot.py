@@ -48,6 +48,7 @@ from pathlib import Path
 
 from tidelog.storage.checksum import crc32c
 
+from .batch import decrement_sequence
 from .errors import StorageError
 from .fileio import fsync_dir, read_small_file
 
@@ -73,7 +74,6 @@ TMP_SUFFIX = ".tmp"
 _HEAD = struct.Struct(">hIi")  # version, crc, entry_count
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_START = 6
-_INT32_MAX = 2**31 - 1
 assert _HEAD.size == 10 and _ENTRY.size == 46
 
 
@@ -103,9 +103,7 @@ class SnapshotEntry:
     def first_sequence(self) -> int:
         """First sequence of the last batch (Kafka's decrementSequence(last_sequence,
         offset_delta)): sequences wrap at 2^31."""
-        if self.last_sequence < self.offset_delta:
-            return _INT32_MAX - (self.offset_delta - self.last_sequence) + 1
-        return self.last_sequence - self.offset_delta
+        return decrement_sequence(self.last_sequence, self.offset_delta)
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:

@@ -78,7 +78,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from .batch import CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatchHeader
+from .batch import (
+    CONTROL_MASK,
+    INT32_MAX,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+    decrement_sequence,
+    increment_sequence,
+)
 from .config import LogConfig
 from .control_records import EndTxnMarker
 from .errors import (
@@ -122,21 +129,6 @@ NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-INT32_MAX = 2**31 - 1
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment`` wrapping past Int.MAX to 0 (Kafka's DefaultRecordBatch)."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """The inverse of ``increment_sequence``."""
-    if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
 
 
 def _in_sequence(last_sequence: int, next_sequence: int) -> bool:

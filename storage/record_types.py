@@ -66,7 +66,7 @@ class NewRecord:
 @dataclass(frozen=True, slots=True)
 class DecodedBatch:
     """A v2 batch: its header (the one header type, ``storage.batch.RecordBatchHeader``) and its
-    records. The header's fields and properties are forwarded, so ``batch.producer_id`` reads
+    records. The header's fields and properties are forwarded, so ``DecodedBatch.producer_id`` reads
     as before the header had one home."""
 
     header: RecordBatchHeader

@@ -97,7 +97,8 @@ def segment_file_name(base_offset: int) -> str:
 
 
 class LogSegment:
-    """A ``.log`` file with its two indexes. Create with ``LogSegment.open``."""
+    """A ``.log`` file with its two indexes. After the constructor: ``LogSegment.start_empty``
+    or ``LogSegment.make_active`` (a new segment), ``LogSegment.load_indexes`` (one on disk)."""
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ class GroupConfig:
 
     @classmethod
     def from_lookup(cls, get: Callable[[str], object]) -> GroupConfig:
-        """Build from a ``config.get``-like function; names it does not know keep defaults."""
+        """Build from a ``BrokerConfig.get``-like function; names it does not know keep defaults."""
         d = cls()
 
         def val(name: str, default: int, scale: int = 1) -> int:

@@ -3,20 +3,16 @@
 Composed of parts, as Kafka's GroupCoordinator is of its GroupMetadataManager and friends:
 ``GroupMembership`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup; ``broker.group.membership``),
 ``Rebalancer`` (the rebalance phases; ``broker.group.rebalance``), ``OffsetStore`` (committed
-offsets; ``broker.group.offsets``) and ``GroupMetadataLog`` (writes to ``__consumer_offsets``;
-``broker.group.metadata_log``). This class wires them and adds the start-up replay,
-OffsetCommit/OffsetFetch/OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and the
-periodic expiry of old offsets.
+offsets; ``broker.group.offsets``), ``OffsetMetadataManager`` (OffsetCommit, OffsetFetch,
+OffsetDelete, offset expiry; ``broker.group.offset_metadata_manager``) and ``GroupMetadataLog``
+(writes to ``__consumer_offsets``; ``broker.group.metadata_log``). This class wires them and
+adds the start-up replay, ListGroups, DescribeGroups and DeleteGroups.
 
-Start-up: ``start()`` reads every partition of ``__consumer_offsets`` from its log start to its
-HW and replays the records (the last GroupMetadata value of a group wins, a null value deletes;
-likewise per offset). Until it is done every API answers COORDINATOR_LOAD_IN_PROGRESS (Heartbeat
-answers NONE, as Kafka does). A loaded group with members is Stable and its members get a
+Start-up: ``GroupCoordinator.start`` reads every partition of ``__consumer_offsets`` from its log
+start to its HW and replays the records (the last GroupMetadata value of a group wins, a null value
+deletes; likewise per offset). Until it is done every API answers COORDINATOR_LOAD_IN_PROGRESS
+(Heartbeat answers NONE, as Kafka does). A loaded group with members is Stable and its members get a
 session timeout to show up again; one without members is Empty.
-
-An offset commit is applied to memory right after its batch is appended (so memory follows log
-order) and answered once the HW covers the batch (``offsets.commit.timeout.ms`` at most:
-REQUEST_TIMED_OUT after that).
 """
 
 from __future__ import annotations
@@ -34,27 +30,20 @@ from tidelog.broker.group.consumer.records import key_version as consumer_key_ve
 from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
 from tidelog.broker.group.membership import GroupMembership
 from tidelog.broker.group.metadata_log import GroupMetadataLog
+from tidelog.broker.group.offset_metadata_manager import OffsetMetadataManager
 from tidelog.broker.group.offsets import (
-    CommittedOffset,
     OffsetStore,
     group_tombstone,
-    offset_commit_records,
     offset_tombstone,
 )
 from tidelog.broker.group.rebalance import Rebalancer, append_error
 from tidelog.broker.group.results import (
-    CommitPartition,
     DescribedGroup,
     DescribedMember,
     JoinGroupResult,
     ListedGroup,
-    OffsetDeleteResult,
-    OffsetFetchResult,
-    PartitionError,
-    PartitionOffset,
     Protocol,
     SyncGroupResult,
-    TopicOffsets,
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
 from tidelog.broker.group.timer import LoopTimer, Timer
@@ -72,16 +61,13 @@ __all__ = ("GroupCoordinator",)
 
 log = logging.getLogger("tidelog.group")
 
-_EXPIRE_KEY = "expire-offsets"
-_LIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
-
 
 class GroupCoordinator:
     """Kafka's GroupCoordinator, composed of parts: ``membership`` (JoinGroup, SyncGroup,
     Heartbeat, LeaveGroup), ``rebalancer`` (the rebalance phases), ``offsets`` (committed
-    offsets) and ``metadata_log`` (writes to ``__consumer_offsets``, load status). The groups
-    dict is shared by the parts. This class adds the start-up replay, OffsetCommit/OffsetFetch/
-    OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and offset expiration."""
+    offsets), ``offset_manager`` (the offset requests and expiry) and ``metadata_log`` (writes
+    to ``__consumer_offsets``, load status). The groups dict is shared by the parts. This class
+    adds the start-up replay, ListGroups, DescribeGroups and DeleteGroups."""
 
     def __init__(
         self,
@@ -98,14 +84,37 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.rebalancer = Rebalancer(self.groups, self.metadata_log)
         self.membership = GroupMembership(self.groups, self.metadata_log, self.rebalancer)
+        self.offset_manager = OffsetMetadataManager(
+            config,
+            self.groups,
+            self.offsets,
+            self.metadata_log,
+            self.rebalancer,
+            self.timer,
+            self._drop_group,
+            partition_exists,
+        )
         # The membership requests, answered by their part (names the handlers call).
         self.join_group = self.membership.join_group
         self.sync_group = self.membership.sync_group
         self.heartbeat = self.membership.heartbeat
         self.leave_group = self.membership.leave_group
-        #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
-        self.partition_exists = partition_exists
+        # The offset requests, answered by their part.
+        self.commit_offsets = self.offset_manager.commit_offsets
+        self.fetch_offsets = self.offset_manager.fetch_offsets
+        self.delete_offsets = self.offset_manager.delete_offsets
+        self.on_partitions_deleted = self.offset_manager.on_partitions_deleted
+        self.expire_offsets = self.offset_manager.expire_offsets
         self._consumer_groups: Any = None
+
+    @property
+    def partition_exists(self) -> Callable[[str, int], bool] | None:
+        """OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no."""
+        return self.offset_manager.partition_exists
+
+    @partition_exists.setter
+    def partition_exists(self, value: Callable[[str, int], bool] | None) -> None:
+        self.offset_manager.partition_exists = value
 
     @property
     def consumer_groups(self) -> Any:
@@ -117,6 +126,7 @@ class GroupCoordinator:
     def consumer_groups(self, value: Any) -> None:
         self._consumer_groups = value
         self.membership.consumer_groups = value
+        self.offset_manager.consumer_groups = value
 
     @property
     def status(self) -> str:
@@ -149,7 +159,7 @@ class GroupCoordinator:
                     del self.groups[gid]  # offsets of a consumer group, not a classic group
             self.consumer_groups.start_timers()
         self.status = "active"
-        self._schedule_expiration()
+        self.offset_manager.schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
 
     def begin_shutdown(self) -> None:
@@ -232,158 +242,6 @@ class GroupCoordinator:
         for group_id in self.offsets.group_ids():
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, now)
-
-    # ------------------------------------------------------------ OffsetCommit
-
-    def _validate_offset_commit(
-        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
-    ) -> ErrorCode:
-        """Kafka's ClassicGroup.validateOffsetCommit."""
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if generation_id < 0 and group.is_empty:
-            return ErrorCode.none  # admin client or a consumer without group management
-        if generation_id >= 0 or member_id or instance_id is not None:
-            error = group.validate_member(member_id, instance_id)
-            if error is not ErrorCode.none:
-                return error
-            if generation_id != group.generation_id:
-                return ErrorCode.illegal_generation
-        elif not group.is_empty:
-            return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
-
-    async def commit_offsets(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        partitions: Sequence[CommitPartition],
-        *,
-        group_instance_id: str | None = None,
-        retention_ms: int = -1,
-        api_version: int = 8,
-    ) -> list[PartitionError]:
-        def all_(error: ErrorCode) -> list[PartitionError]:
-            return [PartitionError(p.topic, p.partition, error) for p in partitions]
-
-        error = self.metadata_log.inactive_error()
-        if error is not None:
-            return all_(error)
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
-            error = self.consumer_groups.validate_offset_commit(
-                group_id, member_id, generation_id, api_version
-            )
-            if error is not ErrorCode.none:
-                return all_(error)
-            return await self._commit_accepted(group_id, partitions, retention_ms)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return all_(
-                    ErrorCode.group_id_not_found
-                    if api_version >= 9
-                    else ErrorCode.illegal_generation
-                )
-            group = ClassicGroup(
-                group_id, self.metadata_log.now()
-            )  # a "simple" group: commits only
-            self.groups[group_id] = group
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
-        if error is not ErrorCode.none:
-            return all_(error)
-        member = group.members.get(member_id)
-        if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self.rebalancer.reschedule_heartbeat(group, member)
-        return await self._commit_accepted(group_id, partitions, retention_ms)
-
-    async def _commit_accepted(
-        self, group_id: str, partitions: Sequence[CommitPartition], retention_ms: int
-    ) -> list[PartitionError]:
-        """Write the commits of a validated request (classic or consumer group)."""
-        now = self.metadata_log.now()
-        expire = now + retention_ms if retention_ms >= 0 else None
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        accepted: list[CommitPartition] = []
-        for p in partitions:
-            if self.partition_exists is not None and not self.partition_exists(
-                p.topic, p.partition
-            ):
-                errors[(p.topic, p.partition)] = ErrorCode.unknown_topic_or_partition
-            elif p.metadata is not None and len(p.metadata) > self.config.offset_metadata_max_bytes:
-                errors[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted.append(p)
-        if accepted:
-            records = offset_commit_records(group_id, accepted, now, expire)
-            write_error: ErrorCode | None
-            try:
-                waiter = self.metadata_log.write(group_id, records)
-            except CoordinatorLogError as e:
-                write_error = append_error(e.error)
-            else:
-                for p in accepted:
-                    self.offsets.put(
-                        group_id,
-                        p.topic,
-                        p.partition,
-                        CommittedOffset.from_commit(p, now, expire),
-                    )
-                write_error = await self._await_hw(group_id, waiter)
-            for p in accepted:
-                errors[(p.topic, p.partition)] = write_error or ErrorCode.none
-        return [
-            PartitionError(p.topic, p.partition, errors[(p.topic, p.partition)]) for p in partitions
-        ]
-
-    async def _await_hw(self, group_id: str, waiter: Awaitable[None]) -> ErrorCode | None:
-        try:
-            await asyncio.wait_for(waiter, self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            return ErrorCode.request_timed_out
-        except CoordinatorLogError as e:
-            return append_error(e.error)
-        return None
-
-    # ------------------------------------------------------------ OffsetFetch
-
-    def fetch_offsets(
-        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
-    ) -> OffsetFetchResult:
-        """Committed offsets of the partitions asked for (-1 where none), or of every
-        partition the group has offsets for when ``topics`` is None."""
-        error = self.metadata_log.inactive_error()
-        if error is not None:
-            return OffsetFetchResult(error)
-        group = self.groups.get(group_id)
-        dead = group is None or group.is_in(GroupState.DEAD)
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
-            dead = False
-        if topics is None:
-            if dead:
-                return OffsetFetchResult(ErrorCode.none)
-            by_topic: dict[str, list[PartitionOffset]] = {}
-            for (topic, partition), o in sorted(self.offsets.group(group_id).items()):
-                by_topic.setdefault(topic, []).append(
-                    PartitionOffset(partition, o.offset, o.leader_epoch, o.metadata)
-                )
-            return OffsetFetchResult(
-                ErrorCode.none,
-                tuple(TopicOffsets(t, tuple(ps)) for t, ps in by_topic.items()),
-            )
-        out: list[TopicOffsets] = []
-        for topic, partitions in topics:
-            parts: list[PartitionOffset] = []
-            for partition in partitions:
-                c = None if dead else self.offsets.get(group_id, topic, partition)
-                if c is None:
-                    parts.append(PartitionOffset(partition))
-                else:
-                    parts.append(PartitionOffset(partition, c.offset, c.leader_epoch, c.metadata))
-            out.append(TopicOffsets(topic, tuple(parts)))
-        return OffsetFetchResult(ErrorCode.none, tuple(out))
 
     # ------------------------------------------------------------ admin
 
@@ -491,119 +349,7 @@ class GroupCoordinator:
             waits.append((len(results), gid, waiter))
             results.append((gid, ErrorCode.none))
         for index, gid, waiter in waits:
-            write_error = await self._await_hw(gid, waiter)
+            write_error = await self.offset_manager.await_hw(gid, waiter)
             if write_error is not None:
                 results[index] = (gid, write_error)
         return results
-
-    async def delete_offsets(
-        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
-    ) -> OffsetDeleteResult:
-        error = self.metadata_log.inactive_error()
-        if error is not None:
-            return OffsetDeleteResult(error)
-        if not group_id:
-            return OffsetDeleteResult(ErrorCode.invalid_group_id)
-        group = self.groups.get(group_id)
-        consumer = self.consumer_groups
-        is_subscribed: Callable[[str], bool]
-        if group is None and consumer is not None and consumer.owns(group_id):
-            is_subscribed = lambda topic: bool(consumer.is_subscribed(group_id, topic))  # noqa: E731
-        elif group is None or group.is_in(GroupState.DEAD):
-            return OffsetDeleteResult(ErrorCode.group_id_not_found)
-        elif group.is_in(*_LIVE) and not group.uses_consumer_protocol():
-            return OffsetDeleteResult(ErrorCode.non_empty_group)
-        else:
-            is_subscribed = group.is_subscribed_to
-        results: list[PartitionError] = []
-        doomed: list[tuple[str, int]] = []
-        for topic, partitions in topics:
-            subscribed = is_subscribed(topic)
-            for partition in partitions:
-                if subscribed:
-                    results.append(
-                        PartitionError(topic, partition, ErrorCode.group_subscribed_to_topic)
-                    )
-                    continue
-                results.append(PartitionError(topic, partition, ErrorCode.none))
-                if self.offsets.get(group_id, topic, partition) is not None:
-                    doomed.append((topic, partition))
-        if doomed:
-            try:
-                tombstones = [offset_tombstone(group_id, t, p) for t, p in doomed]
-                waiter = self.metadata_log.write(group_id, tombstones)
-            except CoordinatorLogError as e:
-                return OffsetDeleteResult(append_error(e.error))
-            for t, p in doomed:
-                self.offsets.remove(group_id, t, p)
-            write_error = await self._await_hw(group_id, waiter)
-            if write_error is not None:
-                return OffsetDeleteResult(write_error)
-        return OffsetDeleteResult(ErrorCode.none, tuple(results))
-
-    def on_partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> int:
-        """Topics were deleted: tombstone every group's offsets of those partitions (Kafka's
-        onPartitionsDeleted). Called by the DeleteTopics handler; returns the records written."""
-        if self.status != "active":
-            return 0
-        doomed = set(partitions)
-        written = 0
-        for group_id in self.offsets.group_ids():
-            tps = sorted(tp for tp in self.offsets.group(group_id) if tp in doomed)
-            if not tps:
-                continue
-            try:
-                waiter = self.metadata_log.write(
-                    group_id, [offset_tombstone(group_id, t, p) for t, p in tps]
-                )
-            except CoordinatorLogError as e:
-                log.warning("group %s: forgetting deleted partitions failed: %s", group_id, e)
-                continue
-            self.metadata_log.track(group_id, waiter, None)
-            for t, p in tps:
-                self.offsets.remove(group_id, t, p)
-            written += len(tps)
-        return written
-
-    # ------------------------------------------------------------ expiry
-
-    def _schedule_expiration(self) -> None:
-        self.timer.schedule(
-            _EXPIRE_KEY,
-            self.config.offsets_retention_check_interval_ms,
-            self._run_expiration,
-        )
-
-    def _run_expiration(self) -> None:
-        self.expire_offsets()
-
-    def expire_offsets(self) -> int:
-        """Tombstone offsets past retention; drop Empty groups left without offsets.
-        Returns how many records were written. Runs every offsets.retention.check.interval.ms."""
-        written = 0
-        if self.status == "active":
-            now = self.metadata_log.now()
-            for group in list(self.groups.values()):
-                expired, all_expired = self.offsets.expired(
-                    group, now, self.config.offsets_retention_ms
-                )
-                records = [offset_tombstone(group.group_id, t, p) for t, p in expired]
-                drop = all_expired and group.is_empty
-                if drop:
-                    records.append(group_tombstone(group.group_id))
-                if not records:
-                    continue
-                try:
-                    waiter = self.metadata_log.write(group.group_id, records)
-                except CoordinatorLogError as e:
-                    log.warning("group %s: expiring offsets failed: %s", group.group_id, e)
-                    continue
-                self.metadata_log.track(group.group_id, waiter, None)
-                written += len(records)
-                for t, p in expired:
-                    self.offsets.remove(group.group_id, t, p)
-                if drop:
-                    log.info("group %s: expired", group.group_id)
-                    self._drop_group(group)
-        self._schedule_expiration()
-        return written

@@ -4,7 +4,8 @@
 records land in the order the coordinator made them) and returns an awaitable that resolves
 when the high watermark covers the batch; ``read_partition`` returns every record from the
 log start to the HW, for the replay at start-up. ``MemoryCoordinatorLog`` keeps real encoded v2
-batches in memory, for tests; ``broker.group.storage_log`` adapts the broker's storage.
+batches in memory, for tests; ``broker.group.service.BrokerCoordinatorLog`` adapts the broker's
+storage.
 """
 
 from __future__ import annotations

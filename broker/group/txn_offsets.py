@@ -14,7 +14,8 @@ them into the replay at the marker's place, ABORT drops them, and what has no ma
 pending again (``stage_loaded``).
 
 Hooks into the group coordinator: its offset store, its member validation
-(``_validate_offset_commit``) and ``partition_for``; nothing else changes there.
+and partition checks (``OffsetMetadataManager.validate_offset_commit`` and ``check_partitions``)
+and ``partition_for``; nothing else changes there.
 """
 
 from __future__ import annotations
@@ -135,23 +136,13 @@ class TxnOffsets:
             return all_(error)
         group = groups.groups.get(group_id)
         if group is not None and (generation_id >= 0 or member_id or group_instance_id):
-            error = groups._validate_offset_commit(
+            error = groups.offset_manager.validate_offset_commit(
                 group, member_id, group_instance_id, generation_id
             )
             if error is not ErrorCode.none:
                 return all_(error)
         now = self._broker.clock()
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        accepted: list[CommitPartition] = []
-        for p in partitions:
-            if not partition_exists(p.topic, p.partition):
-                errors[(p.topic, p.partition)] = ErrorCode.unknown_topic_or_partition
-            elif (
-                p.metadata is not None and len(p.metadata) > groups.config.offset_metadata_max_bytes
-            ):
-                errors[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted.append(p)
+        errors, accepted = groups.offset_manager.check_partitions(partitions, partition_exists)
         if accepted:
             write_error = await self._append(group_id, producer_id, producer_epoch, accepted, now)
             if write_error is None:

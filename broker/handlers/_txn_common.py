@@ -7,7 +7,7 @@ INVALID_PRODUCER_EPOCH instead (KafkaApis does the same mapping per API).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 
@@ -20,8 +20,7 @@ FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
 
 
 def transactions(ctx: RequestContext) -> TransactionCoordinator | None:
-    coordinator: Any = getattr(ctx.broker, "transactions", None)
-    return coordinator  # type: ignore[no-any-return]
+    return ctx.broker.transactions
 
 
 def for_version(ctx: RequestContext, error: ErrorCode) -> ErrorCode:

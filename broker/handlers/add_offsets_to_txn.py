@@ -7,7 +7,7 @@ INVALID_PRODUCER_EPOCH before v2).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -17,10 +17,37 @@ from tidelog.broker.security.access import GROUP, TRANSACTIONAL_ID, Operation, a
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.add_offsets_to_txn.v0.request import (
+        AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV0,
+    )
+    from kio.schema.add_offsets_to_txn.v1.request import (
+        AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV1,
+    )
+    from kio.schema.add_offsets_to_txn.v2.request import (
+        AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV2,
+    )
+    from kio.schema.add_offsets_to_txn.v3.request import (
+        AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV3,
+    )
+    from kio.schema.add_offsets_to_txn.v4.request import (
+        AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV4,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _AddOffsetsToTxnRequestV0
+        | _AddOffsetsToTxnRequestV1
+        | _AddOffsetsToTxnRequestV2
+        | _AddOffsetsToTxnRequestV3
+        | _AddOffsetsToTxnRequestV4
+    )
+
+
 API_KEY = 25
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     groups = coordinator(ctx)

@@ -20,17 +20,26 @@ Accepted changes are persisted by the topic registry and applied to the live par
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers import _configs as common
 from tidelog.broker.handlers._configs import ApiError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
+    from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
+    from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _AlterConfigsRequestV0 | _AlterConfigsRequestV1 | _AlterConfigsRequestV2
+
+
 API_KEY = 33
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     duplicates = common.duplicates((r.resource_type, r.resource_name) for r in request.resources)
     responses = []

@@ -15,11 +15,23 @@ v1's ``allow_replication_factor_change`` is echoed; it cannot matter with one br
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV0,
+    )
+    from kio.schema.alter_partition_reassignments.v1.request import (
+        AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _AlterPartitionReassignmentsRequestV0 | _AlterPartitionReassignmentsRequestV1
+
 
 API_KEY = 45
 
@@ -60,7 +72,7 @@ def check(
     return ErrorCode.none, None
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     responses = []
     for t in request.topics:

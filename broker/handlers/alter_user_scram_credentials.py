@@ -11,7 +11,7 @@ a credential that does not exist -> RESOURCE_NOT_FOUND.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
@@ -23,6 +23,12 @@ from tidelog.broker.security.scram import (
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest as Request,
+    )
+
 
 API_KEY = 51
 
@@ -39,7 +45,7 @@ def _check(name: str, mechanism: int, iterations: int | None) -> tuple[ErrorCode
     return ErrorCode.none, None
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     store = ctx.broker.security.scram
     items: list[tuple[str, int, Any]] = [

@@ -20,12 +20,29 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.txn.metadata import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest as _ApiVersionsRequestV0
+    from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersionsRequestV1
+    from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest as _ApiVersionsRequestV3
+    from kio.schema.api_versions.v4.request import ApiVersionsRequest as _ApiVersionsRequestV4
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _ApiVersionsRequestV0
+        | _ApiVersionsRequestV1
+        | _ApiVersionsRequestV2
+        | _ApiVersionsRequestV3
+        | _ApiVersionsRequestV4
+    )
+
 
 API_KEY = 18
 
@@ -65,7 +82,7 @@ def _features(version: int) -> dict[str, Any]:
     }
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     ranges = tuple(ctx.broker.router.api_ranges())
     return build(

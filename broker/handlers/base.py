@@ -33,6 +33,8 @@ from tidelog.broker.sendfile import FileAnswer
 if TYPE_CHECKING:
     from tidelog.broker.app import Endpoint
     from tidelog.broker.dynamic_configs import DynamicConfigs
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.txn_offsets import TxnOffsets
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from tidelog.broker.security.authorizer import Authorizer
     from tidelog.broker.security.service import BrokerSecurity
     from tidelog.broker.topics import Topics
+    from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
     from tidelog.storage import LogManager, PartitionLog
 
@@ -111,9 +114,12 @@ class BrokerView(Protocol):
     append_queue: PartitionAppends
     router: Router
     stopping: bool
-    #: The group coordinator once ``broker.group.service.install`` ran (see
-    #: ``broker.group.wire.coordinator``, which checks its type).
-    groups: Any
+    #: The group coordinator (``broker.group.service.install`` sets it).
+    groups: GroupCoordinator
+    #: The transaction coordinator and the pending TxnOffsetCommits of open transactions
+    #: (``broker.txn.service.install`` sets them).
+    transactions: TransactionCoordinator
+    txn_offsets: TxnOffsets
 
     @property
     def clock(self) -> Callable[[], int]: ...

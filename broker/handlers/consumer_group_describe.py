@@ -10,13 +10,25 @@ consumer group.", as Kafka 4 does.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.consumer_group_describe.v0.request import (
+        ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV0,
+    )
+    from kio.schema.consumer_group_describe.v1.request import (
+        ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ConsumerGroupDescribeRequestV0 | _ConsumerGroupDescribeRequestV1
+
 
 API_KEY = 69
 _UNSET_OPERATIONS = -(2**31)
@@ -90,7 +102,7 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
@@ -121,7 +133,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(types.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     return build(
         types.ConsumerGroupDescribeResponse,

@@ -9,13 +9,25 @@ and, when it changed, the member's assignment as topic ids and partitions. The p
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
 from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.consumer_group_heartbeat.v0.request import (
+        ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV0,
+    )
+    from kio.schema.consumer_group_heartbeat.v1.request import (
+        ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+
 
 API_KEY = 68
 
@@ -26,7 +38,7 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
@@ -71,7 +83,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     return build(
         types.ConsumerGroupHeartbeatResponse,

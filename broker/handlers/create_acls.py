@@ -9,7 +9,7 @@ before the answer.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers._acls import binding_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -17,10 +17,19 @@ from tidelog.broker.security.access import CLUSTER, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.create_acls.v1.request import CreateAclsRequest as _CreateAclsRequestV1
+    from kio.schema.create_acls.v2.request import CreateAclsRequest as _CreateAclsRequestV2
+    from kio.schema.create_acls.v3.request import CreateAclsRequest as _CreateAclsRequestV3
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _CreateAclsRequestV1 | _CreateAclsRequestV2 | _CreateAclsRequestV3
+
+
 API_KEY = 30
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     authorizer = ctx.broker.authorizer
     results: list[tuple[ErrorCode, str | None]]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers._configs import ApiError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -34,13 +34,36 @@ from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 from tidelog.storage.errors import StorageError
 
+if TYPE_CHECKING:
+    from kio.schema.create_partitions.v0.request import (
+        CreatePartitionsRequest as _CreatePartitionsRequestV0,
+    )
+    from kio.schema.create_partitions.v1.request import (
+        CreatePartitionsRequest as _CreatePartitionsRequestV1,
+    )
+    from kio.schema.create_partitions.v2.request import (
+        CreatePartitionsRequest as _CreatePartitionsRequestV2,
+    )
+    from kio.schema.create_partitions.v3.request import (
+        CreatePartitionsRequest as _CreatePartitionsRequestV3,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _CreatePartitionsRequestV0
+        | _CreatePartitionsRequestV1
+        | _CreatePartitionsRequestV2
+        | _CreatePartitionsRequestV3
+    )
+
+
 log = logging.getLogger("tidelog.admin")
 
 API_KEY = 37
 REPLICATION_FACTOR = 1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     counts: dict[str, int] = {}
     for topic in request.topics:

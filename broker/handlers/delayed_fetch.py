@@ -2,7 +2,7 @@
 
 ``fetch`` is the core both callers use: ``answer_at_once`` (the router's coroutine-free path for
 a lean-parsed one-partition fetch, what consumers send most) and ``fetch.handle`` (everything
-else). It scans the wanted partitions (``_fetch_scan.scan``) and
+else). It scans the wanted partitions (``fetch_plan.scan``) and
 
 - data (or an error, or an expired wait) is there: returns the framed answer, built at once (a
   read big enough for a worker thread, or a first read of old bytes whose CRC check belongs in

@@ -4,7 +4,7 @@ cluster); the answer lists what each filter removed."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers._acls import filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -12,10 +12,19 @@ from tidelog.broker.security.access import CLUSTER, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.delete_acls.v1.request import DeleteAclsRequest as _DeleteAclsRequestV1
+    from kio.schema.delete_acls.v2.request import DeleteAclsRequest as _DeleteAclsRequestV2
+    from kio.schema.delete_acls.v3.request import DeleteAclsRequest as _DeleteAclsRequestV3
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DeleteAclsRequestV1 | _DeleteAclsRequestV2 | _DeleteAclsRequestV3
+
+
 API_KEY = 31
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
 
     def result(error: ErrorCode, message: str | None, matching: Any = ()) -> Any:

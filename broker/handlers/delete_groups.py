@@ -7,7 +7,7 @@ or log compaction forgets the group too.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -16,10 +16,19 @@ from tidelog.broker.share.wire import delete_share_groups, split_share_groups
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.delete_groups.v0.request import DeleteGroupsRequest as _DeleteGroupsRequestV0
+    from kio.schema.delete_groups.v1.request import DeleteGroupsRequest as _DeleteGroupsRequestV1
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGroupsRequestV2
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DeleteGroupsRequestV0 | _DeleteGroupsRequestV1 | _DeleteGroupsRequestV2
+
+
 API_KEY = 42
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     names = [str(g) for g in request.groups_names]
     groups = coordinator(ctx)

@@ -17,7 +17,7 @@ retention pass; the offset itself survives a restart through the log-start-offse
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -25,11 +25,20 @@ from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import response_types
 from tidelog.storage.errors import StorageError
 
+if TYPE_CHECKING:
+    from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
+    from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
+    from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DeleteRecordsRequestV0 | _DeleteRecordsRequestV1 | _DeleteRecordsRequestV2
+
+
 API_KEY = 21
 DELETE_TO_HIGH_WATERMARK = -1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for topic in request.topics:

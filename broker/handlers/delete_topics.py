@@ -26,7 +26,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -34,6 +34,25 @@ from tidelog.broker.topics import TopicError, TopicInfo
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 from tidelog.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
+    from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
+    from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
+    from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as _DeleteTopicsRequestV4
+    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as _DeleteTopicsRequestV5
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as _DeleteTopicsRequestV6
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _DeleteTopicsRequestV1
+        | _DeleteTopicsRequestV2
+        | _DeleteTopicsRequestV3
+        | _DeleteTopicsRequestV4
+        | _DeleteTopicsRequestV5
+        | _DeleteTopicsRequestV6
+    )
+
 
 log = logging.getLogger("tidelog.admin")
 
@@ -49,7 +68,7 @@ class _Result:
     message: str | None = None
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     wanted = _requested(request)
     if not ctx.broker.config.get("delete.topic.enable"):
@@ -75,7 +94,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _requested(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
+def _requested(request: Request) -> list[tuple[str | None, uuid.UUID | None]]:
     """(name, id) of each entry: ``topic_names`` (v1-5) or ``topics`` (v6)."""
     if hasattr(request, "topics"):
         out: list[tuple[str | None, uuid.UUID | None]] = []

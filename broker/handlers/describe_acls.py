@@ -4,7 +4,7 @@ cluster), grouped by resource pattern in the authorizer's sorted order."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers._acls import filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -12,10 +12,19 @@ from tidelog.broker.security.access import CLUSTER, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_acls.v1.request import DescribeAclsRequest as _DescribeAclsRequestV1
+    from kio.schema.describe_acls.v2.request import DescribeAclsRequest as _DescribeAclsRequestV2
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest as _DescribeAclsRequestV3
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DescribeAclsRequestV1 | _DescribeAclsRequestV2 | _DescribeAclsRequestV3
+
+
 API_KEY = 29
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
 
     def answer(error: ErrorCode, message: str | None, resources: Any = ()) -> Any:

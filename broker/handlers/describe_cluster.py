@@ -11,11 +11,23 @@ the operations Kafka supports on the CLUSTER resource.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.describe_cluster.v0.request import (
+        DescribeClusterRequest as _DescribeClusterRequestV0,
+    )
+    from kio.schema.describe_cluster.v1.request import (
+        DescribeClusterRequest as _DescribeClusterRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DescribeClusterRequestV0 | _DescribeClusterRequestV1
+
 
 API_KEY = 60
 ENDPOINT_BROKER = 1
@@ -29,7 +41,7 @@ _CLUSTER_OPERATIONS = (7, 8, 9, 10, 11, 12, 5)
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_BROKER))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.dynamic_configs import (
     GROUP_CONFIGS,
@@ -47,13 +47,36 @@ from tidelog.config.topic import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_configs.v1.request import (
+        DescribeConfigsRequest as _DescribeConfigsRequestV1,
+    )
+    from kio.schema.describe_configs.v2.request import (
+        DescribeConfigsRequest as _DescribeConfigsRequestV2,
+    )
+    from kio.schema.describe_configs.v3.request import (
+        DescribeConfigsRequest as _DescribeConfigsRequestV3,
+    )
+    from kio.schema.describe_configs.v4.request import (
+        DescribeConfigsRequest as _DescribeConfigsRequestV4,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _DescribeConfigsRequestV1
+        | _DescribeConfigsRequestV2
+        | _DescribeConfigsRequestV3
+        | _DescribeConfigsRequestV4
+    )
+
+
 API_KEY = 32
 #: Kafka's DescribeConfigs config_type ids (ConfigDef.Type): STRING 2, INT 3.
 CONFIG_TYPE_STRING = 2
 CONFIG_TYPE_INT = 3
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))

@@ -8,7 +8,7 @@ authorized operations (no authorizer here: READ, DELETE and DESCRIBE); v4+ shows
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import DescribedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
@@ -18,12 +18,43 @@ from tidelog.broker.share.wire import not_classic_if_share
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_groups.v0.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV0,
+    )
+    from kio.schema.describe_groups.v1.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV1,
+    )
+    from kio.schema.describe_groups.v2.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV2,
+    )
+    from kio.schema.describe_groups.v3.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV3,
+    )
+    from kio.schema.describe_groups.v4.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV4,
+    )
+    from kio.schema.describe_groups.v5.request import (
+        DescribeGroupsRequest as _DescribeGroupsRequestV5,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _DescribeGroupsRequestV0
+        | _DescribeGroupsRequestV1
+        | _DescribeGroupsRequestV2
+        | _DescribeGroupsRequestV3
+        | _DescribeGroupsRequestV4
+        | _DescribeGroupsRequestV5
+    )
+
+
 API_KEY = 15
 #: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     group_ids = [str(g) for g in request.groups]
     groups = coordinator(ctx)

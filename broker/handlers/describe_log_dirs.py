@@ -13,16 +13,39 @@ from __future__ import annotations
 import shutil
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_log_dirs.v1.request import (
+        DescribeLogDirsRequest as _DescribeLogDirsRequestV1,
+    )
+    from kio.schema.describe_log_dirs.v2.request import (
+        DescribeLogDirsRequest as _DescribeLogDirsRequestV2,
+    )
+    from kio.schema.describe_log_dirs.v3.request import (
+        DescribeLogDirsRequest as _DescribeLogDirsRequestV3,
+    )
+    from kio.schema.describe_log_dirs.v4.request import (
+        DescribeLogDirsRequest as _DescribeLogDirsRequestV4,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _DescribeLogDirsRequestV1
+        | _DescribeLogDirsRequestV2
+        | _DescribeLogDirsRequestV3
+        | _DescribeLogDirsRequestV4
+    )
+
+
 API_KEY = 35
 
 
-def _wanted(ctx: RequestContext, request: Any) -> dict[str, set[int] | None]:
+def _wanted(ctx: RequestContext, request: Request) -> dict[str, set[int] | None]:
     """topic -> partitions asked for (None: all of them)."""
     if request.topics is None:
         return {info.name: None for info in ctx.broker.topics}
@@ -41,7 +64,7 @@ def _disk_usage(path: Path) -> tuple[int, int]:
     return usage.total, usage.free
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     manager = broker.log_manager

@@ -9,7 +9,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -17,10 +17,14 @@ from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest as Request
+
+
 API_KEY = 61
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for t in request.topics:

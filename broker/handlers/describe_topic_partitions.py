@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS, partition_states
 from tidelog.broker.topics import INTERNAL_TOPICS, TopicInfo, topic_name_error
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.describe_topic_partitions.v0.request import (
+        DescribeTopicPartitionsRequest as Request,
+    )
+
 
 API_KEY = 75
 #: Kafka's max.request.partition.size.limit default.
@@ -58,7 +64,7 @@ def _topic(types: Any, node: int, info: TopicInfo, first: int, count: int) -> An
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     asked = sorted({t.name for t in request.topics})

@@ -9,7 +9,7 @@ COORDINATOR_LOAD_IN_PROGRESS (as Kafka).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
@@ -21,10 +21,14 @@ from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as Request
+
+
 API_KEY = 65
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     states = []

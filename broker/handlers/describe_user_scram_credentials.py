@@ -7,7 +7,7 @@ DUPLICATE_RESOURCE.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
@@ -15,10 +15,16 @@ from tidelog.broker.security.scram import MECHANISMS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest as Request,
+    )
+
+
 API_KEY = 50
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     if not allowed(ctx, Operation.DESCRIBE, CLUSTER):
         return build(

@@ -11,11 +11,20 @@ type other than PREFERRED (0) or UNCLEAN (1) is INVALID_REQUEST.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as _ElectLeadersRequestV0
+    from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as _ElectLeadersRequestV1
+    from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as _ElectLeadersRequestV2
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ElectLeadersRequestV0 | _ElectLeadersRequestV1 | _ElectLeadersRequestV2
+
 
 API_KEY = 43
 ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
@@ -27,7 +36,7 @@ def _result(types: Any, partition: int, code: ErrorCode, message: str | None) ->
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     election_type = int(getattr(request, "election_type", 0))
     top_error = ErrorCode.none

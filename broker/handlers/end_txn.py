@@ -16,7 +16,7 @@ the same answer. Clients use v5 only when ApiVersions finalizes ``transaction.ve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import for_version, transactions
@@ -25,10 +25,29 @@ from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.end_txn.v0.request import EndTxnRequest as _EndTxnRequestV0
+    from kio.schema.end_txn.v1.request import EndTxnRequest as _EndTxnRequestV1
+    from kio.schema.end_txn.v2.request import EndTxnRequest as _EndTxnRequestV2
+    from kio.schema.end_txn.v3.request import EndTxnRequest as _EndTxnRequestV3
+    from kio.schema.end_txn.v4.request import EndTxnRequest as _EndTxnRequestV4
+    from kio.schema.end_txn.v5.request import EndTxnRequest as _EndTxnRequestV5
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _EndTxnRequestV0
+        | _EndTxnRequestV1
+        | _EndTxnRequestV2
+        | _EndTxnRequestV3
+        | _EndTxnRequestV4
+        | _EndTxnRequestV5
+    )
+
+
 API_KEY = 26
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     producer_id, producer_epoch = -1, -1

@@ -18,8 +18,8 @@ id 0, full answers), which every client treats as "no session": a client that se
 keeps sending full requests. A request naming a session id we never handed out gets
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 
-Both paths share one core, ``_fetch_poll.fetch`` (scan, answer now or wait by callbacks): the
-router calls ``_fetch_poll.answer_at_once`` for a one-partition fetch (what most consumers send)
+Both paths share one core, ``delayed_fetch.fetch`` (scan, answer now or wait by callbacks): the
+router calls ``delayed_fetch.answer_at_once`` for a one-partition fetch (what most consumers send)
 without this coroutine; ``handle`` serves everything else.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.handlers.delayed_fetch import answer_at_once, fetch
@@ -37,15 +37,48 @@ from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.fetch.v4.request import FetchRequest as _FetchRequestV4
+    from kio.schema.fetch.v5.request import FetchRequest as _FetchRequestV5
+    from kio.schema.fetch.v6.request import FetchRequest as _FetchRequestV6
+    from kio.schema.fetch.v7.request import FetchRequest as _FetchRequestV7
+    from kio.schema.fetch.v8.request import FetchRequest as _FetchRequestV8
+    from kio.schema.fetch.v9.request import FetchRequest as _FetchRequestV9
+    from kio.schema.fetch.v10.request import FetchRequest as _FetchRequestV10
+    from kio.schema.fetch.v11.request import FetchRequest as _FetchRequestV11
+    from kio.schema.fetch.v12.request import FetchRequest as _FetchRequestV12
+    from kio.schema.fetch.v13.request import FetchRequest as _FetchRequestV13
+    from kio.schema.fetch.v14.request import FetchRequest as _FetchRequestV14
+    from kio.schema.fetch.v15.request import FetchRequest as _FetchRequestV15
+    from kio.schema.fetch.v16.request import FetchRequest as _FetchRequestV16
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _FetchRequestV4
+        | _FetchRequestV5
+        | _FetchRequestV6
+        | _FetchRequestV7
+        | _FetchRequestV8
+        | _FetchRequestV9
+        | _FetchRequestV10
+        | _FetchRequestV11
+        | _FetchRequestV12
+        | _FetchRequestV13
+        | _FetchRequestV14
+        | _FetchRequestV15
+        | _FetchRequestV16
+    )
+
+
 API_KEY = 1
 
 
-def _session_error(request: Any) -> bool:
+def _session_error(request: Request) -> bool:
     session_id = int(getattr(request, "session_id", 0))
     return session_id != 0
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     if _session_error(request):
         types = response_types(API_KEY, ctx.api_version)
         return build(
@@ -112,7 +145,7 @@ def _response(ctx: RequestContext, types: Any, wanted: list[Wanted], payloads: l
     )
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     """v4-6 have no top-level error: every partition carries ``code``."""
     types = response_types(API_KEY, ctx.api_version)
     if ctx.api_version >= 7:

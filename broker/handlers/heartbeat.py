@@ -7,7 +7,7 @@ FENCED_INSTANCE_ID (v3+ static members) otherwise. Answered at once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -15,10 +15,27 @@ from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.heartbeat.v0.request import HeartbeatRequest as _HeartbeatRequestV0
+    from kio.schema.heartbeat.v1.request import HeartbeatRequest as _HeartbeatRequestV1
+    from kio.schema.heartbeat.v2.request import HeartbeatRequest as _HeartbeatRequestV2
+    from kio.schema.heartbeat.v3.request import HeartbeatRequest as _HeartbeatRequestV3
+    from kio.schema.heartbeat.v4.request import HeartbeatRequest as _HeartbeatRequestV4
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _HeartbeatRequestV0
+        | _HeartbeatRequestV1
+        | _HeartbeatRequestV2
+        | _HeartbeatRequestV3
+        | _HeartbeatRequestV4
+    )
+
+
 API_KEY = 12
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         error = ErrorCode.group_authorization_failed

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers import _configs as common
 from tidelog.broker.handlers._configs import ApiError
@@ -39,10 +39,22 @@ from tidelog.config.values import format_value
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.incremental_alter_configs.v0.request import (
+        IncrementalAlterConfigsRequest as _IncrementalAlterConfigsRequestV0,
+    )
+    from kio.schema.incremental_alter_configs.v1.request import (
+        IncrementalAlterConfigsRequest as _IncrementalAlterConfigsRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _IncrementalAlterConfigsRequestV0 | _IncrementalAlterConfigsRequestV1
+
+
 API_KEY = 44
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     duplicates = common.duplicates((r.resource_type, r.resource_name) for r in request.resources)
     responses = []

@@ -21,7 +21,7 @@ INVALID_TRANSACTION_TIMEOUT.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers._txn_common import for_version, transactions
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -35,6 +35,37 @@ from tidelog.broker.security.access import (
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.init_producer_id.v0.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV0,
+    )
+    from kio.schema.init_producer_id.v1.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV1,
+    )
+    from kio.schema.init_producer_id.v2.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV2,
+    )
+    from kio.schema.init_producer_id.v3.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV3,
+    )
+    from kio.schema.init_producer_id.v4.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV4,
+    )
+    from kio.schema.init_producer_id.v5.request import (
+        InitProducerIdRequest as _InitProducerIdRequestV5,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _InitProducerIdRequestV0
+        | _InitProducerIdRequestV1
+        | _InitProducerIdRequestV2
+        | _InitProducerIdRequestV3
+        | _InitProducerIdRequestV4
+        | _InitProducerIdRequestV5
+    )
+
 
 API_KEY = 22
 NO_PRODUCER_ID = -1
@@ -52,7 +83,7 @@ def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int, epoch: int)
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     transactional_id = request.transactional_id
     if transactional_id == "":
         return _answer(ctx, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)

@@ -9,7 +9,7 @@ coordinator (``broker.group``) holds the parked request until the join phase end
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.membership import JoinRequest
 from tidelog.broker.group.results import JoinGroupResult, Protocol
@@ -18,6 +18,33 @@ from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.join_group.v0.request import JoinGroupRequest as _JoinGroupRequestV0
+    from kio.schema.join_group.v1.request import JoinGroupRequest as _JoinGroupRequestV1
+    from kio.schema.join_group.v2.request import JoinGroupRequest as _JoinGroupRequestV2
+    from kio.schema.join_group.v3.request import JoinGroupRequest as _JoinGroupRequestV3
+    from kio.schema.join_group.v4.request import JoinGroupRequest as _JoinGroupRequestV4
+    from kio.schema.join_group.v5.request import JoinGroupRequest as _JoinGroupRequestV5
+    from kio.schema.join_group.v6.request import JoinGroupRequest as _JoinGroupRequestV6
+    from kio.schema.join_group.v7.request import JoinGroupRequest as _JoinGroupRequestV7
+    from kio.schema.join_group.v8.request import JoinGroupRequest as _JoinGroupRequestV8
+    from kio.schema.join_group.v9.request import JoinGroupRequest as _JoinGroupRequestV9
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _JoinGroupRequestV0
+        | _JoinGroupRequestV1
+        | _JoinGroupRequestV2
+        | _JoinGroupRequestV3
+        | _JoinGroupRequestV4
+        | _JoinGroupRequestV5
+        | _JoinGroupRequestV6
+        | _JoinGroupRequestV7
+        | _JoinGroupRequestV8
+        | _JoinGroupRequestV9
+    )
+
 
 API_KEY = 11
 
@@ -48,7 +75,7 @@ def _response(ctx: RequestContext, result: JoinGroupResult) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         return _response(
@@ -80,7 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(ctx, result)
 
 
-def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
     return _response(ctx, JoinGroupResult(error_code, request.member_id))
 
 

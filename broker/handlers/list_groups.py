@@ -7,7 +7,7 @@ group's type.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import ListedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -17,10 +17,29 @@ from tidelog.broker.share.wire import share_listed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.list_groups.v0.request import ListGroupsRequest as _ListGroupsRequestV0
+    from kio.schema.list_groups.v1.request import ListGroupsRequest as _ListGroupsRequestV1
+    from kio.schema.list_groups.v2.request import ListGroupsRequest as _ListGroupsRequestV2
+    from kio.schema.list_groups.v3.request import ListGroupsRequest as _ListGroupsRequestV3
+    from kio.schema.list_groups.v4.request import ListGroupsRequest as _ListGroupsRequestV4
+    from kio.schema.list_groups.v5.request import ListGroupsRequest as _ListGroupsRequestV5
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _ListGroupsRequestV0
+        | _ListGroupsRequestV1
+        | _ListGroupsRequestV2
+        | _ListGroupsRequestV3
+        | _ListGroupsRequestV4
+        | _ListGroupsRequestV5
+    )
+
+
 API_KEY = 16
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     listed: list[ListedGroup] = []

@@ -10,7 +10,7 @@ Time look-ups read index and segment files, so they run in the worker pool.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -18,6 +18,29 @@ from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
 from tidelog.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kio.schema.list_offsets.v1.request import ListOffsetsRequest as _ListOffsetsRequestV1
+    from kio.schema.list_offsets.v2.request import ListOffsetsRequest as _ListOffsetsRequestV2
+    from kio.schema.list_offsets.v3.request import ListOffsetsRequest as _ListOffsetsRequestV3
+    from kio.schema.list_offsets.v4.request import ListOffsetsRequest as _ListOffsetsRequestV4
+    from kio.schema.list_offsets.v5.request import ListOffsetsRequest as _ListOffsetsRequestV5
+    from kio.schema.list_offsets.v6.request import ListOffsetsRequest as _ListOffsetsRequestV6
+    from kio.schema.list_offsets.v7.request import ListOffsetsRequest as _ListOffsetsRequestV7
+    from kio.schema.list_offsets.v8.request import ListOffsetsRequest as _ListOffsetsRequestV8
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _ListOffsetsRequestV1
+        | _ListOffsetsRequestV2
+        | _ListOffsetsRequestV3
+        | _ListOffsetsRequestV4
+        | _ListOffsetsRequestV5
+        | _ListOffsetsRequestV6
+        | _ListOffsetsRequestV7
+        | _ListOffsetsRequestV8
+    )
+
 
 API_KEY = 2
 LATEST = -1
@@ -69,7 +92,7 @@ def _partition(types: Any, index: int, code: ErrorCode, offset: int, timestamp: 
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     read_committed = int(getattr(request, "isolation_level", 0)) == 1
     topics = []
@@ -89,7 +112,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics))
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     topics = tuple(
         types.ListOffsetsTopicResponse(

@@ -8,16 +8,22 @@ Kafka's ReplicationControlManager leaves them out.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.list_partition_reassignments.v0.request import (
+        ListPartitionReassignmentsRequest as Request,
+    )
+
+
 API_KEY = 46
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     return build(
         types.ListPartitionReassignmentsResponse,

@@ -8,7 +8,7 @@ Dead ids are never listed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import transactions
@@ -18,11 +18,23 @@ from tidelog.broker.txn.metadata import TxnState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.list_transactions.v0.request import (
+        ListTransactionsRequest as _ListTransactionsRequestV0,
+    )
+    from kio.schema.list_transactions.v1.request import (
+        ListTransactionsRequest as _ListTransactionsRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ListTransactionsRequestV0 | _ListTransactionsRequestV1
+
+
 API_KEY = 66
 _NAMES = {s.kafka_name for s in TxnState}
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     wanted_states = set(request.state_filters)

@@ -23,7 +23,7 @@ import functools
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.constants import uuid_zero
 
@@ -46,6 +46,41 @@ from tidelog.protocol.fast.metadata import (
     encode_metadata_body,
 )
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.metadata.v0.request import MetadataRequest as _MetadataRequestV0
+    from kio.schema.metadata.v1.request import MetadataRequest as _MetadataRequestV1
+    from kio.schema.metadata.v2.request import MetadataRequest as _MetadataRequestV2
+    from kio.schema.metadata.v3.request import MetadataRequest as _MetadataRequestV3
+    from kio.schema.metadata.v4.request import MetadataRequest as _MetadataRequestV4
+    from kio.schema.metadata.v5.request import MetadataRequest as _MetadataRequestV5
+    from kio.schema.metadata.v6.request import MetadataRequest as _MetadataRequestV6
+    from kio.schema.metadata.v7.request import MetadataRequest as _MetadataRequestV7
+    from kio.schema.metadata.v8.request import MetadataRequest as _MetadataRequestV8
+    from kio.schema.metadata.v9.request import MetadataRequest as _MetadataRequestV9
+    from kio.schema.metadata.v10.request import MetadataRequest as _MetadataRequestV10
+    from kio.schema.metadata.v11.request import MetadataRequest as _MetadataRequestV11
+    from kio.schema.metadata.v12.request import MetadataRequest as _MetadataRequestV12
+    from kio.schema.metadata.v13.request import MetadataRequest as _MetadataRequestV13
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _MetadataRequestV0
+        | _MetadataRequestV1
+        | _MetadataRequestV2
+        | _MetadataRequestV3
+        | _MetadataRequestV4
+        | _MetadataRequestV5
+        | _MetadataRequestV6
+        | _MetadataRequestV7
+        | _MetadataRequestV8
+        | _MetadataRequestV9
+        | _MetadataRequestV10
+        | _MetadataRequestV11
+        | _MetadataRequestV12
+        | _MetadataRequestV13
+    )
+
 
 API_KEY = 3
 log = logging.getLogger("tidelog.metadata")
@@ -143,7 +178,7 @@ def _error_topic(types: Any, name: str | None, code: ErrorCode, topic_id: Any = 
     )
 
 
-def _wanted(ctx: RequestContext, request: Any) -> tuple[Any, ...] | None:
+def _wanted(ctx: RequestContext, request: Request) -> tuple[Any, ...] | None:
     """The requested topic entries, or None for all topics."""
     topics = request.topics
     if topics is None or (ctx.api_version == 0 and not topics):
@@ -166,13 +201,13 @@ def _by_id(types: Any, ctx: RequestContext, ids: list[uuid.UUID], include_ops: b
     return answers
 
 
-def _allow_auto_create(ctx: RequestContext, request: Any) -> bool:
+def _allow_auto_create(ctx: RequestContext, request: Request) -> bool:
     if not ctx.broker.config.auto_create_topics_enable:
         return False
     return bool(getattr(request, "allow_auto_topic_creation", True))
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     topics = broker.topics
@@ -271,7 +306,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     """Before v13 (no top-level error): every requested topic carries the error."""
     types = response_types(API_KEY, ctx.api_version)
     wanted = _wanted(ctx, request) or ()

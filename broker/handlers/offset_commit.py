@@ -14,7 +14,7 @@ missing group with a generation is GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import CommitPartition, PartitionError
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator, ms
@@ -23,10 +23,33 @@ from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.offset_commit.v2.request import OffsetCommitRequest as _OffsetCommitRequestV2
+    from kio.schema.offset_commit.v3.request import OffsetCommitRequest as _OffsetCommitRequestV3
+    from kio.schema.offset_commit.v4.request import OffsetCommitRequest as _OffsetCommitRequestV4
+    from kio.schema.offset_commit.v5.request import OffsetCommitRequest as _OffsetCommitRequestV5
+    from kio.schema.offset_commit.v6.request import OffsetCommitRequest as _OffsetCommitRequestV6
+    from kio.schema.offset_commit.v7.request import OffsetCommitRequest as _OffsetCommitRequestV7
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequest as _OffsetCommitRequestV8
+    from kio.schema.offset_commit.v9.request import OffsetCommitRequest as _OffsetCommitRequestV9
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _OffsetCommitRequestV2
+        | _OffsetCommitRequestV3
+        | _OffsetCommitRequestV4
+        | _OffsetCommitRequestV5
+        | _OffsetCommitRequestV6
+        | _OffsetCommitRequestV7
+        | _OffsetCommitRequestV8
+        | _OffsetCommitRequestV9
+    )
+
+
 API_KEY = 8
 
 
-def _partitions(request: Any) -> list[CommitPartition]:
+def _partitions(request: Request) -> list[CommitPartition]:
     return [
         CommitPartition(
             topic.name,
@@ -54,7 +77,7 @@ def _response(ctx: RequestContext, results: list[PartitionError]) -> Any:
     return build(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     partitions = _partitions(request)
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
@@ -83,7 +106,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(ctx, [*results, *denied])
 
 
-def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
     return _response(
         ctx, [PartitionError(p.topic, p.partition, error_code) for p in _partitions(request)]
     )

@@ -8,7 +8,7 @@ NON_EMPTY_GROUP. Deleted offsets are written as tombstones.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import OffsetDeleteResult, PartitionError
 from tidelog.broker.group.wire import coordinator
@@ -17,10 +17,14 @@ from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
+if TYPE_CHECKING:
+    from kio.schema.offset_delete.v0.request import OffsetDeleteRequest as Request
+
+
 API_KEY = 47
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in request.topics]

@@ -84,7 +84,7 @@ def _unstable(
 ) -> OffsetFetchResult:
     """require_stable: partitions with a pending transactional commit answer
     UNSTABLE_OFFSET_COMMIT."""
-    pending: Any = getattr(ctx.broker, "txn_offsets", None)
+    pending = ctx.broker.txn_offsets
     if not require_stable or pending is None or result.error is not ErrorCode.none:
         return result
     topics = tuple(

@@ -19,12 +19,31 @@ removed by KIP-896); a follower's ``replica_id`` is accepted like a consumer's.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.offset_for_leader_epoch.v2.request import (
+        OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV2,
+    )
+    from kio.schema.offset_for_leader_epoch.v3.request import (
+        OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV3,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV4,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _OffsetForLeaderEpochRequestV2
+        | _OffsetForLeaderEpochRequestV3
+        | _OffsetForLeaderEpochRequestV4
+    )
+
 
 API_KEY = 23
 UNDEFINED_EPOCH = -1
@@ -57,7 +76,7 @@ def _partition(types: Any, index: int, code: ErrorCode, epoch: int, offset: int)
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for t in request.topics:
@@ -80,7 +99,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     topics = tuple(
         build(

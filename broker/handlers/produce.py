@@ -20,52 +20,52 @@ Idempotent producers: storage checks each batch's producer id, epoch and sequenc
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
 
-One path: ``append_partition`` (one partition's append and its outcome) and ``_encode_one``
-(one partition's answer) are the core that both ``handle`` and ``answer_at_once`` (the
-router's coroutine-free path for one batch of one partition) call.
+Where the parts live (as Fetch's ``fetch.py`` / ``fetch_plan.py`` / ``delayed_fetch.py``):
+- ``broker/append_records.py``: one partition's append and its outcome as data
+  (``append_partition``: in a worker thread for big or compacted-and-compressed batches), and
+  the wait for the HW (``await_high_watermark``);
+- ``broker/txn/add_partitions_to_txn_manager.py``: transaction verification of transactional
+  batches and, v12+, the implicit add of their partitions, in the order of the producer's
+  requests;
+- here: ``handle``, ``answer_at_once`` (the router's coroutine-free path for one batch of one
+  partition, which steps aside for worker appends and implicit adds) and the encoders
+  (``_encode_one``: one partition's answer, shared by both paths).
 
-Off the event loop: a batch for a compacted topic that is compressed or at least
-``KEY_CHECK_ON_LOOP_BYTES`` (its key check decompresses it and reads every record), and any batch
-of ``BIG_APPEND_BYTES`` or more, is appended in a worker thread through
-``broker.append_queue`` (``broker/partition_appends.py``), which keeps the appends of each
-partition in arrival order; ``answer_at_once`` steps aside for them and for any partition with
-such an append queued, and ``handle`` queues them (in request order, before any await).
-
-Transactional batches (attribute bit 4) are checked first against the transaction coordinator
-(``_check_producer_state``, Kafka's transaction verification): the partition must have been
-added to the producer's open transaction (else INVALID_TXN_STATE) by its current epoch (else
-INVALID_PRODUCER_EPOCH). The check is synchronous, so a transactional batch takes
-``answer_at_once`` like any other.
-
-v11 only adds the error TRANSACTION_ABORTABLE (never sent here). v12 is transaction version 2
-(KIP-890 part 2): a transactional batch for a partition its transaction does not hold yet adds
-it to the transaction itself (``_implicit_add``: the coordinator's AddPartitionsToTxn, which
-Kafka's partition leader sends to the coordinator), then is appended. Such a request goes
-through ``handle``; the requests of the same producer id wait for each other (the
-coordinator's ``produce_gates``) so pipelined batches are appended in the order they were sent.
-Only partitions that exist, are not internal and may be written are added; without WRITE on
-the transactional id the batches answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Coordinator
-errors become what Kafka answers a producer: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, and
-the retriable ones (CONCURRENT_TRANSACTIONS, COORDINATOR_*, NOT_COORDINATOR) ->
-NOT_ENOUGH_REPLICAS.
+Appends happen (or are queued) synchronously, in request order, before any await, so pipelined
+requests of a connection are appended in the order they were sent. v11 only adds the error
+TRANSACTION_ABORTABLE (never sent here). v12 is transaction version 2 (KIP-890 part 2): the
+partitions of its transactional batches that may be written (they exist, are not internal, WRITE
+on the topic) are added to their transactions first; without WRITE on the transactional id they
+answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
+from tidelog.broker.append_records import (
+    ProducePartitionResult,
+    append_partition,
+    await_high_watermark,
+    covered,
+    needs_worker,
+)
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
 from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
-from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
-from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.broker.topics import INTERNAL_TOPICS
+from tidelog.broker.txn.add_partitions_to_txn_manager import (
+    NOTHING_ADDED,
+    ImplicitAdd,
+    transactional_producer,
+)
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast.answers import (
     ProducePartitionAnswer,
     encode_produce_body,
@@ -74,150 +74,48 @@ from tidelog.protocol.fast.answers import (
 )
 from tidelog.protocol.legacy_produce import encode_unsupported_body, parse_topic_partitions
 from tidelog.protocol.schema import build, response_types
-from tidelog.storage.batch import (
-    ATTRIBUTES_LOW_OFFSET,
-    BATCH_HEADER_SIZE,
-    PRODUCER_ID_OFFSET,
-    PRODUCER_STRUCT,
-    TRANSACTIONAL_MASK,
-)
-from tidelog.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kio.schema.produce.v3.request import ProduceRequest as _ProduceRequestV3
+    from kio.schema.produce.v4.request import ProduceRequest as _ProduceRequestV4
+    from kio.schema.produce.v5.request import ProduceRequest as _ProduceRequestV5
+    from kio.schema.produce.v6.request import ProduceRequest as _ProduceRequestV6
+    from kio.schema.produce.v7.request import ProduceRequest as _ProduceRequestV7
+    from kio.schema.produce.v8.request import ProduceRequest as _ProduceRequestV8
+    from kio.schema.produce.v9.request import ProduceRequest as _ProduceRequestV9
+    from kio.schema.produce.v10.request import ProduceRequest as _ProduceRequestV10
+    from kio.schema.produce.v11.request import ProduceRequest as _ProduceRequestV11
+    from kio.schema.produce.v12.request import ProduceRequest as _ProduceRequestV12
+
+    from tidelog.protocol.fast.produce import LeanProduceRequest
+
+    #: What ``handle`` gets: kio's request of the version served, or the lean parse
+    #: (``protocol/fast/produce.py``) of a request ``answer_at_once`` stepped aside for.
+    ProduceRequest = (
+        LeanProduceRequest
+        | _ProduceRequestV3
+        | _ProduceRequestV4
+        | _ProduceRequestV5
+        | _ProduceRequestV6
+        | _ProduceRequestV7
+        | _ProduceRequestV8
+        | _ProduceRequestV9
+        | _ProduceRequestV10
+        | _ProduceRequestV11
+        | _ProduceRequestV12
+    )
 
 API_KEY = 0
-log = logging.getLogger("tidelog.produce")
-
-#: A compacted topic's key check of an uncompressed batch at least this large runs in a worker.
-KEY_CHECK_ON_LOOP_BYTES = 64 * 1024
-#: Any batch at least this large is appended in a worker (CRC and write of megabytes).
-BIG_APPEND_BYTES = 4 * 1024 * 1024
-_COMPRESSION_MASK = 0x07
-_BATCH_LENGTH_OFFSET = 8
-
-
-@dataclass(slots=True)
-class _Result:
-    """One partition's outcome (mutable while acks=-1 waits)."""
-
-    topic: str
-    partition: int
-    error: ErrorCode = ErrorCode.none
-    message: str | None = None
-    base_offset: int = -1
-    next_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    #: KIP-467: the records of the batch that were refused, ``(batch index, message)``.
-    record_errors: tuple[tuple[int, str], ...] = ()
-
-
-def _check_producer_state(
-    broker: BrokerView, topic: str, partition: int, records: bytes
-) -> tuple[ErrorCode, str] | None:
-    """Transactional batches must belong to an open transaction holding this partition; None
-    means "append". Idempotence (sequence and epoch checks, duplicates) is done by storage.
-    """
-    if len(records) < BATCH_HEADER_SIZE or not records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK:
-        return None
-    producer_id, epoch = PRODUCER_STRUCT.unpack_from(records, PRODUCER_ID_OFFSET)
-    coordinator: Any = getattr(broker, "transactions", None)
-    if coordinator is None:
-        return ErrorCode.invalid_txn_state, "no transaction coordinator"
-    md = coordinator.by_producer_id(producer_id)
-    if md is not None and epoch < md.producer_epoch:
-        return (
-            ErrorCode.invalid_producer_epoch,
-            f"producer {producer_id} epoch {epoch} is fenced by epoch {md.producer_epoch}",
-        )
-    if not coordinator.partition_in_transaction(producer_id, epoch, topic, partition):
-        return (
-            ErrorCode.invalid_txn_state,
-            f"{topic}-{partition} was not added to the open transaction of producer "
-            f"{producer_id} (AddPartitionsToTxn first)",
-        )
-    return None
-
-
-def _any_compressed(records: bytes | memoryview) -> bool:
-    """Whether a batch of ``records`` is compressed (headers only; a damaged length stops the
-    walk, validation reports it)."""
-    position = 0
-    end = len(records) - BATCH_HEADER_SIZE
-    while 0 <= position <= end:
-        if records[position + ATTRIBUTES_LOW_OFFSET] & _COMPRESSION_MASK:
-            return True
-        length = int.from_bytes(records[position + _BATCH_LENGTH_OFFSET : position + 12], "big")
-        if length <= 0:
-            return False
-        position += 12 + length
-    return False
-
-
-def _needs_worker(partition_log: Any, records: bytes | memoryview) -> bool:
-    """Whether appending ``records`` is too much work for the event loop (see the module)."""
-    size = len(records)
-    if size >= BIG_APPEND_BYTES:
-        return True
-    if not partition_log.config.compact_enabled:
-        return False
-    return size >= KEY_CHECK_ON_LOOP_BYTES or _any_compressed(records)
 
 
 #: The first Produce version whose transactional batches add their partition themselves.
 IMPLICIT_ADD_SINCE = 12
-#: Coordinator errors a producer retries on: answered NOT_ENOUGH_REPLICAS (as Kafka does).
-_RETRIABLE_ADD_ERRORS = frozenset(
-    {
-        ErrorCode.concurrent_transactions,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.not_coordinator,
-    }
-)
 
 
-def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
-    """``(producer id, epoch)`` of a transactional batch, else None."""
-    if (
-        records is None
-        or len(records) < BATCH_HEADER_SIZE
-        or not records[ATTRIBUTES_LOW_OFFSET] & TRANSACTIONAL_MASK
-    ):
-        return None
-    producer_id, epoch = PRODUCER_STRUCT.unpack_from(records, PRODUCER_ID_OFFSET)
-    return int(producer_id), int(epoch)
-
-
-def _gates(broker: BrokerView) -> dict[int, asyncio.Future[None]] | None:
-    """Per producer id, the last request adding partitions implicitly (None: no coordinator)."""
-    coordinator: Any = getattr(broker, "transactions", None)
-    return None if coordinator is None else coordinator.produce_gates  # type: ignore[no-any-return]
-
-
-def _needs_implicit_add(broker: BrokerView, topic: str, partition: int, records: bytes) -> bool:
-    """v12+: a transactional batch whose partition is not in its transaction yet, or whose
-    producer has an implicit add in flight (to keep the order of its requests)."""
-    producer = _transactional_producer(records)
-    if producer is None:
-        return False
-    coordinator: Any = getattr(broker, "transactions", None)
-    if coordinator is None:
-        return False
-    return producer[0] in coordinator.produce_gates or not coordinator.partition_in_transaction(
-        producer[0], producer[1], topic, partition
-    )
-
-
-async def _implicit_add(
-    ctx: RequestContext, request: Any
-) -> tuple[asyncio.Future[None] | None, list[int], dict[tuple[str, int], tuple[ErrorCode, str]]]:
-    """Produce v12+: add the partitions of the request's transactional batches to their
-    transaction (waiting first for the earlier such requests of the same producer ids).
-
-    Returns the gate to release once the appends are done, its producer ids, and the
-    partitions refused with the error to answer."""
+async def _implicit_add(ctx: RequestContext, request: ProduceRequest) -> ImplicitAdd:
+    """Produce v12+: add the partitions of the request's transactional batches that may be
+    written to their transactions (``AddPartitionsToTxnManager.add_implicitly``)."""
     broker = ctx.broker
-    transactional_id: str | None = request.transactional_id
-    coordinator: Any = getattr(broker, "transactions", None)
     wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic in request.topic_data:
         if topic.name in INTERNAL_TOPICS or not allowed(
@@ -225,192 +123,41 @@ async def _implicit_add(
         ):
             continue  # refused by the append
         for p in topic.partition_data:
-            producer = _transactional_producer(p.records)
+            producer = transactional_producer(p.records)
             if producer is not None and broker.topics.get_log(topic.name, int(p.index)):
                 wanted.setdefault(producer, []).append((topic.name, int(p.index)))
-    if coordinator is None or not wanted:
-        return None, [], {}
+    if not wanted:
+        return NOTHING_ADDED
+    transactional_id: str | None = request.transactional_id
     if transactional_id is not None and not allowed(
         ctx, Operation.WRITE, TRANSACTIONAL_ID, transactional_id
     ):
         denied = (ErrorCode.transactional_id_authorization_failed, "WRITE on the transactional id")
-        return None, [], {tp: denied for tps in wanted.values() for tp in tps}
-    gates: dict[int, asyncio.Future[None]] = coordinator.produce_gates
-    producer_ids = sorted({pid for pid, _ in wanted})
-    earlier = [gates[pid] for pid in producer_ids if pid in gates]
-    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    for pid in producer_ids:
-        gates[pid] = gate
-    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
-    try:
-        for previous in earlier:
-            await asyncio.wait({previous})  # never cancels ``previous``
-        for (producer_id, epoch), partitions in wanted.items():
-            if all(
-                coordinator.partition_in_transaction(producer_id, epoch, t, p)
-                for t, p in partitions
-            ):
-                continue
-            if transactional_id is None:
-                continue  # the append's check answers INVALID_TXN_STATE
-            error = await coordinator.add_partitions(
-                transactional_id, producer_id, epoch, partitions, client_txn_version=2
-            )
-            if error is ErrorCode.none:
-                continue
-            if error is ErrorCode.producer_fenced:
-                error = ErrorCode.invalid_producer_epoch
-            elif error in _RETRIABLE_ADD_ERRORS:
-                error = ErrorCode.not_enough_replicas
-            message = f"the partition could not be added to the transaction: {error.name}"
-            for tp in partitions:
-                refused[tp] = (error, message)
-    except BaseException:
-        _open_gate(gates, producer_ids, gate)
-        raise
-    return gate, producer_ids, refused
+        return ImplicitAdd({tp: denied for tps in wanted.values() for tp in tps})
+    manager = broker.transactions.add_partitions_manager
+    return await manager.add_implicitly(transactional_id, wanted)
 
 
-def _open_gate(
-    gates: dict[int, asyncio.Future[None]], producer_ids: list[int], gate: asyncio.Future[None]
-) -> None:
-    if not gate.done():
-        gate.set_result(None)
-    for pid in producer_ids:
-        if gates.get(pid) is gate:
-            del gates[pid]
+def _release(broker: BrokerView, outcome: ImplicitAdd) -> None:
+    if outcome.gate is not None:
+        broker.transactions.add_partitions_manager.release(outcome)
 
 
-def append_partition(
-    broker: BrokerView, topic: str, partition: int, records: bytes | None
-) -> _Result | asyncio.Future[_Result]:
-    """Append ``records`` to one partition (the core of Produce): the outcome as data, or a
-    future of it when the append was queued for a worker thread (``broker.append_queue``)."""
-    partition_log = broker.topics.get_log(topic, partition)
-    if partition_log is None:
-        return _Result(topic, partition, ErrorCode.unknown_topic_or_partition)
-    if topic in INTERNAL_TOPICS:
-        return _Result(
-            topic,
-            partition,
-            ErrorCode.invalid_topic_exception,
-            f"Cannot append to internal topic {topic}",
-        )
-    data = records if records is not None else b""
-    refused = _check_producer_state(broker, topic, partition, data)
-    if refused is not None:
-        return _Result(topic, partition, refused[0], refused[1])
-    queue = broker.append_queue
-    key = (topic, partition)
-    in_worker = _needs_worker(partition_log, data)
-    if in_worker or queue.busy(key):
-        hw = [0]
-
-        def work() -> Any:
-            hw[0] = partition_log.high_watermark
-            return partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
-
-        def finish(outcome: Any) -> _Result:
-            return _appended(broker, partition_log, topic, partition, len(data), hw[0], outcome)
-
-        return queue.submit(key, work, finish, in_worker=in_worker)
-    hw_before = partition_log.high_watermark
-    try:
-        info: Any = partition_log.append(data, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
-    except StorageError as exc:
-        info = exc
-    return _appended(broker, partition_log, topic, partition, len(data), hw_before, info)
+def _needs_implicit_add(
+    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview
+) -> bool:
+    """v12+: whether ``handle`` must add the partition to its transaction first (or keep the
+    order behind an implicit add of the same producer in flight)."""
+    producer = transactional_producer(records)
+    if producer is None:
+        return False
+    manager = broker.transactions.add_partitions_manager
+    return manager.needs_add(producer[0], producer[1], topic, partition)
 
 
-# As Kafka's ReplicaManager.appendToLocalLog: a refused append reports the partition's log start
-# offset, except for these errors (answered with -1).
-_NO_LOG_START_OFFSET = frozenset(
-    {
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.corrupt_message,
-        ErrorCode.kafka_storage_error,
-        ErrorCode.duplicate_sequence_number,
-        ErrorCode.unknown_topic_id,
-    }
-)
-
-
-def _appended(
-    broker: BrokerView,
-    partition_log: Any,
-    topic: str,
-    partition: int,
-    size: int,
-    hw_before: int,
-    info: Any,
-) -> _Result:
-    """One append's outcome (an ``AppendInfo`` or the exception it raised) as a ``_Result``;
-    wakes HW waiters and schedules the flush (``after_append``) after a success."""
-    if isinstance(info, BaseException):
-        if not isinstance(info, StorageError):
-            raise info
-        log.info("produce to %s-%d refused: %s %s", topic, partition, info.error_name, info)
-        code = error_code_for(info.error_name)
-        return _Result(
-            topic,
-            partition,
-            code,
-            str(info) or None,
-            log_start_offset=(
-                -1 if code in _NO_LOG_START_OFFSET else int(partition_log.log_start_offset)
-            ),
-            record_errors=getattr(info, "record_errors", ()),
-        )
-    broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, size)
-    broker.after_append(partition_log, hw_before)
-    return _Result(
-        topic,
-        partition,
-        ErrorCode.none,
-        None,
-        info.first_offset,
-        info.last_offset + 1,
-        info.log_append_time_ms,
-        info.log_start_offset,
-    )
-
-
-def _covered(broker: BrokerView, r: _Result) -> bool:
-    """acks=-1: whether the partition's HW covers the appended batch already."""
-    partition_log = broker.topics.get_log(r.topic, r.partition)
-    return partition_log is None or partition_log.high_watermark >= r.next_offset
-
-
-async def _await_high_watermark(
-    ctx: RequestContext, results: list[_Result], timeout_s: float
-) -> None:
-    """acks=-1: wait until each appended partition's HW covers its batch."""
-    broker = ctx.broker
-    waits = []
-    pending = []
-    for r in results:
-        if r.error != ErrorCode.none or _covered(broker, r):
-            continue
-        partition_log = broker.topics.get_log(r.topic, r.partition)
-
-        def covered(pl: Any = partition_log, target: int = r.next_offset) -> bool:
-            return bool(pl.high_watermark >= target)
-
-        pending.append(r)
-        waits.append(broker.partitions.wait_until((r.topic, r.partition), covered, timeout_s))
-    if not waits:
-        return
-    done = await asyncio.gather(*waits)
-    for r, ok in zip(pending, done, strict=True):
-        if not ok:
-            r.error = ErrorCode.request_timed_out
-            r.message = "the high watermark did not reach the batch before the request timeout"
-
-
-def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
+def _response(
+    ctx: RequestContext, request: ProduceRequest, results: list[ProducePartitionResult]
+) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     by_topic: dict[str, list[Any]] = {}
     for r in results:
@@ -448,31 +195,30 @@ def _response(ctx: RequestContext, request: Any, results: list[_Result]) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     acks = int(request.acks)
-    results: list[_Result] = []
+    results: list[ProducePartitionResult] = []
     if acks not in (0, 1, -1):
         for topic in request.topic_data:
             for p in topic.partition_data:
-                results.append(_Result(topic.name, int(p.index), ErrorCode.invalid_required_acks))
+                results.append(
+                    ProducePartitionResult(
+                        topic.name, int(p.index), ErrorCode.invalid_required_acks
+                    )
+                )
         return _response(ctx, request, results)
     # Appends happen (or are queued, broker.append_queue) synchronously, in request order,
     # before any await: pipelined produce requests on one connection are appended in the order
     # they were sent. (v12+ implicit adds await first, behind a gate that keeps the order of
     # the producer's requests.)
-    gate: asyncio.Future[None] | None = None
-    gated: list[int] = []
-    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    added = NOTHING_ADDED
     if ctx.api_version >= IMPLICIT_ADD_SINCE:
-        gate, gated, refused = await _implicit_add(ctx, request)
-    outcomes: list[_Result | asyncio.Future[_Result]] = []
+        added = await _implicit_add(ctx, request)
+    outcomes: list[ProducePartitionResult | asyncio.Future[ProducePartitionResult]] = []
     try:
-        _append_all(ctx, request, outcomes, refused)
+        _append_all(ctx, request, outcomes, added.refused)
     finally:
-        if gate is not None:
-            gates = _gates(ctx.broker)
-            if gates is not None:
-                _open_gate(gates, gated, gate)
+        _release(ctx.broker, added)
     for outcome in outcomes:
         results.append(await outcome if isinstance(outcome, asyncio.Future) else outcome)
     if acks == 0:
@@ -485,34 +231,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return None
     # acks=1 or -1: the HW moves at once, or after the fsync (flush.messages=1).
     timeout_s = max(request.timeout.total_seconds(), 0.0)
-    await _await_high_watermark(ctx, results, timeout_s)
+    await await_high_watermark(ctx.broker, results, timeout_s)
     return _lean_response(ctx, results)
 
 
 def _append_all(
     ctx: RequestContext,
-    request: Any,
-    results: list[_Result | asyncio.Future[_Result]],
-    refused: dict[tuple[str, int], tuple[ErrorCode, str]],
+    request: ProduceRequest,
+    results: list[ProducePartitionResult | asyncio.Future[ProducePartitionResult]],
+    refused: Mapping[tuple[str, int], tuple[ErrorCode, str]],
 ) -> None:
     authorizer = ctx.broker.authorizer
     for topic in request.topic_data:
         if authorizer is not None and not allowed(ctx, Operation.WRITE, TOPIC, topic.name):
             for p in topic.partition_data:
                 results.append(
-                    _Result(topic.name, int(p.index), ErrorCode.topic_authorization_failed)
+                    ProducePartitionResult(
+                        topic.name, int(p.index), ErrorCode.topic_authorization_failed
+                    )
                 )
             continue
         for p in topic.partition_data:
             index = int(p.index)
             why = refused.get((topic.name, index))
             if why is not None:
-                results.append(_Result(topic.name, index, why[0], why[1]))
+                results.append(ProducePartitionResult(topic.name, index, why[0], why[1]))
             else:
                 results.append(append_partition(ctx.broker, topic.name, index, p.records))
 
 
-def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
+def _lean_response(ctx: RequestContext, results: list[ProducePartitionResult]) -> RawBody:
     """The answer through protocol.fast.answers (the bytes kio's writer writes, for less)."""
     if len(results) == 1:  # what producers send most: one batch for one partition
         return RawBody((_encode_one(ctx.api_version, results[0]),))
@@ -533,7 +281,7 @@ def _lean_response(ctx: RequestContext, results: list[_Result]) -> RawBody:
     return RawBody((encode_produce_body(ctx.api_version, list(by_topic.items())),))
 
 
-def _encode_one(version: int, r: _Result) -> bytes:
+def _encode_one(version: int, r: ProducePartitionResult) -> bytes:
     """The answer body of a one-partition request (``protocol.fast.answers``: kio's bytes)."""
     message = r.message if version >= 8 else None
     if r.record_errors and version >= 8:  # KIP-467: the refused records of the batch
@@ -585,14 +333,14 @@ def answer_at_once(
     if queue.busy((topic.name, index)):
         return None  # queued behind an append in a worker: ``handle`` awaits it
     partition_log = broker.topics.get_log(topic.name, index)
-    if partition_log is not None and _needs_worker(partition_log, records):
+    if partition_log is not None and needs_worker(partition_log, records):
         return None  # appended in a worker thread: ``handle``
     if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, topic.name, index, records):
         return None  # ``handle`` adds the partition to the transaction first
     result = append_partition(broker, topic.name, index, records)
     assert not isinstance(result, asyncio.Future)  # nothing was queued: checked just above
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
-    if result.error != ErrorCode.none or _covered(broker, result):
+    if result.error != ErrorCode.none or covered(broker, result):
         return answer
     # Durable acknowledgement: answer once the group-commit fsync covers the batch.
     held: asyncio.Future[bytes] = broker.held_answers.hold(
@@ -609,14 +357,14 @@ def _error_answer(
     version: int, correlation_id: int, topic: str, partition: int, error_code: int, message: str
 ) -> bytes:
     """One partition's framed error answer (a held answer that timed out or failed)."""
-    failed = _Result(topic, partition, ErrorCode(error_code), message)
+    failed = ProducePartitionResult(topic, partition, ErrorCode(error_code), message)
     return frame_answer(correlation_id, version >= 9, _encode_one(version, failed))
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -> Any:
     """Every partition of the request carries ``code``."""
     results = [
-        _Result(topic.name, int(p.index), code)
+        ProducePartitionResult(topic.name, int(p.index), code)
         for topic in request.topic_data
         for p in topic.partition_data
     ]

@@ -9,16 +9,31 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.sasl_authenticate.v0.request import (
+        SaslAuthenticateRequest as _SaslAuthenticateRequestV0,
+    )
+    from kio.schema.sasl_authenticate.v1.request import (
+        SaslAuthenticateRequest as _SaslAuthenticateRequestV1,
+    )
+    from kio.schema.sasl_authenticate.v2.request import (
+        SaslAuthenticateRequest as _SaslAuthenticateRequestV2,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _SaslAuthenticateRequestV0 | _SaslAuthenticateRequestV1 | _SaslAuthenticateRequestV2
+
+
 API_KEY = 36
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     session = ctx.session
     if session is None or session.authenticated:

@@ -10,16 +10,24 @@ non-SASL listener or a second one gets ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as _SaslHandshakeRequestV0
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _SaslHandshakeRequestV0 | _SaslHandshakeRequestV1
+
+
 API_KEY = 17
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     session = ctx.session
     types = response_types(API_KEY, ctx.api_version)
     if session is None:

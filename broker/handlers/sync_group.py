@@ -8,7 +8,7 @@ echoed in the answer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import SyncGroupResult
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -16,6 +16,25 @@ from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
+    from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
+    from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
+    from kio.schema.sync_group.v3.request import SyncGroupRequest as _SyncGroupRequestV3
+    from kio.schema.sync_group.v4.request import SyncGroupRequest as _SyncGroupRequestV4
+    from kio.schema.sync_group.v5.request import SyncGroupRequest as _SyncGroupRequestV5
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _SyncGroupRequestV0
+        | _SyncGroupRequestV1
+        | _SyncGroupRequestV2
+        | _SyncGroupRequestV3
+        | _SyncGroupRequestV4
+        | _SyncGroupRequestV5
+    )
+
 
 API_KEY = 14
 
@@ -32,7 +51,7 @@ def _response(ctx: RequestContext, result: SyncGroupResult) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         return _response(ctx, SyncGroupResult(ErrorCode.group_authorization_failed))
@@ -50,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(ctx, result)
 
 
-def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
     return _response(ctx, SyncGroupResult(error_code))
 
 

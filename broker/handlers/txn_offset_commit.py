@@ -17,7 +17,7 @@ CONCURRENT_TRANSACTIONS, ...).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.results import CommitPartition, PartitionError
@@ -28,10 +28,41 @@ from tidelog.broker.security.access import GROUP, TOPIC, TRANSACTIONAL_ID, Opera
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.txn_offset_commit.v0.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV0,
+    )
+    from kio.schema.txn_offset_commit.v1.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV1,
+    )
+    from kio.schema.txn_offset_commit.v2.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2,
+    )
+    from kio.schema.txn_offset_commit.v3.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3,
+    )
+    from kio.schema.txn_offset_commit.v4.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4,
+    )
+    from kio.schema.txn_offset_commit.v5.request import (
+        TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _TxnOffsetCommitRequestV0
+        | _TxnOffsetCommitRequestV1
+        | _TxnOffsetCommitRequestV2
+        | _TxnOffsetCommitRequestV3
+        | _TxnOffsetCommitRequestV4
+        | _TxnOffsetCommitRequestV5
+    )
+
+
 API_KEY = 28
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     partitions = [
         CommitPartition(
@@ -45,7 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions
     ]
     txn = transactions(ctx)
-    offsets: Any = getattr(ctx.broker, "txn_offsets", None)
+    offsets = ctx.broker.txn_offsets
     results: list[PartitionError]
     denied = {p.topic for p in partitions if not allowed(ctx, Operation.READ, TOPIC, p.topic)}
     if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):

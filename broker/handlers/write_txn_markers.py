@@ -14,7 +14,7 @@ nothing is stored, where Kafka's leader would append it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
@@ -22,6 +22,10 @@ from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import response_types
 from tidelog.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as Request
+
 
 API_KEY = 27
 _WAIT_S = 30.0
@@ -56,7 +60,7 @@ async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -
     return ErrorCode.none if covered else ErrorCode.request_timed_out
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     results = []
     cluster_ok = allowed(ctx, Operation.CLUSTER_ACTION, CLUSTER)

@@ -47,6 +47,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.txn.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tidelog.broker.txn.metadata import (
     NO_PRODUCER_EPOCH,
     TransactionMetadata,
@@ -115,9 +116,8 @@ class TransactionCoordinator:
         #: The marker writing of each id whose EndTxn was answered before its markers.
         self._completions: dict[str, asyncio.Task[object]] = {}
         self._add_locks: dict[str, asyncio.Lock] = {}
-        #: Produce v12+ (``broker/handlers/produce.py``): per producer id, the future of the
-        #: last request adding partitions implicitly; later requests of the id wait for it.
-        self.produce_gates: dict[int, asyncio.Future[None]] = {}
+        #: What Produce asks: transaction verification and implicit adds (v12+).
+        self.add_partitions_manager = AddPartitionsToTxnManager(self)
 
     # -- loading -------------------------------------------------------------------------------
     def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
