@@ -35,6 +35,18 @@ def test_bad_value_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert "num.partitions" in result.stderr
 
 
+def test_replication_factor_error_names_the_one_value_allowed(tmp_path: Path) -> None:
+    """A single node keeps one copy: the only value is 1, said so (not ">= 1 <= 1")."""
+    result = _run(
+        "serve", "--override", "default.replication.factor=3", "--override", f"log.dirs={tmp_path}"
+    )
+    assert result.returncode == 2
+    assert (
+        "Invalid value '3' for 'default.replication.factor': expected 1 (the only value allowed)."
+        in result.stderr
+    ), result.stderr
+
+
 def test_bad_listener_exits_2(tmp_path: Path) -> None:
     result = _run(
         "serve", "--override", "listeners=TLS://127.0.0.1:1", "--override", f"log.dirs={tmp_path}"
