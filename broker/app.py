@@ -399,6 +399,7 @@ class Broker:
         await self.run_blocking(self.log_manager.startup)
         self._storage_started = True
         self.topics.load_and_reconcile()
+        self.dynamic_configs.load()
         for service in self.services:
             await service.start()
             self._services_started.append(service)
