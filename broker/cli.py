@@ -90,7 +90,9 @@ def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def build_parser(*, tools: bool = True) -> argparse.ArgumentParser:
     """The whole command line; ``tools=False`` leaves the plug-in tools out (``serve`` does not
     need them, and importing them all costs ~80 ms of start-up)."""
-    parser = argparse.ArgumentParser(
+    from tidelog.broker.arguments import ToolParser  # its sub-commands' parsers are ToolParsers
+
+    parser = ToolParser(
         prog="tidelog", description="A single-node broker that speaks the Kafka protocol."
     )
     parser.add_argument("--version", action="version", version=_version())
