@@ -28,7 +28,7 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -236,6 +236,9 @@ class Broker:
         #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
         #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
         self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
+        #: FindCoordinator key type -> makes that coordinator's internal topic on first use
+        #: (``__consumer_offsets``, ``__transaction_state``; set by the coordinators).
+        self.coordinator_topics: dict[int, Callable[[], Awaitable[None]]] = {}
         self.producer_ids = ProducerIdManager.for_broker(self)
         #: How late the event loop runs its timers (a stall detector, ``broker/loop_lag.py``).
         self.loop_lag = LoopLag()
