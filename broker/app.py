@@ -399,6 +399,9 @@ class Broker:
             raise
 
     async def _start(self) -> None:
+        # Bind first, as Kafka's SocketServer does: a port in use fails the start before the
+        # log dirs are locked or anything is loaded; connections are accepted once loaded.
+        await self._bind_listeners()
         await self.run_blocking(self.log_manager.startup)
         self._storage_started = True
         self.topics.load_and_reconcile()
@@ -408,21 +411,8 @@ class Broker:
             self._services_started.append(service)
         self.log_cleaner.startup()
         self._cleaner_started = True
-        max_request = self.config.socket_request_max_bytes
-        for endpoint in self.endpoints:
-            server = ListenerServer(
-                endpoint.name,
-                endpoint.bind_host,
-                endpoint.bind_port,
-                self.router,
-                max_request,
-                quotas=self.connection_quotas,
-                idle_ms=self.config.get_int("connections.max.idle.ms"),
-                security=self.security if endpoint.name in self.security.listeners else None,
-                ssl_context=self._ssl_context(endpoint.name),
-            )
-            await server.start()
-            self.listeners.append(server)
+        for server in self.listeners:
+            await server.serve()
         self._periodic = [
             asyncio.ensure_future(self._every(FLUSH_TICK_S, self._flush_due)),
             asyncio.ensure_future(
@@ -446,6 +436,23 @@ class Broker:
             ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
+
+    async def _bind_listeners(self) -> None:
+        max_request = self.config.socket_request_max_bytes
+        for endpoint in self.endpoints:
+            server = ListenerServer(
+                endpoint.name,
+                endpoint.bind_host,
+                endpoint.bind_port,
+                self.router,
+                max_request,
+                quotas=self.connection_quotas,
+                idle_ms=self.config.get_int("connections.max.idle.ms"),
+                security=self.security if endpoint.name in self.security.listeners else None,
+                ssl_context=self._ssl_context(endpoint.name),
+            )
+            await server.bind()
+            self.listeners.append(server)
 
     async def _abort_start(self) -> None:
         """Undo a start that failed part way (never raises: the first error is the news)."""
