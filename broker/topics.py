@@ -530,7 +530,9 @@ class Topics:
                     self._logs.create_log(info.name, partition, log_config, info.topic_id)
                 elif existing.config != log_config:
                     existing.update_config(log_config)
-        if changed or not self.path.exists() or not self.backup_path.exists():
+        # A fresh log dir has nothing to record yet (the first topic writes the registry): no
+        # two fsyncs on the loop before the first answer.
+        if changed or (registered and not (self.path.exists() and self.backup_path.exists())):
             self.save()
 
 
