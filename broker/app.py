@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import importlib
 import logging
 import os
 import resource
@@ -34,8 +35,6 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
-from tidelog.broker.group.consumer import install as install_consumer_groups
-from tidelog.broker.group.service import install as install_group_coordinator
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partition_appends import PartitionAppends
@@ -45,7 +44,6 @@ from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
-from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
@@ -72,6 +70,7 @@ __all__ = (
 T = TypeVar("T")
 
 PRODUCE_API_KEY = 0
+API_VERSIONS_KEY = 18
 #: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
 FLUSH_TICK_S = 0.1
 #: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
@@ -87,6 +86,19 @@ SHUTDOWN_DRAIN_S = 10.0
 # host here binds 127.0.0.1 only (safety: a broker without auth should not face the network
 # unless asked). Write PLAINTEXT://0.0.0.0:9092 to listen everywhere.
 DEFAULT_BIND_HOST = "127.0.0.1"
+
+
+#: Imported once the broker listens (``Broker._start_services``), not before.
+_COORDINATOR_MODULES = (
+    "tidelog.broker.group.service",
+    "tidelog.broker.group.consumer",
+    "tidelog.broker.txn.service",
+)
+
+
+def _import_modules(names: tuple[str, ...]) -> None:
+    for name in names:
+        importlib.import_module(name)
 
 
 def _no_offsets_topic() -> None:
@@ -244,13 +256,10 @@ class Broker:
         self.loop_lag = LoopLag()
         self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
-        install_group_coordinator(self)  # sets self.groups, joins self.services
-        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
-        self.services.append(self.producer_ids)
-        # The transaction coordinator (broker/txn/): sets ``transactions`` and ``txn_offsets``.
+        # The transaction coordinator (broker/txn/) sets ``transactions`` and ``txn_offsets``;
+        # it and the group coordinators are installed by ``start`` (``_install_coordinators``).
         self.transactions: Any = None
         self.txn_offsets: Any = None
-        install_transaction_coordinator(self)
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
@@ -406,13 +415,43 @@ class Broker:
         self._storage_started = True
         self.topics.load_and_reconcile()
         self.dynamic_configs.load()
+        # Clients can ask for ApiVersions from here on (the logs are loaded); every other
+        # request waits until the coordinators, imported only now, have loaded too.
+        started: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.router.hold_until(started)
+        self.router.load(API_VERSIONS_KEY)
+        try:
+            for server in self.listeners:
+                await server.serve()
+            await self._start_services()
+        except BaseException:
+            started.set_result(False)
+            raise
+        started.set_result(True)
+
+    def _install_coordinators(self) -> None:
+        """The group coordinators and the transaction coordinator."""
+        from tidelog.broker.group.consumer import install as install_consumer_groups
+        from tidelog.broker.group.service import install as install_group_coordinator
+        from tidelog.broker.txn.service import install as install_transaction_coordinator
+
+        install_group_coordinator(self)  # sets self.groups, joins self.services
+        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
+        self.services.append(self.producer_ids)
+        install_transaction_coordinator(self)
+
+    async def _start_services(self) -> None:
+        """What the broker needs for requests other than ApiVersions. The listeners answer
+        ApiVersions already: the coordinators' and handlers' modules are imported in a worker
+        thread meanwhile, so the loop is free to answer."""
+        await self.run_blocking(_import_modules, (*_COORDINATOR_MODULES, *self.router.modules()))
+        self._install_coordinators()
+        self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
             await service.start()
             self._services_started.append(service)
         self.log_cleaner.startup()
         self._cleaner_started = True
-        for server in self.listeners:
-            await server.serve()
         self._periodic = [
             asyncio.ensure_future(self._every(FLUSH_TICK_S, self._flush_due)),
             asyncio.ensure_future(

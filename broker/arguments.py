@@ -19,10 +19,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ("ToolParser",)
+__all__ = ("ToolParser", "lazy_version")
 
 #: Flags Kafka's tools dropped -> (the flag that replaced them, the hint given when the parser
 #: has that flag).
@@ -84,3 +84,30 @@ class ToolParser(argparse.ArgumentParser):
         else:
             hint = ""
         self.error(f"unrecognized arguments: {flag}{hint}")
+
+
+def lazy_version(version: Callable[[], str]) -> type[argparse.Action]:
+    """A ``--version`` action whose text is made only when asked for (the installed version
+    comes from ``importlib.metadata``: ~35 modules a start would otherwise import only to build
+    its parser)."""
+
+    class LazyVersion(argparse.Action):
+        def __init__(
+            self,
+            option_strings: Sequence[str],
+            dest: str = argparse.SUPPRESS,
+            default: str = argparse.SUPPRESS,
+            help: str = "show the version and exit",
+        ) -> None:
+            super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: object,
+            option_string: str | None = None,
+        ) -> None:
+            parser.exit(message=version() + "\n")
+
+    return LazyVersion
