@@ -137,10 +137,16 @@ def split(ranges: list[OffsetRange], max_records: int | None) -> list[OffsetRang
     return out
 
 
-def plan_ranges(opts: SourceOptions, backend: Backend) -> list[OffsetRange]:
-    """The batch query's ranges (already split by maxRecordsPerPartition)."""
+def plan_read(opts: SourceOptions, backend: Backend) -> tuple[list[TP], list[OffsetRange]]:
+    """The partitions the batch query reads (empty ones included) and its ranges (already
+    split by maxRecordsPerPartition; an empty partition has no range)."""
     tps = select_partitions(opts, backend, strict=True)
     start = resolve_offsets(opts, backend, tps, which="start")
     end = resolve_offsets(opts, backend, tps, which="end")
     ranges = [OffsetRange(t, p, start[(t, p)], max(end[(t, p)], start[(t, p)])) for t, p in tps]
-    return split(ranges, opts.max_records_per_partition)
+    return sorted(tps), split(ranges, opts.max_records_per_partition)
+
+
+def plan_ranges(opts: SourceOptions, backend: Backend) -> list[OffsetRange]:
+    """The batch query's ranges (already split by maxRecordsPerPartition)."""
+    return plan_read(opts, backend)[1]

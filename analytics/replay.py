@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tidelog.analytics.options import OptionError, parse_options
-from tidelog.analytics.plan import PlanError, open_backend, plan_ranges, select_partitions
+from tidelog.analytics.plan import PlanError, open_backend, plan_read, select_partitions
 
 STEPS = 5  # 3 with --no-report
 
@@ -231,7 +231,12 @@ def spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master or not SparkConf().contains("spark.master"):
-        builder = builder.master(master or local_default)
+        master = master or local_default
+        builder = builder.master(master)
+    if master is not None and master.startswith("local"):
+        # A local master runs every executor in this process: nothing needs another interface,
+        # and the host name may resolve to a non-loopback address Spark would otherwise bind.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = builder.config("spark.sql.shuffle.partitions", "8")
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     spark = builder.getOrCreate()
@@ -355,13 +360,12 @@ def run(args: argparse.Namespace) -> int:
     progress.step(f"planning the replay from {source}")
     backend = open_backend(checked)
     try:
-        ranges = plan_ranges(checked, backend)
+        tps, ranges = plan_read(checked, backend)
     except (OptionError, PlanError) as e:
         print(f"replay: {e}", file=sys.stderr)
         return 2
     finally:
         backend.close()
-    tps = sorted({(r.topic, r.partition) for r in ranges})
     progress.say(
         f"  {len({t for t, _ in tps})} topic(s), {len(tps)} partition(s), "
         f"{sum(r.size for r in ranges):,} offsets in {len(ranges)} Spark task(s)"
@@ -388,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
             lag, err = tables.group_lag(lag_server, args.group)
             if err:
                 notes.append(err)
-        t = tables.compute(df, lag)
+        t = tables.compute(df, lag, tps)
         written = tables.write(t, out / "analytics")
         progress.step("drawing the report")
         page = report.write_report(

@@ -70,9 +70,17 @@ def _rows(df: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
+def compute(
+    df: Any,
+    lag: list[dict[str, Any]] | None = None,
+    partitions_read: Iterable[tuple[str, int]] = (),
+) -> Tables:
     """All tables for `df` in three Spark jobs (persist `df` first): one grouping-sets pass for
-    partitions, minutes and size buckets, one for size percentiles, one for keys."""
+    partitions, minutes and size buckets, one for size percentiles, one for keys.
+
+    ``partitions_read`` names every (topic, partition) the replay read, records or not: a
+    partition with no record in `df` still gets its row (zero records), so the per-partition
+    tables, the skew and the charts count it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -116,10 +124,14 @@ def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
         "first_offset",
         "last_offset",
     ]
-    partitions = sorted(
-        ({c: g[c] for c in part_cols} for g in grouped if g["partition"] is not None),
-        key=lambda g: (g["topic"], g["partition"]),
-    )
+    rows = {
+        (g["topic"], g["partition"]): {c: g[c] for c in part_cols}
+        for g in grouped
+        if g["partition"] is not None
+    }
+    for topic, partition in partitions_read:
+        rows.setdefault((topic, partition), _empty_partition(topic, partition))
+    partitions = [rows[k] for k in sorted(rows)]
     per_minute = sorted(
         (
             {
@@ -204,6 +216,22 @@ def compute(df: Any, lag: list[dict[str, Any]] | None = None) -> Tables:
             }
         )
     return Tables(topics, partitions, per_minute, sizes, hist, top_keys, key_skew, lag or [])
+
+
+def _empty_partition(topic: str, partition: int) -> dict[str, Any]:
+    """The row of a partition the replay read no record from."""
+    return {
+        "topic": topic,
+        "partition": partition,
+        "records": 0,
+        "bytes": 0,
+        "first_timestamp": None,
+        "last_timestamp": None,
+        "null_keys": 0,
+        "tombstones": 0,
+        "first_offset": None,
+        "last_offset": None,
+    }
 
 
 def _topics_of(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """The ``tidelog`` command: ``tidelog serve`` and plug-in tools.
 
-Plug-in point: every module ``broker/tools/<name>.py`` that defines
+Plug-in point: every module ``tools/<name>.py`` that defines
 ``add_parser(subparsers: argparse._SubParsersAction) -> None`` adds its own sub-command. The
 parser it adds must ``set_defaults(func=<callable(args) -> int>)``; ``main`` calls it and exits
 with the number it returns. Example::
@@ -77,13 +77,13 @@ def _version() -> str:
 
 def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     try:
-        tools = importlib.import_module("tidelog.broker.tools")
+        tools = importlib.import_module("tidelog.tools")
     except ImportError:
         return
     for info in sorted(pkgutil.iter_modules(tools.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"tidelog.broker.tools.{info.name}")
+        module = importlib.import_module(f"tidelog.tools.{info.name}")
         add_parser = getattr(module, "add_parser", None)
         if callable(add_parser):
             add_parser(subparsers)
@@ -110,9 +110,13 @@ def build_parser(*, tools: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(tools=args_in[:1] != ["serve"])
-    args = parser.parse_args(args_in)
-    code = args.func(args)
+    try:
+        parser = build_parser(tools=args_in[:1] != ["serve"])
+        args = parser.parse_args(args_in)
+        code = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler took over (imports)
+        print("tidelog: interrupted", file=sys.stderr)
+        return 130
     return int(code or 0)
 
 

@@ -7,8 +7,9 @@ Names a Kafka dashboard expects: the JMX exporter's spelling of Kafka's MBeans
 ``..._bytesout_total``, ``kafka_server_replicamanager_underreplicatedpartitions``,
 ``kafka_controller_kafkacontroller_offlinepartitionscount``) and kafka_exporter's for groups and
 partitions (``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag``,
-``kafka_topic_partition_current_offset``, ``kafka_topic_partition_oldest_offset``). The README
-lists every metric.
+``kafka_topic_partition_current_offset``, ``kafka_topic_partition_oldest_offset``,
+``kafka_brokers``, ``kafka_topic_partitions``, the ``..._sum`` gauges). The README lists every
+metric (a test checks the list against a scrape).
 
 The endpoint is off unless ``metrics.port`` is set; it then serves ``/metrics`` from
 prometheus_client's own HTTP server thread, bound to the first listener's host (127.0.0.1 when
@@ -46,6 +47,7 @@ instance nobody scrapes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import threading
@@ -54,6 +56,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.metrics_groups import group_families
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -420,6 +424,14 @@ class Metrics:
             "Partitions this broker holds (all of them, internal ones included).",
             value=len(stats),
         )
+        # kafka_exporter's cluster and topic gauges (its names, help texts and labels).
+        yield GaugeMetricFamily("kafka_brokers", "Number of Brokers in the Kafka Cluster.", value=1)
+        per_topic = GaugeMetricFamily(
+            "kafka_topic_partitions", "Number of partitions for this Topic", labels=["topic"]
+        )
+        for topic, count in sorted(collections.Counter(p.topic for p in stats).items()):
+            per_topic.add_metric([topic], count)
+        yield per_topic
         if self.fold_internal:
             stats = _fold_internal(stats)
         labels = ["topic", "partition"]
@@ -461,33 +473,13 @@ class Metrics:
         yield oldest
 
     def _group_families(self, stats: list[PartitionStats]) -> Iterator[Metric]:
-        from prometheus_client.core import GaugeMetricFamily
-
         if self._group_offsets is None:
             return
         committed = self._on_loop(self._group_offsets)
         if committed is None:
             return
         hw = {(p.topic, p.partition): p.high_watermark for p in stats}
-        labels = ["consumergroup", "topic", "partition"]
-        offsets = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "Committed offset of a consumer group, per partition (as kafka_exporter).",
-            labels=labels,
-        )
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "High watermark minus the committed offset, per partition (as kafka_exporter).",
-            labels=labels,
-        )
-        for group, topic, partition, offset in sorted(committed):
-            key = [group, topic, str(partition)]
-            offsets.add_metric(key, offset)
-            end = hw.get((topic, partition))
-            if end is not None:
-                lag.add_metric(key, max(end - offset, 0))
-        yield offsets
-        yield lag
+        yield from group_families(committed, hw)
 
 
 def _buckets(counts: list[int]) -> list[tuple[str, float]]:

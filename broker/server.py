@@ -53,6 +53,9 @@ MAX_IN_FLIGHT = 128
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: Frames at least this large are gathered in a buffer of their own size (see the module).
 BIG_FRAME_BYTES = 1024 * 1024
+#: How long a connection that failed authentication stays open after its failure answer,
+#: unless the client closes first (see ``_before_authentication``).
+FAILED_AUTH_CLOSE_LINGER_S = 1.0
 
 
 class ConnectionQuotas:
@@ -160,6 +163,8 @@ class KafkaConnection(asyncio.Protocol):
         self._sender: FileSender | None = None
         self._send_socket: SendSocket | None = None
         self._admitted = False
+        #: The timer of a lingering close (``Close.linger_s``), if one is set.
+        self._linger: asyncio.TimerHandle | None = None
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
         self._session: Any = None
         self._tls: TlsLayer | None = None
@@ -255,7 +260,12 @@ class KafkaConnection(asyncio.Protocol):
         self._submit(outcome)
         if session.failed is not None:
             # Close without a line of its own: BrokerSecurity logged it (rate-limited).
-            self._submit(Close(""))
+            # Kafka divergence: Kafka closes right after the failure answer; kafka-python drops
+            # an answer that arrives in the same read as the end of the stream (and then retries
+            # until its timeout), so the close lingers until the client closes (it does on the
+            # error) or sends anything more (session.intercept closes then), at most
+            # FAILED_AUTH_CLOSE_LINGER_S.
+            self._submit(Close("", linger_s=FAILED_AUTH_CLOSE_LINGER_S))
         elif session.authenticated:
             self._max_request = self._server.max_request_bytes
 
@@ -263,6 +273,8 @@ class KafkaConnection(asyncio.Protocol):
         if not self._admitted:
             return
         self._admitted = False
+        if self._linger is not None:
+            self._linger.cancel()
         self._server.quotas.release(self.peer_host)
         self._server.connections.discard(self)
         self._metrics.connection_closed()
@@ -449,7 +461,13 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.last_active = self._server.now()
         if isinstance(answer, Close):
-            self.close(answer.reason)
+            if answer.linger_s > 0:
+                if self._linger is None:
+                    self._linger = asyncio.get_running_loop().call_later(
+                        answer.linger_s, self.close, answer.reason
+                    )
+            else:
+                self.close(answer.reason)
         elif isinstance(answer, FileAnswer):
             self._send_file(transport, answer)
         elif self._tls is not None:

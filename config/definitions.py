@@ -696,8 +696,9 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         "transactional.id.expiration.ms",
         "int",
         WEEK_MS,
-        "Forget an idle transactional id after this long. Not implemented yet (tidelog has no "
-        "transactions): the broker refuses to start when it is set to another value.",
+        "Forget an idle transactional id after this long: the transaction coordinator removes "
+        "an id with no transaction in progress whose last transaction ended this long ago "
+        "(checked every transaction.remove.expired.transaction.cleanup.interval.ms).",
         min_value=1,
     ),
     # Transactions (broker/txn/).

@@ -13,7 +13,7 @@
 set -eu
 
 check_dirs() {
-  dirs=$(python -m tidelog.broker.tools._entrypoint log-dirs "$@" 2>/dev/null || true)
+  dirs=$(python -m tidelog.broker.docker_entrypoint log-dirs "$@" 2>/dev/null || true)
   [ -n "$dirs" ] || return 0  # a bad configuration: `tidelog serve` reports it itself
   old_ifs=$IFS
   IFS='
@@ -45,7 +45,7 @@ esac
 # A tidelog sub-command (topics, config-reference, acls ... as tidelog itself lists them) goes
 # to tidelog, even when a program of that name exists (coreutils has `groups`); anything else
 # runs as is (sh, python ...).
-if python -m tidelog.broker.tools._entrypoint is-command "$1" 2>/dev/null; then
+if python -m tidelog.broker.docker_entrypoint is-command "$1" 2>/dev/null; then
   exec tidelog "$@"
 fi
 exec "$@"

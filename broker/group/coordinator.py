@@ -56,7 +56,9 @@ from tidelog.broker.group.results import (
     SyncGroupResult,
     TopicOffsets,
 )
-from tidelog.broker.group.schemas import (
+from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.timer import LoopTimer, Timer
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -65,8 +67,6 @@ from tidelog.broker.group.schemas import (
     decode_key,
     decode_offset_commit_value,
 )
-from tidelog.broker.group.state import ClassicGroup, GroupState, Member
-from tidelog.broker.group.timer import LoopTimer, Timer
 
 __all__ = ("GroupCoordinator",)
 
@@ -412,15 +412,11 @@ class GroupCoordinator:
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if (
-                group is None
-                and self.consumer_groups is not None
-                and self.consumer_groups.owns(gid)
-            ):
-                # Kafka 4: "Group <id> is not a classic group."
-                out.append(DescribedGroup(gid, ErrorCode.group_id_not_found, state=""))
-                continue
             if group is None:
+                # No classic group of that id, a consumer group (KIP-848) included: Kafka 4
+                # answers DescribeGroups v0-5 with state Dead and no error (only v6 says
+                # GROUP_ID_NOT_FOUND, "Group <id> is not a classic group."); clients describe
+                # a consumer group with ConsumerGroupDescribe.
                 out.append(DescribedGroup(gid, ErrorCode.none))
                 continue
             stable = group.is_in(GroupState.STABLE)

@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from tidelog.broker.group.config import GroupConfig
 from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError, KeyValue
-from tidelog.broker.group.schemas import partition_for
 from tidelog.broker.group.timer import Timer
+from tidelog.protocol.internal_topics.consumer_offsets import partition_for
 
 __all__ = ("GroupMetadataLog",)
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from tidelog.broker.group.log import KeyValue
 from tidelog.broker.group.results import CommitPartition
-from tidelog.broker.group.schemas import (
+from tidelog.broker.group.state import ClassicGroup, GroupState
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -22,7 +23,6 @@ from tidelog.broker.group.schemas import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from tidelog.broker.group.state import ClassicGroup, GroupState
 
 TopicPartition = tuple[str, int]
 

@@ -70,7 +70,7 @@ from tidelog.broker.group.results import (
     Protocol,
     SyncGroupResult,
 )
-from tidelog.broker.group.schemas import all_subscribed_topics
+from tidelog.protocol.internal_topics.consumer_offsets import all_subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -31,14 +31,14 @@ from tidelog.broker.group.log import LogRecord
 from tidelog.broker.group.offsets import CommittedOffset, offset_commit_records
 from tidelog.broker.group.rebalance import append_error
 from tidelog.broker.group.results import CommitPartition, PartitionError
-from tidelog.broker.group.schemas import (
+from tidelog.broker.group.state import ClassicGroup
+from tidelog.protocol.errors import error_code_for
+from tidelog.protocol.internal_topics.consumer_offsets import (
     OffsetCommitKey,
     SchemaError,
     decode_key,
     decode_offset_commit_value,
 )
-from tidelog.broker.group.state import ClassicGroup
-from tidelog.protocol.errors import error_code_for
 from tidelog.storage import StorageError
 from tidelog.storage.record_codec import DecodedBatch, NewRecord, encode_batch, iter_batches
 

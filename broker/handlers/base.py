@@ -60,9 +60,15 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Close:
-    """Close the connection after the answers before this one are written."""
+    """Close the connection after the answers before this one are written.
+
+    ``linger_s`` > 0: the close comes that long after those answers, unless the peer closes
+    (or sends another frame) first, so that a client reading the last answer together with
+    the end of the stream does not lose the answer.
+    """
 
     reason: str
+    linger_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

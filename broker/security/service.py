@@ -3,8 +3,8 @@ and counters of failed authentications and denials.
 
 Failed authentications and denials are logged at most once a minute per (principal, resource)
 (or per client address and user for authentications), so a client retrying in a loop cannot
-flood the log, and each one is counted (``tidelog_authentication_failures``,
-``tidelog_authorization_denials`` on the metrics endpoint).
+flood the log, and each one is counted (``tidelog_authentication_failures_total``,
+``tidelog_authorization_denials_total`` on the metrics endpoint).
 """
 
 from __future__ import annotations

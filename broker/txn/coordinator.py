@@ -1,7 +1,8 @@
 """The transaction coordinator: Kafka's TransactionCoordinator on one node.
 
 Every transactional id has a ``TransactionMetadata`` (``broker/txn/metadata.py``) kept in
-memory and made durable in ``__transaction_state`` (``broker/txn/schemas.py``) before a
+memory and made durable in ``__transaction_state``
+(``protocol/internal_topics/transaction_state.py``) before a
 transition counts: the new state's record is appended, the high watermark must cover it, and
 only then does memory change (meanwhile ``pending`` makes other requests for the id answer
 CONCURRENT_TRANSACTIONS). Start-up replays every partition (the last value of a key wins, a
@@ -52,7 +53,7 @@ from tidelog.broker.txn.metadata import (
     TxnState,
     is_epoch_exhausted,
 )
-from tidelog.broker.txn.schemas import TxnLogValue
+from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
 __all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator", "TxnConfig"]
 

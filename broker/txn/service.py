@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.log import encode_records
-from tidelog.broker.group.schemas import partition_for
 from tidelog.broker.group.txn_offsets import TxnOffsets
 from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
 from tidelog.broker.txn.metadata import TransactionMetadata
-from tidelog.broker.txn.schemas import (
+from tidelog.protocol.internal_topics.consumer_offsets import partition_for
+from tidelog.protocol.internal_topics.transaction_state import (
     TxnLogValue,
     TxnSchemaError,
     decode_txn_key,

@@ -4,6 +4,7 @@ tidelog broker (every codec, keys, null keys, tombstones, headers, rolled segmen
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -292,3 +293,47 @@ def test_csv_has_a_header_and_text_keys_and_values(spark: Any, tmp_path: Path) -
         else:
             assert got[0]["key"] == base64.b64encode(b"key-1").decode()
             assert "key_encoding" not in got[0]
+
+
+def test_replay_counts_empty_partitions(
+    spark: Any, replay_broker: Broker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """7 records on p0 and none on p1: both partitions are in the tables, the skew and the
+    summary line (issue 26: the empty one was left out)."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=replay_broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("orders-empty-p1", 2, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=replay_broker.bootstrap)
+    for i in range(7):
+        producer.send("orders-empty-p1", value=b"order-%d" % i, key=b"k", partition=0)
+    producer.flush()
+    producer.close()
+    out = tmp_path / "out"
+    rc = replay_main(["--bootstrap-server", replay_broker.bootstrap, "--topics",
+                      "orders-empty-p1", "--master", "local[1]", "--output", str(out)])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr()
+    assert "replayed 7 records from 2 partition(s)" in printed.out
+    tables = {p.stem: json.loads(p.read_text()) for p in (out / "analytics").glob("*.json")}
+    rows = {(p["topic"], p["partition"]): p["records"] for p in tables["partitions"]}
+    assert rows == {("orders-empty-p1", 0): 7, ("orders-empty-p1", 1): 0}
+    (topic,) = tables["topics"]
+    assert topic["partitions"] == 2 and topic["records"] == 7
+    (skew,) = [k for k in tables["key_skew"] if k["topic"] == "orders-empty-p1"]
+    assert skew["partition_skew"] == 2.0  # 7 against a mean of 3.5
+
+
+def test_local_master_binds_spark_to_loopback(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tidelog.analytics.replay import spark_session
+
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    spark_session("local[1]")
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.7")  # the user's choice is kept
+    spark_session("local[1]")
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.7"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.broker.tools.probe import probe
+from tidelog.tools.probe import probe
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from tidelog.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from tidelog.broker.txn.metadata import TransactionMetadata, TxnState
-from tidelog.broker.txn.schemas import (
+from tidelog.protocol.internal_topics.transaction_state import (
     TxnLogValue,
     TxnSchemaError,
     decode_txn_key,

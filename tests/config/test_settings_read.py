@@ -65,3 +65,33 @@ def test_unimplemented_settings_are_refused_at_start_up(name: str) -> None:
         load_broker_config(overrides=[f"{name}=12345"], environ={})
     default = next(c.default for c in BROKER_CONFIG_LIST if c.name == name)
     load_broker_config(overrides=[f"{name}={default}"], environ={})  # the default is harmless
+
+
+#: Words in a setting's description that say the code does nothing with it.
+_SAYS_IGNORED = ("not implemented", "not read", "refuses to start", "no transactions")
+
+
+def test_descriptions_of_read_settings_do_not_say_they_are_ignored() -> None:
+    """Issue 26: a description must match what the code does. A setting the code reads (not
+    refused at start-up, not compatibility-only) must not be described as "not implemented" or
+    "not read"; and a refused or compatibility-only one must be (the other way round is
+    test_excused_settings_say_so_in_their_doc)."""
+    source = _source()
+    excused = COMPATIBILITY_ONLY | set(NOT_IMPLEMENTED)
+    wrong = [
+        f"{c.name}: {c.doc}"
+        for c in (*BROKER_CONFIG_LIST, *TOPIC_CONFIG_LIST)
+        if c.name not in excused
+        and f'"{c.name}"' in source
+        and any(words in c.doc.lower() for words in _SAYS_IGNORED)
+    ]
+    assert wrong == [], "descriptions of settings the code reads say otherwise:\n" + "\n".join(
+        wrong
+    )
+
+
+def test_transactional_id_expiration_is_accepted() -> None:
+    """The coordinator expires idle transactional ids (broker/txn/coordinator.py), so any value
+    loads (its description once said the broker refused to start with one)."""
+    config = load_broker_config(overrides=["transactional.id.expiration.ms=60000"], environ={})
+    assert config.get_int("transactional.id.expiration.ms") == 60000

@@ -165,7 +165,7 @@ def test_image_environment_is_a_valid_broker_config(
     assert config.advertised_listeners
     port = parse_listener(config.listeners[0])[1]
     assert config.get("metrics.port") in exposed  # the metrics port is exposed too
-    from tidelog.broker.tools.probe import configured_address
+    from tidelog.tools.probe import configured_address
 
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():

@@ -248,17 +248,22 @@ def test_restart_keeps_the_group_and_its_offsets(broker_factory: Any) -> None:
     again.consumers[0].close()
 
 
+def _classic_consumer(broker: Any, topic: str, group: str) -> KafkaConsumer:
+    """A classic-protocol group member (kafka-python), committing by hand."""
+    return KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+
+
 def test_classic_and_consumer_groups_on_one_topic(fast_broker: Any) -> None:
     _topic(fast_broker, "both6", records=24)
     modern = Members([_consumer(fast_broker, "modern")])
     modern.consumers[0].subscribe(["both6"])
-    classic = KafkaConsumer(
-        "both6",
-        bootstrap_servers=fast_broker.bootstrap,
-        group_id="classic",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    classic = _classic_consumer(fast_broker, "both6", "classic")
     classic_seen: list[tuple[int, int]] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (len(classic_seen) < 24 or len(set(modern.seen)) < 24):
@@ -314,3 +319,65 @@ def test_tidelog_groups_describes_a_consumer_group(
         assert sorted((r[2], r[3], r[5]) for r in offsets) == [(str(p), "1", "0") for p in range(6)]
     finally:
         member.consumers[0].close()
+
+
+def test_kafka_python_and_the_groups_tool_describe_both_kinds(
+    fast_broker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: kafka-python's admin (classic APIs only) gets an answer for a consumer group
+    at once, as from Kafka 4 (DescribeGroups: Dead, no error), and ``tidelog groups
+    --describe`` shows a classic and a consumer group side by side."""
+    from kafka import KafkaAdminClient
+
+    from tidelog.broker.cli import main
+
+    _topic(fast_broker, "kinds6", records=6)
+    modern = Members([_consumer(fast_broker, "kinds-modern")])
+    modern.consumers[0].subscribe(["kinds6"])
+    modern.poll_until(lambda: len(set(modern.seen)) == 6)
+    classic = _classic_consumer(fast_broker, "kinds6", "kinds-classic")
+    admin = KafkaAdminClient(bootstrap_servers=fast_broker.bootstrap, request_timeout_ms=10000)
+    try:
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 6 and time.monotonic() < deadline:
+            seen += sum(len(r) for r in classic.poll(timeout_ms=200).values())
+        assert seen == 6
+        classic.commit()
+        started = time.monotonic()
+        described = admin.describe_groups(["kinds-modern", "kinds-classic"])
+        assert time.monotonic() - started < 5
+        assert described["kinds-modern"]["error"] is None
+        assert described["kinds-modern"]["group_state"] == "Dead"
+        assert described["kinds-classic"]["error"] is None
+        assert described["kinds-classic"]["group_state"] == "Stable"
+        assert described["kinds-classic"]["protocol_type"] == "consumer"
+
+        capsys.readouterr()
+        base = ["groups", "--bootstrap-server", fast_broker.bootstrap, "--describe"]
+        groups = ["--group", "kinds-modern", "--group", "kinds-classic"]
+        assert main([*base, *groups, "--state"]) == 0
+        rows = {
+            line.split()[0]: line.split()
+            for line in capsys.readouterr().out.splitlines()
+            if line.startswith("kinds-")
+        }
+        assert rows["kinds-modern"][-5:] == ["uniform", "Stable", "1", "1", "1"]
+        assert rows["kinds-classic"][-3:] == ["range", "Stable", "1"]
+        listed = ["groups", "--bootstrap-server", fast_broker.bootstrap, "--list", "--state"]
+        assert main(listed) == 0
+        states = dict(
+            line.split()
+            for line in capsys.readouterr().out.splitlines()
+            if line.startswith("kinds-")
+        )
+        assert states == {"kinds-modern": "Stable", "kinds-classic": "Stable"}
+        assert main([*base, *groups]) == 0
+        offsets = [x.split() for x in capsys.readouterr().out.splitlines() if "kinds6" in x]
+        assert sorted((r[0], r[2], r[3]) for r in offsets) == sorted(
+            (g, str(p), "1") for g in ("kinds-modern", "kinds-classic") for p in range(6)
+        )
+    finally:
+        admin.close()
+        classic.close()
+        modern.consumers[0].close()

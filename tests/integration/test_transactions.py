@@ -22,9 +22,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.broker.group.log import encode_records
-from tidelog.broker.group.schemas import partition_for
-from tidelog.broker.txn.schemas import TxnLogValue, encode_txn_key, encode_txn_value
 from tidelog.broker.txn.service import TRANSACTION_STATE_TOPIC, _read_all
+from tidelog.protocol.internal_topics.consumer_offsets import partition_for
+from tidelog.protocol.internal_topics.transaction_state import (
+    TxnLogValue,
+    encode_txn_key,
+    encode_txn_value,
+)
 from tidelog.storage import LogConfig, PartitionLog
 
 pytestmark = pytest.mark.integration

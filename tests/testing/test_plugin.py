@@ -183,13 +183,72 @@ def test_cannot_stop_it(tidelog_broker):
         )
         result.assert_outcomes(passed=2)
         topic = (tmp_path / "topic").read_text()
-        # the record really went to the other broker (and it still runs: nobody stopped it)
+        # the per-test topic is deleted from a broker the plugin does not own (issue 26), and
+        # the broker still runs: nobody stopped it
+        assert topic not in _topics(other.bootstrap_servers)
+        assert other.running
+        assert other.starts == 1
+        # --tidelog-keep keeps it, with the record the test wrote
+        kept = run(
+            pytester,
+            f"""
+def test_keeps_its_topic(tidelog_broker, tidelog_topic):
+    produce(tidelog_broker.bootstrap_servers, tidelog_topic, [b"kept"])
+    with open({str(tmp_path / "kept")!r}, "w") as f:
+        f.write(tidelog_topic)
+""",
+            f"--tidelog-broker={other.bootstrap_servers}",
+            "--tidelog-keep",
+        )
+        kept.assert_outcomes(passed=1)
+        topic = (tmp_path / "kept").read_text()
         consumer = KafkaConsumer(bootstrap_servers=other.bootstrap_servers)
         tp = TopicPartition(topic, 0)
         assert consumer.end_offsets([tp]) == {tp: 1}
         consumer.close()
-        assert other.running
-        assert other.starts == 1
+
+
+def test_topic_that_cannot_be_deleted_is_a_warning(pytester: pytest.Pytester) -> None:
+    """A --tidelog-broker broker that refuses DeleteTopics: the test passes, with a warning."""
+    with Broker(overrides={"delete.topic.enable": "false"}) as other:
+        result = run(
+            pytester,
+            """
+def test_uses_a_topic(tidelog_topic):
+    assert tidelog_topic
+""",
+            f"--tidelog-broker={other.bootstrap_servers}",
+        )
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines(["*tidelog: could not delete topic 'test_uses_a_topic-*"])
+
+
+def _topics(bootstrap: str) -> set[str]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(consumer.topics())
+    finally:
+        consumer.close()
+
+
+def test_failing_test_report_has_no_admin_client_errors(pytester: pytest.Pytester) -> None:
+    """Issue 26: the plugin's admin client (create_topic) is closed before its broker stops,
+    so a failing test's report ends with the failure, not kafka-python's disconnection
+    errors from teardown."""
+    result = run(
+        pytester,
+        """
+def test_fails(tidelog_broker_factory):
+    broker = tidelog_broker_factory()
+    broker.create_topic("made-here")
+    assert False, "the code under test is wrong"
+""",
+    )
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "the code under test is wrong" in out
+    assert "Captured log teardown" not in out
+    assert "KafkaConnectionError" not in out and "kafka.net" not in out
 
 
 def test_broker_log_is_attached_to_a_failing_test(pytester: pytest.Pytester) -> None:

@@ -1,4 +1,4 @@
-"""Kafka client properties -> kafka-python keyword arguments (broker/tools/_client_config.py)."""
+"""Kafka client properties -> kafka-python keyword arguments (tools/_client_config.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.broker.tools._client_config import (
+from tidelog.tools._client_config import (
     ClientConfigError,
     client_settings,
     read_properties,

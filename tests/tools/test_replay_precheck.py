@@ -62,7 +62,7 @@ def test_without_pyspark_it_says_how_to_install_the_extra(tmp_path: Path) -> Non
 
 def test_command_config_becomes_kafka_source_options(tmp_path: Path) -> None:
     from tidelog.analytics.options import parse_options
-    from tidelog.broker.tools.replay import kafka_options
+    from tidelog.tools.replay import kafka_options
 
     cfg = tmp_path / "client.properties"
     cfg.write_text(

@@ -17,9 +17,13 @@ from tests.tools.tools_fixtures import (
     time_index,
     txn_index,
 )
-from tidelog.broker.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
-from tidelog.broker.txn.schemas import TxnLogValue, encode_txn_key, encode_txn_value
+from tidelog.protocol.internal_topics.transaction_state import (
+    TxnLogValue,
+    encode_txn_key,
+    encode_txn_value,
+)
 from tidelog.storage.record_codec import NewRecord, encode_batch, encode_control_batch
+from tidelog.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
 
 TS = 1_700_000_000_000
 

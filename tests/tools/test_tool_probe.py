@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.net import free_port as _free_port
 from tests.tools.tools_fixtures import RunTool
-from tidelog.broker.tools.probe import request_bytes
+from tidelog.tools.probe import request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.tools.tools_fixtures import RunTool
-from tidelog.broker.group.schemas import partition_for
+from tidelog.protocol.internal_topics.consumer_offsets import partition_for
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     Progress,
     ToolError,
     format_table,
@@ -16,10 +16,10 @@ from tidelog.broker.tools._common import (
     parse_properties,
     topic_matcher,
 )
-from tidelog.broker.tools._reset_offsets import parse_datetime
-from tidelog.broker.tools.consume import RecordFormat, format_record
-from tidelog.broker.tools.get_offsets import parse_time
-from tidelog.broker.tools.produce import LineError, LineFormat, parse_line
+from tidelog.tools._reset_offsets import parse_datetime
+from tidelog.tools.consume import RecordFormat, format_record
+from tidelog.tools.get_offsets import parse_time
+from tidelog.tools.produce import LineError, LineFormat, parse_line
 
 
 class Rec(NamedTuple):

@@ -277,7 +277,7 @@ def test_get_offsets(tidelog: RunTool, module_broker: Any) -> None:
 
 
 def _serves_groups(broker: Any) -> bool:
-    from tidelog.broker.tools.probe import probe
+    from tidelog.tools.probe import probe
 
     keys = {k for k, _, _ in probe(broker.bootstrap, 5).ranges}
     return {10, 11, 14, 15, 16, 8, 9, 42} <= keys

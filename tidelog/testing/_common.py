@@ -158,6 +158,16 @@ class TopicAdmin:
                     self._close_locked()  # a stale connection: try once with a new client
         return name  # pragma: no cover - the loop returns or raises
 
+    def delete_topic(self, bootstrap_servers: str, name: str) -> None:
+        """DeleteTopics over the wire; a topic that is already gone is no error."""
+        with self._lock:
+            client = self._get(bootstrap_servers)
+            try:
+                client.delete_topics([name], timeout_ms=30_000)
+            except Exception as exc:
+                if type(exc).__name__ != "UnknownTopicOrPartitionError":
+                    raise
+
     def _get(self, bootstrap_servers: str) -> Any:
         if self._client is None or self._bootstrap != bootstrap_servers:
             self._close_locked()

@@ -104,10 +104,12 @@ class EmbeddedBroker(LocalBroker):
     def stop(self, timeout_s: float | None = None) -> int | None:
         """Graceful stop: answer what is in flight, flush, checkpoint. Returns 0 (as the exit
         code of a clean ``tidelog serve``), or None if the broker was not running."""
+        self._admin.close()  # first: the broker going away is no error of its client
         return self._end("stop", self.stop_timeout_s if timeout_s is None else timeout_s)
 
     def kill(self) -> None:
         """End the broker with no shutdown work (in-process stand-in for SIGKILL)."""
+        self._admin.close()
         self._end("kill", self.stop_timeout_s)
 
     def __repr__(self) -> str:

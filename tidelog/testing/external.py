@@ -1,7 +1,8 @@
 """``ExternalBroker``: a broker someone else runs (``--tidelog-broker=HOST:PORT``; any Kafka).
 
 It has the broker object's interface for what makes sense from outside: ``bootstrap_servers``,
-``create_topic`` (CreateTopics over the wire) and ``log_text()`` (empty). ``log_dir`` is None;
+``create_topic`` and ``delete_topic`` (CreateTopics, DeleteTopics over the wire) and
+``log_text()`` (empty). ``log_dir`` is None;
 ``stop()``, ``kill()`` and ``restart()`` raise, since this process does not own the broker:
 tests that need them should use ``tidelog_broker_factory``.
 """
@@ -62,6 +63,11 @@ class ExternalBroker(ContextManagerMixin):
         self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
     ) -> str:
         return self._admin.create_topic(self.bootstrap_servers, name, partitions, config)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` (DeleteTopics over the wire): the plugin removes its per-test
+        topics from a broker it does not own (unless ``--tidelog-keep``)."""
+        self._admin.delete_topic(self.bootstrap_servers, name)
 
     def log_text(self) -> str:
         return ""

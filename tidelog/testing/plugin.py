@@ -7,11 +7,14 @@ Fixtures (all names start with ``tidelog_`` so they never clash with a project's
 - ``tidelog_broker_factory`` (function): ``tidelog_broker_factory(overrides=None)`` starts one more
   broker with its own settings (a dict of Kafka property names) and returns it started; every
   broker it made is stopped at the end of the test.
-- ``tidelog_topic`` (function): the name of a fresh, uniquely named topic on ``tidelog_broker``.
+- ``tidelog_topic`` (function): the name of a fresh, uniquely named topic on ``tidelog_broker``
+  (deleted after the test on a ``--tidelog-broker`` broker, unless ``--tidelog-keep``).
 
-Options: ``--tidelog-broker=HOST:PORT``, ``--tidelog-keep`` (keep log dirs; their paths are
-printed at the end), ``--tidelog-override KEY=VALUE`` (repeatable; for every broker the plugin
-starts). When a test fails, what its brokers logged during the test is attached to its report.
+Options: ``--tidelog-broker=HOST:PORT``, ``--tidelog-keep`` (keep log dirs, their paths printed
+at the end, and the per-test topics on a ``--tidelog-broker`` broker), ``--tidelog-override
+KEY=VALUE`` (repeatable; for every broker the plugin starts). When a test fails, what its
+brokers logged during the test is attached to its report; the plugin's own admin client is closed
+before a broker stops, so its disconnection errors never end up there.
 
 This module imports nothing heavy: the broker code loads when a fixture first needs it.
 """
@@ -71,7 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tidelog-keep",
         action="store_true",
         default=False,
-        help="keep the brokers' log dirs (and logs) after the run, for inspection",
+        help="keep the brokers' log dirs (and logs) after the run, for inspection, and the "
+        "per-test topics on a --tidelog-broker broker",
     )
     group.addoption(
         "--tidelog-override",
@@ -185,11 +189,25 @@ def tidelog_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFac
 
 
 @pytest.fixture
-def tidelog_topic(request: pytest.FixtureRequest, tidelog_broker: BrokerLike) -> str:
-    """A fresh topic (one partition) on ``tidelog_broker``, named after the test."""
+def tidelog_topic(request: pytest.FixtureRequest, tidelog_broker: BrokerLike) -> Iterator[str]:
+    """A fresh topic (one partition) on ``tidelog_broker``, named after the test. On a broker
+    given with ``--tidelog-broker`` it is deleted after the test (unless ``--tidelog-keep``):
+    the plugin leaves nothing behind on a broker it does not own."""
     from tidelog.testing._common import unique_topic_name
+    from tidelog.testing.external import ExternalBroker
 
-    return tidelog_broker.create_topic(unique_topic_name(request.node.name))
+    topic = tidelog_broker.create_topic(unique_topic_name(request.node.name))
+    yield topic
+    if isinstance(tidelog_broker, ExternalBroker) and not request.config.getoption("tidelog_keep"):
+        try:
+            tidelog_broker.delete_topic(topic)
+        except Exception as exc:  # e.g. delete.topic.enable=false there: say so, do not fail
+            import warnings
+
+            warnings.warn(
+                f"tidelog: could not delete topic {topic!r} from {tidelog_broker!r}: {exc}",
+                stacklevel=1,
+            )
 
 
 # --------------------------------------------------------------------------- reports

@@ -115,11 +115,13 @@ class Broker(LocalBroker):
     def stop(self, timeout_s: float | None = None) -> int | None:
         """Graceful stop (SIGTERM): flush, checkpoint, exit. Returns the exit code (0 after a
         clean stop), or None if the broker was not running."""
+        self._admin.close()  # first: the broker going away is no error of its client
         return self._signal(signal.SIGTERM, self.stop_timeout_s if timeout_s is None else timeout_s)
 
     def kill(self) -> None:
         """SIGKILL: the broker does no shutdown work at all, as in a crash or power cut of
         the process (what reached the page cache stays; unflushed policy is not applied)."""
+        self._admin.close()
         self._signal(signal.SIGKILL, self.stop_timeout_s)
 
     def __repr__(self) -> str:

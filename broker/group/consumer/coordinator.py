@@ -78,7 +78,7 @@ from tidelog.broker.group.consumer.state_records import (
     tombstone,
 )
 from tidelog.broker.group.log import CoordinatorLogError, KeyValue
-from tidelog.broker.group.schemas import SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 log = logging.getLogger("tidelog.group.consumer")
 

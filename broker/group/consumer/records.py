@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidelog.broker.group.schemas import SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 METADATA_KEY = 3
 PARTITION_METADATA_KEY = 4

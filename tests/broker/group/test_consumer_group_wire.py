@@ -324,3 +324,28 @@ def test_empty_classic_group_is_upgraded_with_its_offsets(w: WireBroker) -> None
     )  # fmt: skip
     got = w.call(FETCH, 9, w.request(FETCH, 9, "OffsetFetchRequest", groups=(fetch,)))
     assert got.groups[0].topics[0].partitions[0].committed_offset == 7
+
+
+DESCRIBE_GROUPS = 15
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_describe_groups_answers_a_consumer_group_as_kafka_4(w: WireBroker, version: int) -> None:
+    """Issue 26: DescribeGroups v0-5 of a consumer group is answered as Kafka 4 does (state
+    Dead, no error: only v6 says GROUP_ID_NOT_FOUND), so classic-only clients such as
+    kafka-python's admin get an answer rather than an error."""
+    heartbeat(w, "modern", "m", 0)
+    request = w.request(
+        DESCRIBE_GROUPS,
+        version,
+        "DescribeGroupsRequest",
+        groups=("modern",),
+        include_authorized_operations=False,
+    )
+    (group,) = w.call(DESCRIBE_GROUPS, version, request).groups
+    assert group.group_id == "modern"
+    assert group.error_code == ErrorCode.none
+    assert group.group_state == "Dead"
+    assert group.protocol_type == "" and group.members == ()
+    (described,) = describe(w, "modern")  # ConsumerGroupDescribe still knows it
+    assert described.error_code == ErrorCode.none and described.group_state == "Stable"

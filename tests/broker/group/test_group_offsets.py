@@ -12,7 +12,8 @@ from tests.broker.group.group_harness import CONFIG, Harness, done, run, subscri
 from tests.broker.group.test_group_membership import stable_group
 from tidelog.broker.group.log import MemoryCoordinatorLog
 from tidelog.broker.group.results import CommitPartition, MemberIdentity
-from tidelog.broker.group.schemas import (
+from tidelog.broker.group.state import GroupState
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_group_metadata_value,
@@ -20,7 +21,6 @@ from tidelog.broker.group.schemas import (
     decode_offset_commit_value,
     partition_for,
 )
-from tidelog.broker.group.state import GroupState
 
 
 def parts(*items: tuple[str, int, int]) -> list[CommitPartition]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.broker.group.schemas import (
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

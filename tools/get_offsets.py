@@ -13,7 +13,7 @@ import argparse
 import re
 from typing import Any
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
@@ -22,7 +22,7 @@ from tidelog.broker.tools._common import (
     add_tool_parser,
     admin_session,
 )
-from tidelog.broker.tools._scram_spec import MECHANISMS, parse_scram_specs
+from tidelog.tools._scram_spec import MECHANISMS, parse_scram_specs
 
 __all__ = ["add_parser", "run"]
 

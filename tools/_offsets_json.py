@@ -1,6 +1,7 @@
 """``dump-log --offsets-decoder``: ``__consumer_offsets`` keys and values as Kafka's JSON.
 
-The bytes are decoded by ``broker/group/schemas.py`` (the one home of that format); this module
+The bytes are decoded by ``protocol/internal_topics/consumer_offsets.py`` (the one home of that
+format); this module
 only words them as kafka-dump-log's OffsetsMessageParser does::
 
     key: {"type":"1","data":{"group":"g","topic":"t","partition":0}}
@@ -17,7 +18,7 @@ import json
 import struct
 from typing import Any
 
-from tidelog.broker.group.schemas import (
+from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
     SchemaError,

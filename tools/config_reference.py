@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidelog.broker.tools._common import (
+from tidelog.config.reference import BEGIN, END, render_reference_markdown
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     SubParsers,
     ToolError,
     add_tool_parser,
 )
-from tidelog.config.reference import BEGIN, END, render_reference_markdown
 
 EXAMPLES = """\
   tidelog config-reference                   # print the reference

@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from tidelog.broker.tools._client_config import ClientConfigError, client_settings, read_properties
-from tidelog.broker.tools._common import SubParsers, tool_version
+from tidelog.tools._client_config import ClientConfigError, client_settings, read_properties
+from tidelog.tools._common import SubParsers, tool_version
 
 __all__ = ["add_parser", "kafka_options"]
 

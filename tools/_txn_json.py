@@ -1,6 +1,7 @@
 """``dump-log --transaction-log-decoder``: ``__transaction_state`` records as Kafka's JSON.
 
-The bytes are decoded by ``broker/txn/schemas.py`` (the one home of that format); this module
+The bytes are decoded by ``protocol/internal_topics/transaction_state.py`` (the one home of that
+format); this module
 only words them as kafka-dump-log's TransactionLogMessageParser does (Kafka 4.x)::
 
     key: {"type":"0","data":{"transactionalId":"tx-1"}}
@@ -23,7 +24,11 @@ import json
 import struct
 from typing import Any
 
-from tidelog.broker.txn.schemas import TxnSchemaError, decode_txn_key, decode_txn_value
+from tidelog.protocol.internal_topics.transaction_state import (
+    TxnSchemaError,
+    decode_txn_key,
+    decode_txn_value,
+)
 
 __all__ = ["txn_key_value"]
 

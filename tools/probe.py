@@ -20,8 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from tidelog.broker.tools._client_config import ClientConfigError, client_settings, read_properties
-from tidelog.broker.tools._common import (
+from tidelog.tools._client_config import ClientConfigError, client_settings, read_properties
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     SubParsers,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tidelog.broker.tools._common import ToolError
+from tidelog.tools._common import ToolError
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_OK,
     TOPIC_COMMAND_ERROR,
     SubParsers,

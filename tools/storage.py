@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidelog.broker.tools._common import EXIT_OK, SubParsers, ToolError, add_tool_parser
-from tidelog.broker.tools._scram_spec import parse_scram_specs
+from tidelog.tools._common import EXIT_OK, SubParsers, ToolError, add_tool_parser
+from tidelog.tools._scram_spec import parse_scram_specs
 
 __all__ = ["add_parser", "run"]
 
@@ -48,14 +48,14 @@ def add_parser(subparsers: SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tidelog.broker.security.scram import (
+    from tidelog.config import ConfigError, load_broker_config
+    from tidelog.storage.scram_credentials import (
         MAX_ITERATIONS,
         MIN_ITERATIONS,
         STORE_FILE,
         ScramCredentialStore,
         credential_from_password,
     )
-    from tidelog.config import ConfigError, load_broker_config
 
     try:
         config = load_broker_config(args.config, args.override)

@@ -43,7 +43,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidelog.storage.varint import write_uvarint
+from tidelog.protocol.fast.common import encode_uvarint as _uvarint
 
 __all__ = [
     "TxnLogValue",
@@ -85,12 +85,6 @@ def _string(value: str) -> bytes:
 
 def encode_txn_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + _string(transactional_id)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    write_uvarint(n, out)
-    return bytes(out)
 
 
 def _compact_string(value: str) -> bytes:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
@@ -26,12 +26,13 @@ from tidelog.broker.tools._common import (
     add_bootstrap,
     add_tool_parser,
     client_errors,
+    no_such_partition,
     parse_bool,
     parse_properties,
     producer_client,
     stderr_is_tty,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 INIT_PRODUCER_ID = 22
 
@@ -240,6 +241,11 @@ def run(args: argparse.Namespace) -> int:
     show = stderr_is_tty() and not sys.stdin.isatty()  # a count while a file is being sent
     with client_errors(args.bootstrap_server):
         producer = _producer(args)
+        if args.partition is not None:
+            partitions = producer.partitions_for(args.topic)
+            if args.partition not in partitions:
+                producer.close(timeout=0)
+                raise no_such_partition(args.topic, args.partition, partitions)
         failures: list[BaseException] = []
         sent = 0
         progress = Progress(0, "sent", "records", enabled=show)

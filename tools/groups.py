@@ -18,8 +18,8 @@ import io
 import sys
 from typing import Any
 
-from tidelog.broker.tools import consumer_group_describe
-from tidelog.broker.tools._common import (
+from tidelog.tools import consumer_group_describe
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     GROUP_COMMAND_ERROR,
@@ -32,14 +32,14 @@ from tidelog.broker.tools._common import (
     admin_session,
     format_table,
 )
-from tidelog.broker.tools._reset_offsets import (
+from tidelog.tools._reset_offsets import (
     new_offset,
     parse_duration_ms,
     read_reset_plan,
     reset_time_ms,
     target_partitions,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 __all__ = ["add_parser", "run"]
 
@@ -285,13 +285,29 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
 
 def _describe_one(admin: Any, gid: str, bootstrap: str | None = None) -> dict[str, Any]:
     desc = admin.describe_groups([gid]).get(gid, {})
-    if desc.get("error"):
-        # A KIP-848 consumer group: DescribeGroups answers GROUP_ID_NOT_FOUND for it.
-        consumer = consumer_group_describe.describe(bootstrap, gid) if bootstrap else None
+    if desc.get("error") or (_state(desc) == "Dead" and not desc.get("members")):
+        # Not a classic group: a KIP-848 consumer group is "Dead" to DescribeGroups v0-5
+        # (GROUP_ID_NOT_FOUND at v6); ConsumerGroupDescribe describes it, as the Java Admin's
+        # describeConsumerGroups does.
+        consumer = _consumer_group(bootstrap, gid)
         if consumer is not None:
             return _consumer_desc(consumer)
-        raise ToolError(f"Consumer group '{gid}': {desc['error']}")
+        if desc.get("error"):
+            raise ToolError(f"Consumer group '{gid}': {desc['error']}")
     return dict(desc)
+
+
+def _consumer_group(
+    bootstrap: str | None, gid: str
+) -> consumer_group_describe.DescribedConsumerGroup | None:
+    """The consumer group ``gid`` (ConsumerGroupDescribe), or None: no such consumer group,
+    or a broker without the API (it closes the connection)."""
+    if not bootstrap:
+        return None
+    try:
+        return consumer_group_describe.describe(bootstrap, gid)
+    except OSError:
+        return None
 
 
 def _consumer_desc(group: consumer_group_describe.DescribedConsumerGroup) -> dict[str, Any]:

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from tidelog.broker.tools._client_config import ClientConfigError, read_properties
-from tidelog.broker.tools._common import (
+from tidelog.tools._client_config import ClientConfigError, read_properties
+from tidelog.tools._common import (
     EXIT_OK,
     Progress,
     SubParsers,
@@ -36,11 +36,12 @@ from tidelog.broker.tools._common import (
     client_errors,
     close_quietly,
     consumer_client,
+    no_such_partition,
     parse_bool,
     parse_properties,
     stderr_is_tty,
 )
-from tidelog.broker.tools.probe import served_apis
+from tidelog.tools.probe import served_apis
 
 __all__ = ["RecordFormat", "add_parser", "format_record", "run"]
 
@@ -272,7 +273,7 @@ def add_parser(subparsers: SubParsers) -> None:
             f"--{part}-deserializer",
             metavar="CLASS",
             help=f"decode {part}s: StringDeserializer, LongDeserializer, IntegerDeserializer, "
-            "BytesDeserializer ... (or --property {part}.deserializer=...)",
+            f"BytesDeserializer ... (or --property {part}.deserializer=...)",
         )
 
 
@@ -339,6 +340,9 @@ def _topic_partitions(consumer: Any, args: argparse.Namespace) -> dict[str, set[
             names = [t for t in consumer.topics() if regex.fullmatch(t)]
             found = {t: consumer.partitions_for_topic(t) or set() for t in names}
             found = {t: ps for t, ps in found.items() if ps}
+        elif args.topic not in consumer.topics():  # one Metadata request for every topic
+            found = {}
+            break  # the broker does not have it: say so now, not after the wait
         else:
             ps = consumer.partitions_for_topic(args.topic)
             found = {args.topic: ps} if ps else {}
@@ -361,10 +365,7 @@ def _assign(consumer: Any, args: argparse.Namespace, start: str | int) -> None:
     if args.partition is not None:
         partitions = found[args.topic]
         if args.partition not in partitions:
-            raise ToolError(
-                f"topic '{args.topic}' has no partition {args.partition} "
-                f"(it has {', '.join(str(p) for p in sorted(partitions))})"
-            )
+            raise no_such_partition(args.topic, args.partition, partitions)
         partitions = {args.partition}
         tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
     else:

@@ -1,6 +1,6 @@
 """Shared plumbing of the ``tidelog`` tools: exit codes, errors, ``--property``, progress bars.
 
-Every tool module (``broker/tools/<name>.py``) exposes ``add_parser(subparsers)`` and a
+Every tool module (``tools/<name>.py``) exposes ``add_parser(subparsers)`` and a
 ``run(args) -> int``. Exit codes scripts can trust:
 
 * 0 - the work was done;
@@ -28,10 +28,10 @@ import socket
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from tidelog.broker.tools._client_config import (
+from tidelog.tools._client_config import (
     ClientConfigError,
     client_settings,
     read_properties,
@@ -116,6 +116,12 @@ def add_tool_parser(
     parser.add_argument("--version", action="version", version=tool_version())
     parser.set_defaults(func=lambda args: run_tool(name, run, args))
     return parser
+
+
+def no_such_partition(topic: str, partition: int, partitions: Iterable[int]) -> ToolError:
+    """The error of --partition N on a topic without partition N (produce and consume)."""
+    have = ", ".join(str(p) for p in sorted(partitions))
+    return ToolError(f"topic '{topic}' has no partition {partition} (it has {have})")
 
 
 def run_tool(name: str, run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

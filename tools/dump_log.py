@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from tidelog.broker.tools._common import (
+from tidelog.storage.record_codec import (
+    DecodedBatch,
+    LegacyBatch,
+    Record,
+    RecordDecodeError,
+    decode_batch,
+    decode_legacy_entry,
+)
+from tidelog.tools._common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
@@ -21,8 +29,8 @@ from tidelog.broker.tools._common import (
     ToolError,
     add_tool_parser,
 )
-from tidelog.broker.tools._offsets_json import offsets_key_value
-from tidelog.broker.tools._segment_files import (
+from tidelog.tools._offsets_json import offsets_key_value
+from tidelog.tools._segment_files import (
     INT32_MAX,
     LogBatch,
     SegmentFileError,
@@ -37,15 +45,7 @@ from tidelog.broker.tools._segment_files import (
     read_txn_index,
     time_index_sanity,
 )
-from tidelog.broker.tools._txn_json import txn_key_value
-from tidelog.storage.record_codec import (
-    DecodedBatch,
-    LegacyBatch,
-    Record,
-    RecordDecodeError,
-    decode_batch,
-    decode_legacy_entry,
-)
+from tidelog.tools._txn_json import txn_key_value
 
 __all__ = ["add_parser", "run"]
 

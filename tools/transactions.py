@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.broker.tools._common import (
+from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,

@@ -18,7 +18,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from tidelog.broker.tools._common import ToolError
+from tidelog.tools._common import ToolError
 
 __all__ = [
     "new_offset",

@@ -1,12 +1,12 @@
 """Questions the Docker entry point (docker/entrypoint.sh) asks tidelog before it runs.
 
-``python -m tidelog.broker.tools._entrypoint log-dirs [serve arguments]`` prints the log dirs
+``python -m tidelog.broker.docker_entrypoint log-dirs [serve arguments]`` prints the log dirs
 ``tidelog serve`` would use with these arguments and the ``TIDELOG_*`` variables, one per line,
 so the "is the volume writable" check follows whichever setting names the dirs (``log.dirs``
 or ``log.dir``, from the environment, ``--config`` or ``--override``). A configuration
 ``serve`` would refuse prints nothing: ``serve`` then reports it in its own words.
 
-``python -m tidelog.broker.tools._entrypoint is-command NAME`` exits 0 when NAME is a tidelog
+``python -m tidelog.broker.docker_entrypoint is-command NAME`` exits 0 when NAME is a tidelog
 sub-command (``topics``, ``config-reference``, a plug-in added later ...), 1 when it is not.
 """
 
