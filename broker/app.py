@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import importlib
 import logging
 import os
 import resource
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tidelog.broker import coordinators
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
@@ -86,19 +86,6 @@ SHUTDOWN_DRAIN_S = 10.0
 # host here binds 127.0.0.1 only (safety: a broker without auth should not face the network
 # unless asked). Write PLAINTEXT://0.0.0.0:9092 to listen everywhere.
 DEFAULT_BIND_HOST = "127.0.0.1"
-
-
-#: Imported once the broker listens (``Broker._start_services``), not before.
-_COORDINATOR_MODULES = (
-    "tidelog.broker.group.service",
-    "tidelog.broker.group.consumer",
-    "tidelog.broker.txn.service",
-)
-
-
-def _import_modules(names: tuple[str, ...]) -> None:
-    for name in names:
-        importlib.import_module(name)
 
 
 def _no_offsets_topic() -> None:
@@ -257,7 +244,7 @@ class Broker:
         self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
         # The transaction coordinator (broker/txn/) sets ``transactions`` and ``txn_offsets``;
-        # it and the group coordinators are installed by ``start`` (``_install_coordinators``).
+        # it and the group coordinators are installed by ``start`` (``broker/coordinators.py``).
         self.transactions: Any = None
         self.txn_offsets: Any = None
         self.listeners: list[ListenerServer] = []
@@ -429,23 +416,14 @@ class Broker:
             raise
         started.set_result(True)
 
-    def _install_coordinators(self) -> None:
-        """The group coordinators and the transaction coordinator."""
-        from tidelog.broker.group.consumer import install as install_consumer_groups
-        from tidelog.broker.group.service import install as install_group_coordinator
-        from tidelog.broker.txn.service import install as install_transaction_coordinator
-
-        install_group_coordinator(self)  # sets self.groups, joins self.services
-        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
-        self.services.append(self.producer_ids)
-        install_transaction_coordinator(self)
-
     async def _start_services(self) -> None:
         """What the broker needs for requests other than ApiVersions. The listeners answer
         ApiVersions already: the coordinators' and handlers' modules are imported in a worker
         thread meanwhile, so the loop is free to answer."""
-        await self.run_blocking(_import_modules, (*_COORDINATOR_MODULES, *self.router.modules()))
-        self._install_coordinators()
+        await self.run_blocking(
+            coordinators.import_modules, (*coordinators.MODULES, *self.router.modules())
+        )
+        coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
             await service.start()
