@@ -12,7 +12,10 @@ No broker is involved: the files are only read.
 passes it on): reading stops at the last stable offset - the first offset of the earliest
 transaction still open below the high watermark, found from the partition's latest producer
 snapshot (``storage.producer_snapshot``) and the batch headers after it - and batches of aborted
-transactions (the partition's ``.txnindex`` files, ``storage.transaction_index``) are skipped.
+transactions are skipped: those the partition's ``.txnindex`` files (``storage.transaction_index``)
+list as overlapping the range read, found by the partition log's own look-up
+(``storage.transaction_state.collect_aborted_transactions``: the index of the segment holding the
+range's start and of the later ones, as a transaction is indexed in the segment of its marker).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from tidelog.storage.record_codec import (
     decode_legacy_entry,
     read_batch_header,
 )
-from tidelog.storage.transaction_index import TXNINDEX_SUFFIX, decode_entries
+from tidelog.storage.transaction_index import TXNINDEX_SUFFIX, TransactionIndex
+from tidelog.storage.transaction_state import collect_aborted_transactions
 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _SEGMENT = re.compile(r"(\d{20})\.log")
@@ -65,7 +69,6 @@ class LogDir:
 
     def __init__(self, path: str | os.PathLike[str], *, read_committed: bool = False) -> None:
         self.read_committed = read_committed
-        self._aborted: dict[TP, AbortedTransactions] = {}
         self.root = Path(path)
         if not self.root.is_dir():
             raise LogDirError(
@@ -161,19 +164,16 @@ class LogDir:
                 open_txns.setdefault(h.producer_id, h.base_offset)
         return min(open_txns.values()) if open_txns else None
 
-    def _aborted_of(self, tp: TP) -> AbortedTransactions:
-        found = self._aborted.get(tp)
-        if found is None:
-            d = self.root / f"{tp[0]}-{tp[1]}"
-            entries = []
-            for name in sorted(os.listdir(d)) if d.is_dir() else []:
-                if name.endswith(TXNINDEX_SUFFIX):
-                    try:
-                        entries.extend(decode_entries((d / name).read_bytes(), name=name))
-                    except (OSError, ValueError):
-                        continue
-            found = self._aborted[tp] = AbortedTransactions(entries)
-        return found
+    @staticmethod
+    def _aborted_in(segs: list[tuple[int, Path]], start: int, end: int) -> AbortedTransactions:
+        """The aborted transactions overlapping [start, end); ``segs`` from the one holding
+        ``start`` on."""
+        indexes = []
+        for base, path in segs:
+            txn_path = path.with_name(f"{base:020d}{TXNINDEX_SUFFIX}")
+            if txn_path.exists():
+                indexes.append(TransactionIndex(txn_path))
+        return AbortedTransactions(collect_aborted_transactions(indexes, start, end))
 
     def offsets_for_time(self, tps: list[TP], ts: int) -> dict[TP, int | None]:
         """First offset whose timestamp is >= ts (below the high watermark), else None."""
@@ -222,10 +222,15 @@ class LogDir:
         not those of aborted transactions)."""
         if start >= end:
             return
-        aborted = self._aborted_of(tp) if self.read_committed and not include_control else None
         segs = self.segments(tp)
         first = max((i for i, (base, _) in enumerate(segs) if base <= start), default=0)
-        for base, path in segs[first:]:
+        segs = segs[first:]
+        aborted = (
+            self._aborted_in(segs, start, end)
+            if self.read_committed and not include_control
+            else None
+        )
+        for base, path in segs:
             if base >= end:
                 return
             pos = _index_position(path, base, start) if base < start else 0

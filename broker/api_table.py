@@ -1,7 +1,7 @@
 """Every API the broker serves, known without importing its handler module.
 
 The ApiVersions answer is the first thing every client asks for; it needs only these rows, so a
-broker answers it before it has imported its 48 handler modules and the group and transaction
+broker answers it before it has imported its handler modules and the group and transaction
 coordinators they use (``broker/router.py`` imports a handler on the first request of its API,
 and the broker imports the rest right after it starts listening).
 
@@ -91,4 +91,11 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(68, "ConsumerGroupHeartbeat", "consumer_group_heartbeat", 0, 1),
     ApiEntry(69, "ConsumerGroupDescribe", "consumer_group_describe", 0, 1),
     ApiEntry(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),
+    ApiEntry(76, "ShareGroupHeartbeat", "share_group_heartbeat", 1, 1),
+    ApiEntry(77, "ShareGroupDescribe", "share_group_describe", 1, 1),
+    ApiEntry(78, "ShareFetch", "share_fetch", 1, 2),
+    ApiEntry(79, "ShareAcknowledge", "share_acknowledge", 1, 2),
+    ApiEntry(90, "DescribeShareGroupOffsets", "describe_share_group_offsets", 0, 1),
+    ApiEntry(91, "AlterShareGroupOffsets", "alter_share_group_offsets", 0, 0),
+    ApiEntry(92, "DeleteShareGroupOffsets", "delete_share_group_offsets", 0, 0),
 )

@@ -247,6 +247,8 @@ class Broker:
         # it and the group coordinators are installed by ``start`` (``broker/coordinators.py``).
         self.transactions: Any = None
         self.txn_offsets: Any = None
+        # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).
+        self.share_groups: Any = None
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(

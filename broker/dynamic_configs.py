@@ -9,7 +9,7 @@ renamed, dir fsynced, like the topic registry)::
 
 GROUP resources (Kafka 4's group configs, GroupConfig): ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` (used by KIP-848 consumer groups), and the share-group ones
-Kafka 4.0 defines (stored and described; tidelog has no share groups). Unset names take the
+Kafka 4.2 defines (used by the share coordinator, ``broker/share/``). Unset names take the
 broker's ``group.consumer.*`` / ``group.share.*`` values. Validation follows GroupConfig: an
 unknown name is INVALID_CONFIG "Unknown group config name: X"; an integer out of its broker
 bounds (``group.consumer.min/max.session.timeout.ms`` ...) or a session timeout not above the
@@ -111,6 +111,20 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
             "latest",
             choices=("latest", "earliest"),
             doc="The strategy to initialize the share-partition start offset.",
+        ),
+        GroupConfigDef(
+            "share.isolation.level",
+            "",
+            "read_uncommitted",
+            choices=("read_committed", "read_uncommitted"),
+            doc="Which records share-group members read: committed ones only, or all.",
+        ),
+        GroupConfigDef(
+            "share.delivery.count.limit",
+            "group.share.delivery.count.limit",
+            5,
+            floor=2,
+            doc="Deliveries of a record before it is archived.",
         ),
     )
 }

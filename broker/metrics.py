@@ -8,8 +8,8 @@ Names a Kafka dashboard expects: the JMX exporter's spelling of Kafka's MBeans
 ``kafka_controller_kafkacontroller_offlinepartitionscount``) and kafka_exporter's for groups and
 partitions (``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag``,
 ``kafka_topic_partition_current_offset``, ``kafka_topic_partition_oldest_offset``,
-``kafka_brokers``, ``kafka_topic_partitions``, the ``..._sum`` gauges). The README lists every
-metric (a test checks the list against a scrape).
+``kafka_brokers``, ``kafka_topic_partitions``, the ``..._sum`` gauges). docs/metrics.md lists
+every metric (a test checks the list against a scrape).
 
 The endpoint is off unless ``metrics.port`` is set; it then serves ``/metrics`` from
 prometheus_client's own HTTP server thread, bound to the first listener's host (127.0.0.1 when

@@ -278,6 +278,11 @@ class KafkaConnection(asyncio.Protocol):
         self._server.quotas.release(self.peer_host)
         self._server.connections.discard(self)
         self._metrics.connection_closed()
+        # Share sessions live on their connection (as Kafka's ShareSessionCache): its close
+        # ends them and releases what their members hold.
+        share_groups = getattr(getattr(self._router, "broker", None), "share_groups", None)
+        if share_groups is not None:
+            share_groups.connection_closed(self.peer_host, self.peer_port)
         self._closing = True
         if self._sender is not None:
             self._sender.cancel()

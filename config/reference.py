@@ -1,4 +1,4 @@
-"""The configuration reference in the README, generated from the definitions."""
+"""The configuration reference of docs/configuration.md, generated from the definitions."""
 
 from __future__ import annotations
 

@@ -40,14 +40,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from . import log_transactions
-from .batch import PreparedAppend, prepare_append, validate_records
+from .batch import PreparedAppend, RecordBatchHeader, prepare_append, validate_records
 from .config import LogConfig
+from .control_records import EndTxnMarker
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .file_handles import UNBOUNDED, FileHandleCache
 from .fileio import fsync_dir
 from .info import AppendInfo, FetchDataInfo, ReadInfo
 from .log_segments import LogSegments
+from .log_transactions import LogTransactions
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
@@ -136,6 +137,7 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = self._log_end_offset
         self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
+        self._transactions = LogTransactions(self.producer_state)
         self.producer_state.load_from_segments(
             self._segments,
             self._log_start_offset,
@@ -159,7 +161,7 @@ class PartitionLog:
         self._recovery_point = self._log_end_offset
 
     def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
-        log_transactions.rebuild_txn_index(self, completed)
+        self._transactions.rebuild_index(self._segments, completed)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -230,18 +232,36 @@ class PartitionLog:
         if config.compact_enabled:  # Kafka's LogValidator: keys only, compacted topics only
             require_record_keys(records, batches, f"{self.topic}-{self.partition}")
         append_time = now if config.log_append_time else None
+        return self._append_validated(
+            records, batches, now, append_time, leader_epoch, from_coordinator, None
+        )
+
+    def _append_validated(
+        self,
+        records: bytes | bytearray | memoryview,
+        batches: list[tuple[int, RecordBatchHeader]],
+        now: int,
+        append_time: int | None,
+        leader_epoch: int | None,
+        from_coordinator: bool,
+        marker: EndTxnMarker | None,
+    ) -> AppendInfo:
+        """The one locked append: data batches, or (``marker``) one COMMIT/ABORT marker batch,
+        which is checked against its producer first and completes its transaction after."""
         # Producer state looks only at idempotent batches (producer id >= 0): skip it for the
         # common single non-idempotent batch (batches is never empty).
         idempotent = len(batches) > 1 or batches[0][1].producer_id >= 0
         with self._lock:
             self._check_open()
-            if (
+            if marker is not None:
+                self._transactions.check_marker(batches[0][1], marker)
+            elif (
                 idempotent
                 and not from_coordinator
                 and (duplicate := self.producer_state.check_append(h for _, h in batches))
                 is not None
             ):
-                return duplicate_append_info(duplicate, self._log_start_offset, config)
+                return duplicate_append_info(duplicate, self._log_start_offset, self.config)
             prepared = prepare_append(
                 records,
                 batches,
@@ -249,8 +269,12 @@ class PartitionLog:
                 log_append_time_ms=append_time,
                 leader_epoch=leader_epoch,
             )
-            self._write_locked(prepared, now)
-            if idempotent:
+            segment = self._write_locked(prepared, now)
+            if marker is not None:
+                self._transactions.complete(
+                    segment, prepared.headers[0], marker, self._high_watermark
+                )
+            elif idempotent:
                 self.producer_state.update(prepared.headers)
             log_start = self._log_start_offset
         return AppendInfo(
@@ -279,12 +303,12 @@ class PartitionLog:
             self._high_watermark = self._log_end_offset
         return segment
 
-    # -- transactions (storage/transaction_state.py, storage/control_records.py) ----------------
+    # -- transactions (storage/log_transactions.py) ---------------------------------------------
     @property
     def last_stable_offset(self) -> int:
         """The LSO: below it every transaction is decided (never above the HW)."""
         with self._lock:
-            return self.producer_state.transactions.last_stable_offset(self._high_watermark)
+            return self._transactions.last_stable_offset(self._high_watermark)
 
     def append_end_txn_marker(
         self,
@@ -295,15 +319,24 @@ class PartitionLog:
         commit: bool,
         now_ms: int | None = None,
     ) -> AppendInfo:
-        """Write a COMMIT or ABORT marker (``storage.log_transactions``)."""
-        return log_transactions.append_end_txn_marker(
-            self,
+        """Write the coordinator's COMMIT or ABORT marker (``storage.control_records``).
+
+        As Kafka's appendEndTxnMarker: an epoch below the producer's raises
+        ``InvalidProducerEpochError``, an older coordinator epoch
+        ``TransactionCoordinatorFencedError`` (nothing is written then); the marker completes
+        the producer's open transaction, and an aborted one gets its ``.txnindex`` entry in the
+        segment holding the marker.
+        """
+        now = self._clock() if now_ms is None else now_ms
+        records, batches, marker = self._transactions.marker_batch(
+            self.config,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch,
             commit=commit,
-            now_ms=self._clock() if now_ms is None else now_ms,
+            now_ms=now,
         )
+        return self._append_validated(records, batches, now, None, None, False, marker)
 
     def read_for_fetch(
         self,
@@ -315,27 +348,31 @@ class PartitionLog:
         verify_limit: int | None = None,
         last_stable_offset: int | None = None,
     ) -> FetchDataInfo:
-        """Fetch's one call: data up to the HW or LSO, aborted transactions in range
-        (``storage.log_transactions``); ``verify_limit`` as for ``read``;
-        ``last_stable_offset``: the caller's value of it, read just before (else read here)."""
-        return log_transactions.read_for_fetch(
-            self,
+        """Fetch's one call: batches up to the HW (READ_COMMITTED: the LSO) and, for
+        READ_COMMITTED, the aborted transactions overlapping the data (``verify_limit`` as for
+        ``read``; ``last_stable_offset``: the caller's value of it, read just before)."""
+        lso = self.last_stable_offset if last_stable_offset is None else last_stable_offset
+        info = self.read(
             start_offset,
             max_bytes,
-            read_committed,
-            min_one_message,
-            verify_limit,
-            last_stable_offset,
+            upper_bound=lso if read_committed else None,
+            min_one_message=min_one_message,
+            verify_limit=verify_limit,
         )
+        if not read_committed:
+            return FetchDataInfo(info, lso, None)
+        if info.last_offset is None:
+            return FetchDataInfo(info, lso, ())
+        aborted = self.aborted_transactions(start_offset, info.last_offset + 1)
+        return FetchDataInfo(info, lso, tuple(aborted))
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Every ``.txnindex`` entry overlapping ``[start_offset, upper_bound)``."""
+        """The aborted transactions overlapping ``[start_offset, upper_bound)`` (Kafka's
+        collectAbortedTransactions, ``storage.transaction_state``): the indexes of the segment
+        holding ``start_offset`` and of the later ones, until one answers complete."""
         with self._lock:
-            segments = list(self._segments)
-        out: list[AbortedTxn] = []
-        for segment in segments:
-            out.extend(segment.txn_index.collect(start_offset, upper_bound))
-        return out
+            segments = self._segments.from_offset(start_offset)
+        return self._transactions.aborted_transactions(segments, start_offset, upper_bound)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""

@@ -15,7 +15,8 @@ layout (big-endian)::
 Invariants: the size is a multiple of 34 (a torn tail entry is ignored on read and cut on the
 next append); entries are in ``last_offset`` order; every ``last_offset`` lies inside the
 segment. A read_committed Fetch asks for the entries overlapping ``[fetch_offset,
-upper_bound)`` (``collect``); the client then drops the aborted producers' records from each
+upper_bound)`` (``collect``) of the segment holding the fetch offset and of each later segment
+until one answers complete; the client then drops the aborted producers' records from each
 ``first_offset`` to the marker.
 
 Durability: the file is appended without fsync; ``flush`` fsyncs it (the log's flush of an
@@ -41,6 +42,7 @@ __all__ = [
     "TXNINDEX_SUFFIX",
     "AbortedTxn",
     "TransactionIndex",
+    "TxnIndexSearchResult",
     "decode_entries",
     "unpack_entry",
 ]
@@ -50,6 +52,14 @@ _ENTRY = struct.Struct(">hqqqq")
 ABORTED_TXN_SIZE = _ENTRY.size
 CURRENT_VERSION = 0
 assert ABORTED_TXN_SIZE == 34
+
+
+@dataclass(frozen=True, slots=True)
+class TxnIndexSearchResult:
+    """What one segment's index holds for a look-up (Kafka's TxnIndexSearchResult)."""
+
+    aborted_transactions: tuple[AbortedTxn, ...]
+    is_complete: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +108,9 @@ class TransactionIndex:
     def __init__(self, path: Path, *, exists: bool = True) -> None:
         """``exists=False``: the caller's directory listing has no such file (not read)."""
         self.path = path
-        self._entries: list[AbortedTxn] = []
+        #: The entries in ``last_offset`` order: a list replaced on change, never mutated in
+        #: place (readers use it without the lock). Read-only for callers.
+        self.entries: list[AbortedTxn] = []
         data = b""
         if exists:
             try:
@@ -106,20 +118,16 @@ class TransactionIndex:
             except FileNotFoundError:
                 pass
         try:
-            self._entries = decode_entries(data, name=str(path))
+            self.entries = decode_entries(data, name=str(path))
         except ValueError:
-            self._entries = []  # rebuilt by recovery; an unknown version is not ours to keep
-        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+            self.entries = []  # rebuilt by recovery; an unknown version is not ours to keep
+        self._file_size = len(self.entries) * ABORTED_TXN_SIZE
         self._dirty = len(data) != self._file_size
-
-    @property
-    def entries(self) -> list[AbortedTxn]:
-        return self._entries
 
     @property
     def last_offset(self) -> int:
         """The marker offset of the last entry (-1 when empty)."""
-        return self._entries[-1].last_offset if self._entries else -1
+        return self.entries[-1].last_offset if self.entries else -1
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry; entries must come in ``last_offset`` order (duplicates are skipped,
@@ -133,28 +141,35 @@ class TransactionIndex:
         finally:
             os.close(fd)
         self._file_size += ABORTED_TXN_SIZE
-        self._entries = [*self._entries, txn]
+        self.entries = [*self.entries, txn]
         self._dirty = True
 
-    def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Entries overlapping ``[fetch_offset, upper_bound_offset)`` (collectAbortedTxns)."""
-        return [
-            t
-            for t in self._entries
-            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset
-        ]
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Entries overlapping ``[fetch_offset, upper_bound_offset)``, and whether the search
+        is complete (Kafka's collectAbortedTxns): an entry whose last stable offset reaches the
+        upper bound was written when every transaction that began below the bound had ended,
+        so no later segment's index can hold another overlapping entry. Without such an entry
+        the caller reads the next segment's index (an aborted transaction is indexed in the
+        segment of its marker, which may be any later one)."""
+        found: list[AbortedTxn] = []
+        for t in self.entries:
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                found.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(tuple(found), True)
+        return TxnIndexSearchResult(tuple(found), False)
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or above ``offset``."""
-        kept = [t for t in self._entries if t.last_offset < offset]
-        if len(kept) == len(self._entries):
+        kept = [t for t in self.entries if t.last_offset < offset]
+        if len(kept) == len(self.entries):
             return
-        self._entries = kept
+        self.entries = kept
         self._rewrite()
 
     def reset(self) -> None:
         """Empty the index (recovery rebuilds it); the file goes."""
-        self._entries = []
+        self.entries = []
         self._file_size = 0
         self._dirty = False
         try:
@@ -163,17 +178,17 @@ class TransactionIndex:
             pass
 
     def _rewrite(self) -> None:
-        if not self._entries:
+        if not self.entries:
             self.reset()
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            data = b"".join(t.encode() for t in self._entries)
+            data = b"".join(t.encode() for t in self.entries)
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)
         finally:
             os.close(fd)
-        self._file_size = len(self._entries) * ABORTED_TXN_SIZE
+        self._file_size = len(self.entries) * ABORTED_TXN_SIZE
         self._dirty = True
 
     def flush(self) -> None:

@@ -16,22 +16,33 @@ the LSO only.
 An aborted transaction becomes an ``AbortedTxn`` entry (``storage.transaction_index``) in the
 segment holding its marker, with the LSO as it is once the marker is written (Kafka's
 ``lastStableOffset(completedTxn)``: the first offset of the earliest *other* open transaction,
-else the marker offset + 1).
+else the marker offset + 1; ``OngoingTransactions.aborted_entry``).
 
-Threading: owned by ProducerStateManager (the partition lock).
+``collect_aborted_transactions`` is the one look-up of aborted transactions over ``.txnindex``
+files (Kafka's LocalLog.collectAbortedTransactions): the partition log's (Fetch, the cleaner)
+and the Spark file source's (``analytics.logdir``) go through it.
+
+Threading: ``OngoingTransactions`` is owned by ProducerStateManager (the partition lock);
+``collect_aborted_transactions`` reads indexes from any thread.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from .batch import RecordBatchHeader
 from .control_records import EndTxnMarker, read_end_txn_marker
+from .transaction_index import AbortedTxn, TxnIndexSearchResult
 
-__all__ = ["CompletedTxn", "OngoingTransactions", "segment_marker_reader"]
+__all__ = [
+    "CompletedTxn",
+    "OngoingTransactions",
+    "collect_aborted_transactions",
+    "segment_marker_reader",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,36 @@ class OngoingTransactions:
         """The LSO recorded with an aborted transaction (Kafka's lastStableOffset(txn))."""
         others = [f for p, f in self._ongoing.items() if p != txn.producer_id]
         return min(others) if others else txn.last_offset + 1
+
+    def aborted_entry(self, txn: CompletedTxn) -> AbortedTxn:
+        """The ``.txnindex`` entry of an aborted transaction just completed."""
+        return AbortedTxn(
+            txn.producer_id, txn.first_offset, txn.last_offset, self.stable_offset_after(txn)
+        )
+
+
+class _TxnIndex(Protocol):
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult: ...
+
+
+def collect_aborted_transactions(
+    indexes: Iterable[_TxnIndex], start_offset: int, upper_bound: int
+) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start_offset, upper_bound)``.
+
+    ``indexes``: the ``.txnindex`` of the segment holding ``start_offset`` and of every later
+    segment, in order (a segment without a file may be left out). Each is read until one
+    answers complete (an entry whose last stable offset reaches ``upper_bound``): not only the
+    segments the range touches, as a transaction is indexed in the segment of its marker,
+    which may be any later one.
+    """
+    aborted: list[AbortedTxn] = []
+    for index in indexes:
+        found = index.collect(start_offset, upper_bound)
+        aborted.extend(found.aborted_transactions)
+        if found.is_complete:
+            break
+    return aborted
 
 
 class _Segment(Protocol):

@@ -1,7 +1,7 @@
 """``tidelog config-reference``: print the configuration reference (Markdown).
 
-The README's configuration section is this output; ``--check README.md`` exits 1 when the
-README's copy differs, and ``--write README.md`` replaces it.
+The reference in docs/configuration.md is this output; ``--check docs/configuration.md`` exits
+1 when that copy differs, and ``--write docs/configuration.md`` replaces it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from tidelog.tools._common import (
 )
 
 EXAMPLES = """\
-  tidelog config-reference                   # print the reference
-  tidelog config-reference --check README.md # exit 1 if the README's copy is stale
-  tidelog config-reference --write README.md # refresh the README's copy
+  tidelog config-reference                                # print the reference
+  tidelog config-reference --check docs/configuration.md  # exit 1 if the copy there is stale
+  tidelog config-reference --write docs/configuration.md  # refresh it
 """
 
 

@@ -45,6 +45,7 @@ from tidelog.tools._segment_files import (
     read_txn_index,
     time_index_sanity,
 )
+from tidelog.tools._share_state_json import share_state_key_value
 from tidelog.tools._txn_json import txn_key_value
 
 __all__ = ["add_parser", "run"]
@@ -117,6 +118,12 @@ def add_parser(subparsers: SubParsers) -> None:
         "--print-data-log)",
     )
     p.add_argument(
+        "--share-group-state-decoder",
+        action="store_true",
+        help="decode __share_group_state records (keys and values as JSON; implies "
+        "--print-data-log)",
+    )
+    p.add_argument(
         "--max-bytes",
         type=int,
         default=INT32_MAX,
@@ -183,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     report = _Report()
     # Like Kafka, --offsets-decoder wins when both decoders are given.
     decoder = "offsets" if args.offsets_decoder else "txn" if args.transaction_log_decoder else ""
+    if not decoder and args.share_group_state_decoder:
+        decoder = "share"
     if decoder:
         args.print_data_log = True
     deep = args.deep_iteration or args.print_data_log
@@ -358,6 +367,11 @@ def _dump_records(
         if print_data and not batch.is_control and decoder == "offsets":
             key_text, payload = offsets_key_value(r.key, r.value)
             line.append(f"{'| ' if skip_metadata else ' '}key: {key_text} payload: {payload}")
+        elif print_data and not batch.is_control and decoder == "share":
+            key_text, share_payload = share_state_key_value(r.offset, r.key, r.value)
+            line.append(f"{'| ' if skip_metadata else ' '}key: {key_text}")
+            if share_payload is not None:
+                line.append(f" payload: {share_payload}")
         elif print_data and not batch.is_control and decoder == "txn":
             key_text, txn_payload = txn_key_value(r.offset, r.key, r.value)
             line.append(f"{'| ' if skip_metadata else ' '}key: {key_text}")

@@ -12,6 +12,7 @@ from typing import Any
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
+from tidelog.broker.share.wire import delete_share_groups, split_share_groups
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
 
@@ -26,7 +27,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = [(g, ErrorCode.coordinator_not_available) for g in names]
     else:
         permitted = [g for g in names if allowed(ctx, Operation.DELETE, GROUP, g)]
-        results = await groups.delete_groups(permitted) if permitted else []
+        shared, classic = split_share_groups(ctx, permitted)
+        results = await groups.delete_groups(classic) if classic else []
+        results += await delete_share_groups(ctx, shared)
         results += [(g, ErrorCode.group_authorization_failed) for g in names if g not in permitted]
     return types.DeleteGroupsResponse(
         throttle_time=NO_THROTTLE,

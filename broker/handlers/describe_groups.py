@@ -14,6 +14,7 @@ from tidelog.broker.group.results import DescribedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
+from tidelog.broker.share.wire import not_classic_if_share
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -32,6 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ]
     else:
         described = groups.describe_groups(group_ids)
+        described = [not_classic_if_share(ctx, d) for d in described]
     if ctx.broker.authorizer is not None:
         described = [
             d

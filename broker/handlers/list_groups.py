@@ -1,7 +1,8 @@
 """ListGroups (API 16) v0-5: every group this coordinator knows, with its protocol type.
 
 v4 adds a case-insensitive state filter (KIP-518) and each group's state in the answer; v5
-(KIP-848) a case-insensitive group type filter ("classic", "consumer") and each group's type.
+(KIP-848) a case-insensitive group type filter ("classic", "consumer", "share") and each
+group's type.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from tidelog.broker.group.results import ListedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, GROUP, Operation, allowed
+from tidelog.broker.share.wire import share_listed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -26,6 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.coordinator_not_available
     else:
         error, listed = groups.list_groups(tuple(getattr(request, "states_filter", ())))
+        listed += share_listed(ctx, tuple(getattr(request, "states_filter", ())))
         if not allowed(ctx, Operation.DESCRIBE, CLUSTER, log_denial=False):
             # Kafka: without DESCRIBE on the cluster, the groups the principal may DESCRIBE.
             listed = [

@@ -76,8 +76,9 @@ def read_windows(bootstrap: str, topic: str, isolation: str = "read_committed",
     return out
 
 
-def transactions_or_skip(bootstrap: str) -> None:
-    """Skip (with the reason) unless InitProducerId with a transactional id succeeds."""
+def require_transactions(bootstrap: str) -> None:
+    """Fail unless InitProducerId with a transactional id succeeds: tidelog serves transactions,
+    so the exactly-once tests run, never skip."""
     import pytest
 
     from tidelog.analytics.transactions import TransactionsUnsupported, check_transactions
@@ -85,4 +86,4 @@ def transactions_or_skip(bootstrap: str) -> None:
     try:
         check_transactions({"bootstrap_servers": [bootstrap]}, timeout_ms=5000)
     except TransactionsUnsupported as e:
-        pytest.skip(f"exactly once needs broker transactions (branch txn adds them): {e}")
+        pytest.fail(f"exactly once needs broker transactions, which tidelog serves: {e}")

@@ -1,6 +1,6 @@
 """The worked pipeline (scripts/orders_pipeline.py) with exactly once on local[2]: the driver
 is killed mid-way and the query restarted from its checkpoint; read_committed sees every
-window once. Needs broker transactions: skipped, with the reason, on a broker without them."""
+window once. Needs broker transactions, which tidelog serves: fails (never skips) without them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.analytics.orders import (
     make_orders,
     produce_orders,
     read_windows,
-    transactions_or_skip,
+    require_transactions,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -39,7 +39,7 @@ def _pipeline(bootstrap: str, cp: Path, *extra: str) -> subprocess.Popen[bytes]:
 def test_killed_driver_restarts_from_checkpoint_and_writes_each_window_once(
     module_broker: Any, tmp_path: Path
 ) -> None:
-    transactions_or_skip(module_broker.bootstrap)
+    require_transactions(module_broker.bootstrap)
     from kafka.admin import KafkaAdminClient, NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tests.analytics.orders import transactions_or_skip
+from tests.analytics.orders import require_transactions
 from tidelog.analytics.options import parse_sink_options
 from tidelog.analytics.sink import WritePlan, probe, write_task
 from tidelog.analytics.transactions import end_transactions
@@ -36,7 +36,7 @@ def _values(bootstrap: str, topic: str, isolation: str) -> Counter[bytes]:
 
 def test_open_commit_abort_replay_and_fencing(module_broker: Any) -> None:
     boot = module_broker.bootstrap
-    transactions_or_skip(boot)
+    require_transactions(boot)
     from kafka.admin import KafkaAdminClient, NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=boot)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.analytics.orders import transactions_or_skip
+from tests.analytics.orders import require_transactions
 from tests.support.net import free_port
 from tidelog.analytics.partitioner import partition_for_key
 
@@ -246,7 +246,7 @@ def test_exactly_once_batch_and_replayed_micro_batches(
 ) -> None:
     """exactlyOnce=true: read_committed sees each record once, also when a micro-batch is
     replayed (the commit log of the last batch removed, as after a driver crash)."""
-    transactions_or_skip(sink_broker.bootstrap)
+    require_transactions(sink_broker.bootstrap)
     topic, recs = source_topic
     _create(sink_broker.bootstrap, **{"eos-batch": 3, "eos-stream": 3})
     df = _transform(_read(spark, sink_broker.bootstrap, topic))

@@ -97,7 +97,7 @@ def test_metrics_cost_script_runs() -> None:
 
 def test_startup_workload_runs() -> None:
     """``scripts/bench/startup.py`` measures a real ``tidelog serve`` and an embedded broker
-    (figures only: no thresholds here; see README for the measured ones)."""
+    (figures only: no thresholds here; see docs/benchmarks.md for the measured ones)."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "bench" / "startup.py"), "--runs", "1", "--json"],
         capture_output=True,
@@ -117,7 +117,7 @@ def test_startup_workload_runs() -> None:
 def test_recovery_workload_runs(tmp_path: Path) -> None:
     """``scripts/bench/recovery.py`` on a small partition: filled, SIGKILLed while producing,
     restarted, served (a fetch of the last offset answered) after an unclean shutdown, then
-    after a clean one. Figures only: the 5 GB ones are in the README."""
+    after a clean one. Figures only: the 5 GB ones are in docs/benchmarks.md."""
     proc = subprocess.run(
         [
             sys.executable,

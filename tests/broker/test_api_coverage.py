@@ -1,7 +1,7 @@
 """Every API key Kafka 4 defines: served (advertised with the handler's range, listed in the
-README's table) or refused on purpose, with the answer Kafka gives for an API its listener
+docs/apis.md's table) or refused on purpose, with the answer Kafka gives for an API its listener
 does not enable - the connection is closed (SocketServer: "Received request api key N ... which
-is not enabled"). Keeps ApiVersions and the README honest.
+is not enabled"). Keeps ApiVersions and docs/apis.md honest.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from kio.schema.index import api_key_map
 from tests.support.kafka_wire import WireClient
 from tidelog.broker.router import discover_handlers
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+APIS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "apis.md"
 
 #: The API keys of Kafka 4.1 (``ApiKeys``; kio's schema index is generated from the same JSON).
 KAFKA4_API_KEYS = sorted(api_key_map)
 
-#: Keys tidelog does not serve, and why. The reason is what the README's table says.
+#: Keys tidelog does not serve, and why. The reason is what docs/apis.md's table says.
 REFUSED: dict[int, str] = {
     34: "one log dir per partition, no moves between dirs",
     38: "delegation tokens: not supported",
@@ -49,10 +49,6 @@ REFUSED: dict[int, str] = {
     72: "client telemetry (KIP-714): not supported",
     73: "inter-broker (controller only)",
     74: "client metrics resources: not supported",
-    76: "share groups (KIP-932): not supported",
-    77: "share groups (KIP-932): not supported",
-    78: "share groups (KIP-932): not supported",
-    79: "share groups (KIP-932): not supported",
     80: "KRaft quorum (controller only)",
     81: "KRaft quorum (controller only)",
     82: "KRaft quorum (controller only)",
@@ -63,9 +59,6 @@ REFUSED: dict[int, str] = {
     87: "share group state (inter-broker)",
     88: "streams groups (KIP-1071): not supported",
     89: "streams groups (KIP-1071): not supported",
-    90: "share groups (KIP-932): not supported",
-    91: "share groups (KIP-932): not supported",
-    92: "share groups (KIP-932): not supported",
 }
 
 
@@ -79,7 +72,7 @@ def _advertised(broker: Any) -> dict[int, tuple[int, int]]:
 
 def _readme_rows() -> dict[int, tuple[str, str, str]]:
     rows: dict[int, tuple[str, str, str]] = {}
-    for line in README.read_text().splitlines():
+    for line in APIS_PAGE.read_text().splitlines():
         m = re.match(r"^\| (\d+) \| (\w+) \| ([^|]+) \| ([^|]*) \|$", line)
         if m:
             rows[int(m.group(1))] = (m.group(2), m.group(3).strip(), m.group(4).strip())
@@ -94,7 +87,7 @@ def test_every_kafka4_api_is_served_or_refused_on_purpose(module_broker: Any) ->
     assert served | set(REFUSED) == set(KAFKA4_API_KEYS), "every Kafka 4 key has a verdict"
     assert not served & set(REFUSED)
     rows = _readme_rows()
-    assert set(rows) == set(KAFKA4_API_KEYS), "the README's table lists every Kafka 4 key"
+    assert set(rows) == set(KAFKA4_API_KEYS), "docs/apis.md's table lists every Kafka 4 key"
     for key in KAFKA4_API_KEYS:
         name, versions, notes = rows[key]
         if key in served:

@@ -49,9 +49,16 @@ def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Produce
 
 
 def read_committed(
-    bootstrap: str, topic: str, partitions: int = 1, *, want: int = -1, wait_s: float = 8.0
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    *,
+    want: int = -1,
+    wait_s: float = 8.0,
+    **extra: Any,
 ) -> list[bytes]:
-    """Every value a read_committed consumer sees from the start (until ``want`` or quiet)."""
+    """Every value a read_committed consumer sees from the start (until ``want`` or quiet);
+    ``extra``: more consumer settings."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -59,6 +66,7 @@ def read_committed(
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            **extra,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

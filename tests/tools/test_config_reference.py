@@ -1,4 +1,4 @@
-"""The README's configuration reference is the one generated from the definitions."""
+"""docs/configuration.md's reference is the one generated from the definitions."""
 
 from pathlib import Path
 
@@ -7,25 +7,23 @@ import pytest
 from tidelog.broker.cli import main
 from tidelog.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
-def test_readme_reference_is_in_sync() -> None:
-    assert main(["config-reference", "--check", str(README)]) == 0, (
-        "README.md's configuration reference is stale: run "
-        "`tidelog config-reference --write README.md`"
+def test_docs_reference_is_in_sync() -> None:
+    assert main(["config-reference", "--check", str(PAGE)]) == 0, (
+        "docs/configuration.md's reference is stale: run "
+        "`tidelog config-reference --write docs/configuration.md`"
     )
-    text = README.read_text()
+    text = PAGE.read_text()
     for name in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS):
         assert f"| `{name}` |" in text
 
 
 def test_stale_reference_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stale = tmp_path / "README.md"
+    stale = tmp_path / "configuration.md"
     stale.write_text(
-        README.read_text().replace(
-            "| `num.partitions` | int | 1 |", "| `num.partitions` | int | 7 |"
-        )
+        PAGE.read_text().replace("| `num.partitions` | int | 1 |", "| `num.partitions` | int | 7 |")
     )
     assert main(["config-reference", "--check", str(stale)]) == 1
     assert "stale" in capsys.readouterr().out

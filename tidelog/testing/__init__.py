@@ -8,8 +8,8 @@
 All three have ``bootstrap_servers``, ``log_dir``, ``start()``, ``stop()``, ``kill()``,
 ``restart()``, ``create_topic(name, partitions=1, config=None)`` and ``log_text()``.
 The plugin (entry point ``pytest11`` / ``tidelog``) provides the fixtures ``tidelog_broker``,
-``tidelog_broker_factory`` and ``tidelog_topic``; see README "Testing your application with
-tidelog".
+``tidelog_broker_factory`` and ``tidelog_topic``; see docs/testing.md
+("Testing your application").
 """
 
 from __future__ import annotations

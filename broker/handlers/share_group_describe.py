@@ -1,0 +1,97 @@
+"""ShareGroupDescribe (key 77) v1: a share group's state, epochs and members' assignments.
+
+An unknown group, or one that is a classic or consumer group, is GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
+from tidelog.broker.share.admin import group_or_error
+from tidelog.broker.share.wire import share_coordinator
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 77
+#: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    sc = share_coordinator(ctx)
+    out = []
+    for raw in request.group_ids:
+        group_id = str(raw)
+        fields: dict[str, Any] = {
+            "group_id": group_id,
+            "group_state": "Dead",
+            "group_epoch": -1,
+            "assignment_epoch": -1,
+            "assignor_name": "",
+            "members": (),
+            "authorized_operations": UNSET_OPERATIONS,
+        }
+        if sc is None:
+            out.append(
+                build(
+                    types.DescribedGroup, error_code=ErrorCode.coordinator_not_available, **fields
+                )
+            )
+            continue
+        if not allowed(ctx, Operation.DESCRIBE, GROUP, group_id):
+            out.append(
+                build(
+                    types.DescribedGroup, error_code=ErrorCode.group_authorization_failed, **fields
+                )
+            )
+            continue
+        group, error, message = group_or_error(sc, group_id)
+        if group is None:
+            out.append(
+                build(types.DescribedGroup, error_code=error, error_message=message, **fields)
+            )
+            continue
+        names = {tid: name for name, tid, _count in group.metadata}
+        members = tuple(
+            build(
+                types.Member,
+                member_id=m.member_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(m.subscribed)),
+                assignment=build(
+                    types.Assignment,
+                    topic_partitions=tuple(
+                        build(
+                            types.TopicPartitions,
+                            topic_id=tid,
+                            topic_name=names.get(tid, ""),
+                            partitions=tuple(sorted(parts)),
+                        )
+                        for tid, parts in sorted(m.assignment.items(), key=lambda kv: str(kv[0]))
+                    ),
+                ),
+            )
+            for m in group.members.values()
+        )
+        fields.update(
+            group_state=group.state,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name="simple",
+            members=members,
+            authorized_operations=(
+                _GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
+            ),
+        )
+        out.append(build(types.DescribedGroup, error_code=ErrorCode.none, **fields))
+    return build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+SPEC = HandlerSpec(API_KEY, "ShareGroupDescribe", 1, 1, handle)

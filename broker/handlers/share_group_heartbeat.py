@@ -1,0 +1,80 @@
+"""ShareGroupHeartbeat (key 76) v1: join (epoch 0), heartbeat, leave (-1) a share group.
+
+The answer carries the member epoch, the heartbeat interval and, when it changed, the member's
+assignment (topic ids and partitions). Membership is ``broker/share/groups.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidelog.broker.group.wire import NO_THROTTLE, client_host
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.security.access import GROUP, Operation, allowed
+from tidelog.broker.share.wire import share_coordinator
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.schema import build, response_types
+
+API_KEY = 76
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(API_KEY, ctx.api_version)
+    coordinator = share_coordinator(ctx)
+    if coordinator is None:
+        return _answer(types, ErrorCode.coordinator_not_available, None, None, -1, 0, None)
+    if not allowed(ctx, Operation.READ, GROUP, str(request.group_id)):
+        return _answer(types, ErrorCode.group_authorization_failed, None, None, -1, 0, None)
+    names = request.subscribed_topic_names
+    result = coordinator.groups.heartbeat(
+        str(request.group_id),
+        str(request.member_id),
+        int(request.member_epoch),
+        request.rack_id,
+        None if names is None else tuple(str(n) for n in names),
+        ctx.client_id or "",
+        client_host(ctx),
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = build(
+            types.Assignment,
+            topic_partitions=tuple(
+                build(types.TopicPartitions, topic_id=tid, partitions=tuple(sorted(parts)))
+                for tid, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+            ),
+        )
+    return _answer(
+        types,
+        result.error,
+        result.message,
+        result.member_id,
+        result.member_epoch,
+        result.heartbeat_interval_ms,
+        assignment,
+    )
+
+
+def _answer(
+    types: Any,
+    error: ErrorCode,
+    message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    interval_ms: int,
+    assignment: Any,
+) -> Any:
+    return build(
+        types.ShareGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        heartbeat_interval=timedelta(milliseconds=interval_ms),
+        assignment=assignment,
+    )
+
+
+SPEC = HandlerSpec(API_KEY, "ShareGroupHeartbeat", 1, 1, handle)

@@ -1,0 +1,100 @@
+"""Wiring the share coordinator into the broker (``broker.share_groups``).
+
+``install(broker)`` builds the membership (``ShareGroups``, on the group coordinator's timer
+and clock), the persister and the coordinator, and registers a service whose ``start`` loads
+``__share_group_state`` (after the topic registry; before any request) and whose ``stop``
+cancels the member timers.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.share.coordinator import ShareCoordinator
+from tidelog.broker.share.groups import GroupHost, ShareGroups
+from tidelog.broker.share.metrics import share_families
+from tidelog.broker.share.persister import SharePersister, state_batches
+
+if TYPE_CHECKING:
+    from tidelog.broker.app import Broker
+
+__all__ = ("ShareService", "install")
+
+log = logging.getLogger("tidelog.share")
+
+
+class ShareService:
+    def __init__(self, broker: Broker, coordinator: ShareCoordinator, persister: SharePersister):
+        self.broker = broker
+        self.coordinator = coordinator
+        self.persister = persister
+
+    async def start(self) -> None:
+        loaded = await self.persister.load()
+        for (group_id, topic_id, partition), value in loaded.items():
+            sp = self.coordinator.new_share_partition(
+                group_id, value.start_offset, value.state_epoch
+            )
+            sp.restore(value.start_offset, state_batches(value))
+            self.coordinator.partitions[(group_id, topic_id, partition)] = sp
+        if loaded:
+            log.info("loaded the state of %d share partitions", len(loaded))
+
+    async def stop(self) -> None:
+        groups = self.coordinator.groups
+        for group in groups.groups.values():
+            for member_id in group.members:
+                groups.host.cancel(f"share-heartbeat:{group.group_id}:{member_id}")
+
+
+def install(broker: Broker) -> ShareCoordinator:
+    # Kafka divergence: share-group membership (members, epochs) lives in memory only; Kafka
+    # also writes share-group metadata records to __consumer_offsets. Members rejoin after a
+    # restart by themselves; the share-partition state is durable in __share_group_state.
+    classic: Any = broker.groups
+    timer = classic.timer
+    persister = SharePersister(broker)
+    holder: list[ShareCoordinator] = []
+
+    def topics() -> Mapping[str, tuple[uuid.UUID, int]]:
+        return {
+            info.name: (info.topic_id, info.partitions)
+            for info in broker.topics
+            if not info.is_internal
+        }
+
+    def timeouts(group_id: str) -> tuple[int, int]:
+        config = broker.dynamic_configs.group_config(group_id)
+        return (
+            int(config["share.session.timeout.ms"]),
+            int(config["share.heartbeat.interval.ms"]),
+        )
+
+    def other_group_type(group_id: str) -> str | None:
+        if group_id in classic.groups:
+            return "classic"
+        consumer = getattr(classic, "consumer_groups", None)
+        if consumer is not None and group_id in consumer.groups:
+            return "consumer"
+        return None
+
+    host = GroupHost(
+        now_ms=timer.now_ms,
+        schedule=timer.schedule,
+        cancel=timer.cancel,
+        topics=topics,
+        timeouts=timeouts,
+        max_size=broker.config.get_int("group.share.max.size"),
+        other_group_type=other_group_type,
+        on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
+        on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
+    )
+    coordinator = ShareCoordinator(broker, ShareGroups(host), timer.now_ms, persister.write)
+    holder.append(coordinator)
+    broker.share_groups = coordinator
+    broker.metrics.extra_families.append(share_families(coordinator.metric_totals))
+    broker.services.append(ShareService(broker, coordinator, persister))
+    return coordinator
