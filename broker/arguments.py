@@ -97,7 +97,7 @@ def lazy_version(version: Callable[[], str]) -> type[argparse.Action]:
             option_strings: Sequence[str],
             dest: str = argparse.SUPPRESS,
             default: str = argparse.SUPPRESS,
-            help: str = "show the version and exit",
+            help: str = "show program's version number and exit",
         ) -> None:
             super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
