@@ -11,10 +11,10 @@ How the budgets were set (2026-11-27, Python 3.11.7, the dev+spark venv of ``scr
 run this file with ``-s`` and read the ``imported before ApiVersions`` line. Before the work
 of issue 26 a broker imported 455 modules (190 of them ``tidelog.*``) before it could answer
 ApiVersions (main at 6c705c1, with share groups; the same child run on that tree with
-``PYTHONPATH``); after it, 324 (92). The budgets are those figures plus a small margin. To raise one on purpose (a module
-the first answer really needs), measure again and change the number here with the reason in
-the commit message; to find what grew, compare the printed list with the one of the last
-commit (``python -X importtime`` shows who imported what).
+``PYTHONPATH``); after it, 324 (92). The budgets are those figures plus a small margin. To
+raise one on purpose (a module the first answer really needs), measure again and change the
+number here with the reason in the commit message; to find what grew, compare the printed list
+with the one of the last commit (``python -X importtime`` shows who imported what).
 """
 
 from __future__ import annotations
