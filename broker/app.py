@@ -28,16 +28,13 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from tidelog.broker import coordinators
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
-from tidelog.broker.group.consumer import install as install_consumer_groups
-from tidelog.broker.group.coordinator import GroupCoordinator
-from tidelog.broker.group.service import install as install_group_coordinator
-from tidelog.broker.group.txn_offsets import TxnOffsets
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partition_appends import PartitionAppends
@@ -46,10 +43,7 @@ from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
-from tidelog.broker.share.service import install as install_share_coordinator
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
-from tidelog.broker.txn.coordinator import TransactionCoordinator
-from tidelog.broker.txn.service import install as install_transaction_coordinator
 from tidelog.config import BrokerConfig, ConfigError, parse_listener
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
@@ -60,6 +54,9 @@ from tidelog.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
 )
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
+
+if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported lazily there
+    from tidelog.broker.group.coordinator import GroupCoordinator
 
 log = logging.getLogger("tidelog.broker")
 
@@ -76,6 +73,7 @@ __all__ = (
 T = TypeVar("T")
 
 PRODUCE_API_KEY = 0
+API_VERSIONS_KEY = 18
 #: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
 FLUSH_TICK_S = 0.1
 #: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
@@ -240,21 +238,20 @@ class Broker:
         #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
         #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
         self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
+        #: FindCoordinator key type -> makes that coordinator's internal topic on first use
+        #: (``__consumer_offsets``, ``__transaction_state``; set by the coordinators).
+        self.coordinator_topics: dict[int, Callable[[], Awaitable[None]]] = {}
         self.producer_ids = ProducerIdManager.for_broker(self)
         #: How late the event loop runs its timers (a stall detector, ``broker/loop_lag.py``).
         self.loop_lag = LoopLag()
         self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
-        install_group_coordinator(self)  # sets self.groups, joins self.services
-        install_consumer_groups(self)  # KIP-848 consumer groups beside the classic ones
-        self.services.append(self.producer_ids)
-        # The transaction coordinator (broker/txn/): sets ``transactions`` and ``txn_offsets``.
-        self.transactions: TransactionCoordinator
-        self.txn_offsets: TxnOffsets
-        install_transaction_coordinator(self)
-        # Share groups (KIP-932, broker/share/): sets ``share_groups``.
+        # The transaction coordinator (broker/txn/) sets ``transactions`` and ``txn_offsets``;
+        # it and the group coordinators are installed by ``start`` (``broker/coordinators.py``).
+        self.transactions: Any = None
+        self.txn_offsets: Any = None
+        # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).
         self.share_groups: Any = None
-        install_share_coordinator(self)
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
@@ -403,29 +400,41 @@ class Broker:
             raise
 
     async def _start(self) -> None:
+        # Bind first, as Kafka's SocketServer does: a port in use fails the start before the
+        # log dirs are locked or anything is loaded; connections are accepted once loaded.
+        await self._bind_listeners()
         await self.run_blocking(self.log_manager.startup)
         self._storage_started = True
         self.topics.load_and_reconcile()
+        self.dynamic_configs.load()
+        # Clients can ask for ApiVersions from here on (the logs are loaded); every other
+        # request waits until the coordinators, imported only now, have loaded too.
+        started: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.router.hold_until(started)
+        self.router.load(API_VERSIONS_KEY)
+        try:
+            for server in self.listeners:
+                await server.serve()
+            await self._start_services()
+        except BaseException:
+            started.set_result(False)
+            raise
+        started.set_result(True)
+
+    async def _start_services(self) -> None:
+        """What the broker needs for requests other than ApiVersions. The listeners answer
+        ApiVersions already: the coordinators' and handlers' modules are imported in a worker
+        thread meanwhile, so the loop is free to answer."""
+        await self.run_blocking(
+            coordinators.import_modules, (*coordinators.MODULES, *self.router.modules())
+        )
+        coordinators.install(self)
+        self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
             await service.start()
             self._services_started.append(service)
         self.log_cleaner.startup()
         self._cleaner_started = True
-        max_request = self.config.socket_request_max_bytes
-        for endpoint in self.endpoints:
-            server = ListenerServer(
-                endpoint.name,
-                endpoint.bind_host,
-                endpoint.bind_port,
-                self.router,
-                max_request,
-                quotas=self.connection_quotas,
-                idle_ms=self.config.get_int("connections.max.idle.ms"),
-                security=self.security if endpoint.name in self.security.listeners else None,
-                ssl_context=self._ssl_context(endpoint.name),
-            )
-            await server.start()
-            self.listeners.append(server)
         self._periodic = [
             asyncio.ensure_future(self._every(FLUSH_TICK_S, self._flush_due)),
             asyncio.ensure_future(
@@ -449,6 +458,23 @@ class Broker:
             ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
+
+    async def _bind_listeners(self) -> None:
+        max_request = self.config.socket_request_max_bytes
+        for endpoint in self.endpoints:
+            server = ListenerServer(
+                endpoint.name,
+                endpoint.bind_host,
+                endpoint.bind_port,
+                self.router,
+                max_request,
+                quotas=self.connection_quotas,
+                idle_ms=self.config.get_int("connections.max.idle.ms"),
+                security=self.security if endpoint.name in self.security.listeners else None,
+                ssl_context=self._ssl_context(endpoint.name),
+            )
+            await server.bind()
+            self.listeners.append(server)
 
     async def _abort_start(self) -> None:
         """Undo a start that failed part way (never raises: the first error is the news)."""

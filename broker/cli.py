@@ -28,7 +28,9 @@ import signal
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from tidelog.broker.arguments import ToolParser, lazy_version
 
 log = logging.getLogger("tidelog")
 
@@ -60,7 +62,7 @@ def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default INFO)",
     )
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action=lazy_version(_version))
     p.set_defaults(func=serve)
 
 
@@ -90,11 +92,15 @@ def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def build_parser(*, tools: bool = True) -> argparse.ArgumentParser:
     """The whole command line; ``tools=False`` leaves the plug-in tools out (``serve`` does not
     need them, and importing them all costs ~80 ms of start-up)."""
-    parser = argparse.ArgumentParser(
+    parser = ToolParser(
         prog="tidelog", description="A single-node broker that speaks the Kafka protocol."
     )
-    parser.add_argument("--version", action="version", version=_version())
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action=lazy_version(_version))
+    # ToolParser's sub-commands are ToolParsers (argparse makes them of the parent's class)
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
     subparsers.required = True
     _add_serve(subparsers)
     if tools:

@@ -249,10 +249,12 @@ class DynamicConfigs:
         self._setting = broker_setting  # name -> value of the broker's static settings
         self._broker: dict[str, dict[str, str]] = {}
         self._group: dict[str, dict[str, str]] = {}
-        self._load()
 
     # -- persistence ---------------------------------------------------------------------------
-    def _load(self) -> None:
+    def load(self) -> None:
+        """Read the stored file; the broker calls it once storage has locked and checked the log
+        dir (read before, a log dir that is a file warned about this file before the start-up
+        error that names the real cause)."""
         try:
             raw = json.loads(self.path.read_text())
         except FileNotFoundError:

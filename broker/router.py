@@ -1,8 +1,11 @@
 """Request routing: frame -> header -> handler -> framed answer.
 
-Handlers are discovered in ``broker/handlers/``: every module there that defines
-``SPEC: HandlerSpec`` serves that API for ``SPEC.min_version..SPEC.max_version``, and the
-ApiVersions answer lists exactly those ranges. A handler module may also define
+Handlers live in ``broker/handlers/``: every module there that defines ``SPEC: HandlerSpec``
+serves that API for ``SPEC.min_version..SPEC.max_version``, and the ApiVersions answer lists
+exactly those ranges. ``broker/api_table.py`` repeats them (checked by a test), so the broker's
+router answers ApiVersions without importing the handlers: each is imported on the first request
+of its API, or by ``load_all`` as the broker starts. While it starts (``hold_until``), requests
+other than ApiVersions wait until the coordinators are up. A handler module may also define
 ``error_response(ctx, request, error_code) -> response`` to shape the answer the router's
 catch-all sends when the handler raises (per-partition errors for APIs without a top-level
 ``error_code``); without it the router uses the schema's top-level ``error_code`` or closes the
@@ -18,14 +21,16 @@ Kafka behaviour kept here:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import pkgutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from tidelog.broker.api_table import API_TABLE, HANDLERS_PACKAGE, ApiEntry
 from tidelog.broker.handlers.base import (
     Answer,
     Close,
@@ -61,7 +66,7 @@ _LEAN_PARSERS: dict[int, Callable[[bytes | memoryview], tuple[int, str | None, A
 
 
 def discover_handlers(
-    package: str = "tidelog.broker.handlers",
+    package: str = HANDLERS_PACKAGE,
 ) -> tuple[dict[int, HandlerSpec], dict[int, ModuleType]]:
     """Import every module of ``package`` that defines ``SPEC`` (api_key -> spec, module)."""
     pkg = importlib.import_module(package)
@@ -89,6 +94,16 @@ def discover_handlers(
     return specs, modules
 
 
+def _row(spec: HandlerSpec | ApiEntry) -> tuple[Any, ...]:
+    return (
+        spec.api_key,
+        spec.name,
+        spec.min_version,
+        spec.max_version,
+        spec.advertised_min_version,
+    )
+
+
 class Router:
     """Dispatches decoded requests to handlers; one per broker."""
 
@@ -98,18 +113,74 @@ class Router:
         specs: Mapping[int, HandlerSpec] | None = None,
         modules: Mapping[int, ModuleType] | None = None,
     ) -> None:
-        if specs is None:
-            specs, modules = discover_handlers()
         self.broker = broker
         self._metrics = metrics_of(broker)
-        self.specs: dict[int, HandlerSpec] = dict(specs)
+        #: Without ``specs`` (the broker's router): every API of ``API_TABLE``, its handler
+        #: module imported on first use (``load``, ``load_all``). With ``specs``: those only.
+        self._table: dict[int, ApiEntry] = (
+            {e.api_key: e for e in API_TABLE} if specs is None else {}
+        )
+        self.specs: dict[int, HandlerSpec] = dict(specs or {})
         self._modules: dict[int, ModuleType] = dict(modules or {})
         # With an authorizer, Produce and Fetch take ``handle`` (which checks ACLs) instead of
         # the context-free ``at_once`` path.
         self._at_once_ok = getattr(broker, "authorizer", None) is None
+        #: While the broker starts (``hold_until``): requests other than ApiVersions wait for
+        #: this future (True: started; False: the start failed, the connection is closed).
+        self._held: asyncio.Future[bool] | None = None
+
+    # ------------------------------------------------------------------ handlers on demand
+
+    def hold_until(self, started: asyncio.Future[bool]) -> None:
+        """Answer ApiVersions at once but hold every other request until ``started`` is done
+        (the broker listens before its coordinators are loaded)."""
+        self._held = started
+        started.add_done_callback(self._release)
+
+    def _release(self, started: asyncio.Future[bool]) -> None:
+        if self._held is started:
+            self._held = None
+
+    async def _when_started(self, held: asyncio.Future[bool], frame: bytes, *where: Any) -> Answer:
+        if not await asyncio.shield(held):
+            return Close("the broker did not start")
+        outcome = self.dispatch(frame, *where)
+        if isinstance(outcome, Coroutine | asyncio.Future):
+            return await outcome
+        return outcome
+
+    def load(self, api_key: int) -> HandlerSpec | None:
+        """The handler of ``api_key``, its module imported now if not yet (None: no such API)."""
+        spec = self.specs.get(api_key)
+        entry = self._table.get(api_key)
+        if spec is not None or entry is None:
+            return spec
+        module = importlib.import_module(f"{HANDLERS_PACKAGE}.{entry.module}")
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, HandlerSpec) or _row(spec) != _row(entry):
+            raise RuntimeError(
+                f"{module.__name__}.SPEC {None if spec is None else _row(spec)} differs from its "
+                f"row in broker/api_table.py {_row(entry)}: make them agree"
+            )
+        self.specs[api_key] = spec
+        self._modules[api_key] = module
+        return spec
+
+    def modules(self) -> tuple[str, ...]:
+        """The handler modules of the APIs not loaded yet (to import ahead, in a worker)."""
+        return tuple(
+            f"{HANDLERS_PACKAGE}.{e.module}" for k, e in self._table.items() if k not in self.specs
+        )
+
+    def load_all(self) -> None:
+        """Import every handler not imported yet (the broker does it as it starts)."""
+        for api_key in sorted(self._table):
+            self.load(api_key)
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every API served, by api_key."""
+        if self._table:
+            return [self._table[k].advertised for k in sorted(self._table)]
         ranges = []
         for k, s in sorted(self.specs.items()):
             low = s.min_version if s.advertised_min_version is None else s.advertised_min_version
@@ -132,9 +203,19 @@ class Router:
             api_key, api_version, correlation_id = codec.peek_request_header(frame)
         except FrameDecodeError as exc:
             return Close(str(exc))
+        held = self._held
+        if held is not None and api_key != codec.API_VERSIONS_KEY and not held.done():
+            frame = frame if type(frame) is bytes else bytes(frame)
+            return self._when_started(held, frame, client_host, client_port, listener_name, session)
         spec = self.specs.get(api_key)
         if spec is None:
-            return Close(f"unknown API key {api_key} (v{api_version})")
+            try:
+                spec = self.load(api_key)
+            except Exception:
+                log.exception("cannot load the handler of API key %d", api_key)
+                return Close(f"the handler of API key {api_key} does not load")
+            if spec is None:
+                return Close(f"unknown API key {api_key} (v{api_version})")
         if not spec.min_version <= api_version <= spec.max_version:
             low = spec.advertised_min_version
             if spec.refuse is not None and low is not None and low <= api_version:

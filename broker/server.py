@@ -549,6 +549,13 @@ class ListenerServer:
         return time.monotonic()
 
     async def start(self) -> None:
+        """``bind`` then ``serve``."""
+        await self.bind()
+        await self.serve()
+
+    async def bind(self) -> None:
+        """Take the port (an address in use fails here) without accepting connections yet:
+        the broker binds first, as Kafka's SocketServer does, and serves once it has loaded."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(self),
@@ -556,10 +563,16 @@ class ListenerServer:
             port=self.port,
             reuse_address=True,
             backlog=1024,
+            start_serving=False,
         )
         sockets = self._server.sockets
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
+
+    async def serve(self) -> None:
+        """Listen and accept connections on the port ``bind`` took."""
+        assert self._server is not None, "bind() first"
+        await self._server.start_serving()
         if self.idle_ms >= 0:
             self._idle_check = asyncio.ensure_future(self._close_idle())
 

@@ -17,6 +17,7 @@ handlers call these methods and map ``TopicError`` to the wire error by its ``er
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -173,6 +174,8 @@ class Topics:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         #: Names whose logs are being made in a worker thread (create_topic_async).
         self._creating: set[str] = set()
+        #: Internal topics being created on first use (ensure_internal_topic), by name.
+        self._internal_creations: dict[str, asyncio.Future[TopicInfo]] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -281,6 +284,30 @@ class Topics:
         finally:
             self._creating.discard(name)
         return self._register(info)
+
+    async def ensure_internal_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str],
+        run_blocking: Callable[..., Awaitable[Any]],
+    ) -> TopicInfo:
+        """An internal topic (``__consumer_offsets``, ``__transaction_state``), created on
+        first use as Kafka does (on the first FindCoordinator of its type), not at start-up.
+        Its logs are made in a worker (``run_blocking``: fifty partitions take a few hundred
+        milliseconds of file system work); callers meanwhile wait for the same creation.
+        An existing topic is returned as it is (its partition count is fixed once made)."""
+        info = self._topics.get(name)
+        if info is not None:
+            return info
+        creating = self._internal_creations.get(name)
+        if creating is None:
+            creating = asyncio.ensure_future(
+                self.create_topic_async(name, num_partitions, configs, run_blocking)
+            )
+            self._internal_creations[name] = creating
+            creating.add_done_callback(lambda _: self._internal_creations.pop(name, None))
+        return await asyncio.shield(creating)
 
     def _reserve(
         self,
@@ -503,7 +530,9 @@ class Topics:
                     self._logs.create_log(info.name, partition, log_config, info.topic_id)
                 elif existing.config != log_config:
                     existing.update_config(log_config)
-        if changed or not self.path.exists() or not self.backup_path.exists():
+        # A fresh log dir has nothing to record yet (the first topic writes the registry): no
+        # two fsyncs on the loop before the first answer.
+        if changed or (registered and not (self.path.exists() and self.backup_path.exists())):
             self.save()
 
 

@@ -32,12 +32,17 @@ def unknown_name_error(name: str, known: Iterable[str], what: str = "setting") -
 def _describe_allowed(d: ConfigDef) -> str:
     if d.choices:
         return "one of " + ", ".join(d.choices)
-    parts = [f"an {d.type}" if d.type[0] in "aeiou" else f"a {d.type}"]
-    if d.min_value is not None:
-        parts.append(f">= {_fmt_number(d.min_value)}")
-    if d.max_value is not None:
-        parts.append(f"<= {_fmt_number(d.max_value)}")
-    return " ".join(parts)
+    kind = f"an {d.type}" if d.type[0] in "aeiou" else f"a {d.type}"
+    low, high = d.min_value, d.max_value
+    if low is not None and high is not None:
+        if low == high:  # default.replication.factor on a single node: one value allowed
+            return f"{_fmt_number(low)} (the only value allowed)"
+        return f"{kind} from {_fmt_number(low)} to {_fmt_number(high)}"
+    if low is not None:
+        return f"{kind} >= {_fmt_number(low)}"
+    if high is not None:
+        return f"{kind} <= {_fmt_number(high)}"
+    return kind
 
 
 def _fmt_number(v: float) -> str:

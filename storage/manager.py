@@ -146,7 +146,8 @@ class LogManager:
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir)
             self._started = True
-            self.checkpoint()
+            if self._logs:  # an empty dir has no offsets to record (six fsyncs saved)
+                self.checkpoint()
         except BaseException:
             self.release_locks()
             raise

@@ -38,6 +38,8 @@ __all__ = ("BrokerCoordinatorLog", "install")
 
 #: A HW wait has no deadline of its own: the coordinator bounds it (offsets.commit.timeout.ms).
 _FOREVER_S = 365 * 24 * 3600.0
+#: FindCoordinator's key type for a group.
+GROUP_KEY_TYPE = 0
 
 
 class BrokerCoordinatorLog:
@@ -61,21 +63,34 @@ class BrokerCoordinatorLog:
         if info is not None:
             self._n = info.partitions
 
+    def _topic_configs(self) -> dict[str, str]:
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._config.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        }
+
     def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist yet (first group request)."""
+        """Create ``__consumer_offsets`` if it does not exist yet, on the loop (a write that
+        finds it missing; FindCoordinator uses ``create_topic`` first)."""
         topics = self._broker.topics
         info = topics.get(OFFSETS_TOPIC)
         if info is None:
             info = topics.create_topic(
-                OFFSETS_TOPIC,
-                self._config.offsets_topic_num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self._config.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                },
+                OFFSETS_TOPIC, self._config.offsets_topic_num_partitions, self._topic_configs()
             )
             log.info("created %s (%d partitions)", OFFSETS_TOPIC, info.partitions)
+        self._n = info.partitions
+
+    async def create_topic(self) -> None:
+        """``__consumer_offsets`` on the first FindCoordinator for a group, as Kafka creates
+        it: its partitions are made in a worker thread while the loop serves others."""
+        info = await self._broker.topics.ensure_internal_topic(
+            OFFSETS_TOPIC,
+            self._config.offsets_topic_num_partitions,
+            self._topic_configs(),
+            self._broker.run_blocking,
+        )
         self._n = info.partitions
 
     def _log(self, partition: int) -> PartitionLog:
@@ -155,4 +170,5 @@ def install(broker: Broker) -> GroupCoordinator:
     broker.groups = coordinator
     broker.services.append(coordinator)
     broker.ensure_offsets_topic = store.ensure_topic
+    broker.coordinator_topics[GROUP_KEY_TYPE] = store.create_topic
     return coordinator

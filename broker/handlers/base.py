@@ -105,6 +105,8 @@ class BrokerView(Protocol):
     dynamic_configs: DynamicConfigs
     #: Creates ``__consumer_offsets`` on the first group request (as Kafka does).
     ensure_offsets_topic: Callable[[], None]
+    #: FindCoordinator key type -> creates that coordinator's internal topic on first use.
+    coordinator_topics: dict[int, Callable[[], Awaitable[None]]]
     #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
     authorizer: Authorizer | None
     #: Listeners' TLS/SASL settings, SCRAM credentials and security counters.

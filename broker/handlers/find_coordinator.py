@@ -5,12 +5,13 @@ v0 asks for one group; v1-3 add ``key_type`` (0 = group, 1 = transaction); v4 ba
 ``__consumer_offsets``, so the answer is always this broker's advertised endpoint, also while
 the coordinator is still loading (the group APIs then answer COORDINATOR_LOAD_IN_PROGRESS, as
 Kafka does). Other key types are INVALID_REQUEST; without a coordinator wired in the answer is
-COORDINATOR_NOT_AVAILABLE. A lookup for a group creates ``__consumer_offsets`` when it does not
-exist yet, as Kafka does.
+COORDINATOR_NOT_AVAILABLE. As Kafka does, the first authorized lookup of a type creates its
+internal topic (``__consumer_offsets`` for groups, ``__transaction_state`` for transactions).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -21,6 +22,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
 API_KEY = 10
+log = logging.getLogger("tidelog.find_coordinator")
 GROUP, TRANSACTION = 0, 1
 
 
@@ -34,27 +36,41 @@ def _authorized(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     return ErrorCode.none
 
 
-def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+async def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.invalid_request, -1, "", -1
-    if key_type == GROUP:
-        if coordinator(ctx) is None:
-            return ErrorCode.coordinator_not_available, -1, "", -1
-        ctx.broker.ensure_offsets_topic()  # as Kafka: the first group lookup creates it
     broker = ctx.broker
+    prepare = broker.coordinator_topics.get(key_type)
+    if prepare is None or (key_type == GROUP and coordinator(ctx) is None):
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    try:
+        await prepare()  # as Kafka: the first lookup of its type creates the internal topic
+    except Exception as exc:  # TopicError (storage), or the broker stopping
+        log.warning("cannot create the internal topic for key type %d: %s", key_type, exc)
+        return ErrorCode.coordinator_not_available, -1, "", -1
     endpoint = broker.endpoint_for(ctx.listener_name)
     port = broker.advertised_port(endpoint)
     return ErrorCode.none, broker.node_id, endpoint.advertised_host, port
 
 
+_NOT_ASKED = (ErrorCode.none, -1, "", -1)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     key_type = int(getattr(request, "key_type", GROUP))
-    error, node_id, host, port = _answer(ctx, key_type)
+    keys = request.coordinator_keys if ctx.api_version >= 4 else (request.key,)
+    # Kafka authorizes each key before it looks the coordinator up (and so before the
+    # internal topic is made): a lookup nobody may make creates nothing.
+    denied = {key: _authorized(ctx, key_type, key) for key in keys}
+    asked = any(code is ErrorCode.none for code in denied.values())
+    error, node_id, host, port = await _answer(ctx, key_type) if asked else _NOT_ASKED
     if ctx.api_version >= 4:
         coordinators = []
-        for key in request.coordinator_keys:
-            code = _authorized(ctx, key_type, key) if error is ErrorCode.none else error
+        for key in keys:
+            code = error if error is not ErrorCode.none else denied[key]
+            if key_type not in (GROUP, TRANSACTION):
+                code = ErrorCode.invalid_request
             ok = code is ErrorCode.none
             coordinators.append(
                 types.Coordinator(
@@ -69,10 +85,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return types.FindCoordinatorResponse(
             throttle_time=NO_THROTTLE, coordinators=tuple(coordinators)
         )
-    if error is ErrorCode.none:
-        error = _authorized(ctx, key_type, request.key)
-        if error is not ErrorCode.none:
-            node_id, host, port = -1, "", -1
+    if key_type not in (GROUP, TRANSACTION):
+        error = ErrorCode.invalid_request
+    elif error is ErrorCode.none:
+        error = denied[request.key]
+    if error is not ErrorCode.none:
+        node_id, host, port = -1, "", -1
     message = None if error is ErrorCode.none else error.name.upper()
     return build(
         types.FindCoordinatorResponse,

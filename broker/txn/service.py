@@ -2,11 +2,12 @@
 
 ``install(broker)`` sets ``broker.transactions`` (the ``TransactionCoordinator``) and
 ``broker.txn_offsets`` (``broker/group/txn_offsets.py``) and adds a service that, at start,
-creates ``__transaction_state`` when missing (``transaction.state.log.num.partitions``
-partitions, ``cleanup.policy=compact``, ``segment.bytes=transaction.state.log.segment.bytes``,
-``compression.type=uncompressed``), replays it, completes prepared transactions, then runs
+replays ``__transaction_state`` when it exists, completes prepared transactions, then runs
 the timeout abort (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and the
 id expiration (``transaction.remove.expired.transaction.cleanup.interval.ms``) periodically.
+As in Kafka, the topic is created on the first FindCoordinator for a transactional id
+(``transaction.state.log.num.partitions`` partitions, ``cleanup.policy=compact``,
+``segment.bytes=transaction.state.log.segment.bytes``, ``compression.type=uncompressed``).
 
 Records are appended through storage at once and awaited until the HW covers them (the flush
 policy of the topic decides when: by default after the fsync). Markers are appended the same
@@ -48,6 +49,8 @@ __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionService", "install"]
 log = logging.getLogger("tidelog.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: FindCoordinator's key type for a transactional id.
+TRANSACTION_KEY_TYPE = 1
 #: How long a write waits for its HW before the coordinator gives up (and retries later).
 WRITE_TIMEOUT_S = 30.0
 
@@ -84,22 +87,41 @@ class TransactionService:
         self._periodic: list[asyncio.Task[None]] = []
 
     # -- life cycle ----------------------------------------------------------------------------
+    def _topic_configs(self) -> dict[str, str]:
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.segment_bytes),
+            "compression.type": "uncompressed",
+        }
+
+    async def create_topic(self) -> None:
+        """``__transaction_state`` on the first FindCoordinator for a transactional id, as
+        Kafka creates it (not at start-up: a broker nobody uses for transactions never pays
+        for its partitions); made in a worker thread while the loop serves others."""
+        info = await self.broker.topics.ensure_internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            self.num_partitions,
+            self._topic_configs(),
+            self.broker.run_blocking,
+        )
+        self.num_partitions = info.partitions
+
+    def _ensure_topic_now(self) -> None:
+        """The topic, made on the loop, for a write that finds it missing (a client that
+        skipped FindCoordinator)."""
+        topics = self.broker.topics
+        if topics.get(TRANSACTION_STATE_TOPIC) is None:
+            topics.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, self._topic_configs())
+
     async def start(self) -> None:
         topics = self.broker.topics
         info = topics.get(TRANSACTION_STATE_TOPIC)
-        if info is None:
-            info = topics.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.segment_bytes),
-                    "compression.type": "uncompressed",
-                },
-            )
-        self.num_partitions = info.partitions
+        # An existing topic keeps its partition count; a missing one is made on first use.
+        partitions = 0 if info is None else info.partitions
+        if info is not None:
+            self.num_partitions = info.partitions
         records: list[tuple[str, TxnLogValue | None]] = []
-        for partition in range(self.num_partitions):
+        for partition in range(partitions):
             partition_log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
             if partition_log is not None:
                 records.extend(
@@ -166,6 +188,7 @@ class TransactionService:
         ``lazy``: no flush is started for this record; the next append to the partition or
         the broker's flush tick (``FLUSH_TICK_S``, the flush policy) covers it."""
         partition = self.partition_for(transactional_id)
+        self._ensure_topic_now()
         partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
         if partition_log is None:
             raise TxnWriteFailed(f"{TRANSACTION_STATE_TOPIC}-{partition} is missing")
@@ -243,4 +266,5 @@ def install(broker: Broker) -> TransactionService:
     broker.transactions = service.coordinator
     broker.txn_offsets = service.txn_offsets
     broker.services.append(service)
+    broker.coordinator_topics[TRANSACTION_KEY_TYPE] = service.create_topic
     return service

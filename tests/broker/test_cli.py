@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +35,39 @@ def test_bad_value_exits_2_naming_the_key(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "num.partitions" in result.stderr
+
+
+def test_replication_factor_error_names_the_one_value_allowed(tmp_path: Path) -> None:
+    """A single node keeps one copy: the only value is 1, said so (not ">= 1 <= 1")."""
+    result = _run(
+        "serve", "--override", "default.replication.factor=3", "--override", f"log.dirs={tmp_path}"
+    )
+    assert result.returncode == 2
+    assert (
+        "Invalid value '3' for 'default.replication.factor': expected 1 (the only value allowed)."
+        in result.stderr
+    ), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "hint"),
+    [
+        ("serve", "--lsit", ""),
+        ("serve", "--zookeeper", ""),
+        ("serve", "--conf", " (did you mean --config?)"),  # no prefix matching: said, not taken
+        ("topics", "--lsit", " (did you mean --list?)"),
+        ("topics", "--zookeeper", " (Kafka's tools take --bootstrap-server"),
+    ],
+)
+def test_unknown_flag_is_named_as_typed(command: str, typed: str, hint: str) -> None:
+    """Refused by the sub-command's own parser, naming the flag the user typed (not a required
+    flag the sub-command misses, nor a flag a prefix happens to match)."""
+    result = _run(command, typed, "x")
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"tidelog {command}: error: unrecognized arguments: {typed}{hint}"), (
+        result.stderr
+    )
 
 
 def test_bad_listener_exits_2(tmp_path: Path) -> None:

@@ -13,6 +13,10 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3 import request as fc3
+
+from tests.support.kafka_wire import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +39,9 @@ def test_describe_log_dirs_reports_partition_sizes(
 ) -> None:
     size = (module_broker.log_dir / "sized-1" / f"{0:020d}.log").stat().st_size
     assert size > 2000
+    with WireClient(module_broker.bootstrap) as wire:  # makes __transaction_state, as in Kafka
+        found = wire.request(fc3.FindCoordinatorRequest(key="tx", key_type=1))
+        assert found.error_code == ErrorCode.none
     (per_broker,) = admin.describe_log_dirs()
     (log_dir,) = per_broker["log_dirs"]
     assert log_dir["error_code"] == 0
@@ -47,8 +54,8 @@ def test_describe_log_dirs_reports_partition_sizes(
     }
     assert sizes[("sized", 1)] == size
     assert sizes[("sized", 0)] == sizes[("tiny", 0)] == 0
-    # internal topics are listed too (__transaction_state is made at start-up; __consumer_offsets
-    # only on the first group request, as in Kafka)
+    # internal topics are listed too (each is made by the first FindCoordinator of its type, as
+    # in Kafka: __transaction_state above)
     assert ("__transaction_state", 0) in sizes
     (only,) = admin.describe_log_dirs({"sized": [1], "nope": [0]})
     assert only["log_dirs"][0]["topics"] == [

@@ -1,0 +1,46 @@
+"""The group, consumer-group, transaction and share coordinators, wired in as a broker starts.
+
+A broker answers ApiVersions before it needs them (``Broker._start_services``): ``MODULES`` are
+imported in a worker thread while the loop answers, then ``install`` wires the coordinators
+in (each ``install`` joins ``broker.services``, started right after).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidelog.broker.app import Broker
+
+__all__ = ("MODULES", "import_modules", "install")
+
+#: Imported once the broker listens, not before (tests/broker/test_startup_imports.py).
+MODULES = (
+    "tidelog.broker.group.service",
+    "tidelog.broker.group.consumer",
+    "tidelog.broker.txn.service",
+    "tidelog.broker.share.service",
+)
+
+
+def import_modules(names: Iterable[str]) -> None:
+    """Import ``names`` (in a worker thread: the loop goes on answering meanwhile)."""
+    for name in names:
+        importlib.import_module(name)
+
+
+def install(broker: Broker) -> None:
+    """The classic and consumer group coordinators, the producer-id service, the transaction
+    coordinator, the share coordinator: in that order in ``broker.services``, as they start."""
+    from tidelog.broker.group.consumer import install as install_consumer_groups
+    from tidelog.broker.group.service import install as install_group_coordinator
+    from tidelog.broker.share.service import install as install_share_coordinator
+    from tidelog.broker.txn.service import install as install_transaction_coordinator
+
+    install_group_coordinator(broker)  # sets broker.groups, joins broker.services
+    install_consumer_groups(broker)  # KIP-848 consumer groups beside the classic ones
+    broker.services.append(broker.producer_ids)
+    install_transaction_coordinator(broker)  # sets broker.transactions and txn_offsets
+    install_share_coordinator(broker)  # share groups (KIP-932): sets broker.share_groups

@@ -1,0 +1,96 @@
+"""``broker/api_table.py`` and the router's handlers on demand.
+
+The table lets the broker answer ApiVersions before it imports its handlers; it must say what
+the handlers say. While the broker starts, ApiVersions is answered at once and every other
+request waits for the start to finish (then is answered as usual, or closed if the start failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12 import request as md12
+
+from tests.support.kafka_wire import router_frame
+from tidelog.broker.api_table import API_TABLE
+from tidelog.broker.app import Broker
+from tidelog.broker.router import Close, Router, discover_handlers
+from tidelog.config import load_broker_config
+
+
+def test_every_handler_has_its_row_and_every_row_its_handler() -> None:
+    specs, modules = discover_handlers()
+    rows = {e.api_key: e for e in API_TABLE}
+    assert len(rows) == len(API_TABLE), "an API key has two rows in broker/api_table.py"
+    for key, spec in specs.items():
+        module = modules[key].__name__.rsplit(".", 1)[1]
+        want = (key, spec.name, module, spec.min_version, spec.max_version)
+        want_adv = spec.advertised_min_version
+        row = rows.get(key)
+        got = None if row is None else (row.api_key, row.name, row.module, row.min_version,
+                                        row.max_version)  # fmt: skip
+        assert got == want and (row is None or row.advertised_min_version == want_adv), (
+            f"broker/api_table.py needs the row ApiEntry({key}, {spec.name!r}, {module!r}, "
+            f"{spec.min_version}, {spec.max_version}"
+            f"{'' if want_adv is None else f', {want_adv}'}) (it has {row})"
+        )
+    assert set(rows) == set(specs), f"rows without a handler: {set(rows) - set(specs)}"
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _metadata() -> md12.MetadataRequest:
+    return md12.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+
+
+def _api_versions() -> ApiVersionsRequest:
+    return ApiVersionsRequest(client_software_name="t", client_software_version="1")
+
+
+def test_requests_wait_for_the_start_but_api_versions_does_not(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    config = load_broker_config(
+        overrides=[f"log.dirs={tmp_path / 'data'}", "listeners=PLAINTEXT://127.0.0.1:0"]
+    )
+    broker = Broker(config)
+    loop.run_until_complete(broker.start())
+    try:
+        router = Router(broker)  # the broker's kind: handlers from the table, on demand
+        assert "tidelog.broker.handlers.metadata" in router.modules()
+
+        async def scenario(outcome_of_start: bool) -> tuple[object, object, bool]:
+            started: asyncio.Future[bool] = loop.create_future()
+            router.hold_until(started)
+            versions = router.dispatch(router_frame(_api_versions(), 1), "127.0.0.1", 1)
+            if asyncio.iscoroutine(versions):  # answered while ``started`` is still pending
+                versions = await asyncio.wait_for(versions, 10)
+            held = router.dispatch(router_frame(_metadata(), 2), "127.0.0.1", 1)
+            assert asyncio.iscoroutine(held)
+            task = asyncio.ensure_future(held)
+            await asyncio.sleep(0.05)
+            waited = not task.done()
+            started.set_result(outcome_of_start)
+            return versions, await task, waited
+
+        versions, answer, waited = loop.run_until_complete(scenario(True))
+        assert isinstance(versions, bytes)  # at once, while the start goes on
+        assert waited and isinstance(answer, bytes)  # after the start, answered as usual
+        _, refused, _ = loop.run_until_complete(scenario(False))
+        assert isinstance(refused, Close)  # a failed start closes what waited
+        # once started, nothing waits
+        metadata = router.dispatch(router_frame(_metadata(), 3), "127.0.0.1", 1)
+        assert isinstance(loop.run_until_complete(asyncio.wait_for(metadata, 10)), bytes)
+    finally:
+        loop.run_until_complete(broker.stop())
