@@ -119,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strace", type=int, default=1000, help="sync produces under strace (0: none)")
     ap.add_argument("--only", default="sync,rate", help="sync,rate")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--base-tree",
+        type=Path,
+        default=None,
+        help="also run tidelog from this checkout (before/after in one run), as tidelog-base",
+    )
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     available = servers.available_servers()
@@ -136,10 +142,16 @@ def main(argv: list[str] | None = None) -> int:
             server = servers.make_server(name, workdir / name)
             server.start()
             started.append(server)
+        if args.base_tree is not None:
+            base = servers.Tidelog(
+                "tidelog-base", workdir / "base", fsync_config=True, tree=args.base_tree
+            )
+            base.start()
+            started.insert(0, base)
         for run in range(args.runs):
             order = started[run % len(started) :] + started[: run % len(started)]
             for server in order:
-                for policy, configs in POLICIES[server.name]:
+                for policy, configs in POLICIES[server.name.removesuffix("-base")]:
                     label = f"{server.name}/{policy}"
                     figures: dict[str, Any] = {"label": label, "run": run, "load": load()}
                     if "sync" in only:
