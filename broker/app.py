@@ -356,6 +356,7 @@ class Broker:
             self._flusher.submit(
                 functools.partial(partition_log.flush, self.clock()),
                 functools.partial(self._flushed, partition_log, key, hw_before, waiter),
+                loop,
             )
         except RuntimeError:  # the flusher is shut down: the broker is stopping
             self._flushing.pop(key, None)

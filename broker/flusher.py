@@ -39,15 +39,18 @@ class Flusher:
         self._idle = 0
         self._closed = False
 
-    def submit(self, fn: Callable[[], Any], done: Done) -> None:
-        """Run ``fn()`` in a flush thread; ``done(result, error)`` then runs on this loop.
+    def submit(
+        self, fn: Callable[[], Any], done: Done, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        """Run ``fn()`` in a flush thread; ``done(result, error)`` then runs on ``loop`` (the
+        running loop when None: ``get_running_loop`` costs a ``getpid`` system call).
 
         Raises RuntimeError once ``shutdown`` was called (as an executor does)."""
         if self._closed:
             raise RuntimeError("the flusher is shut down")
         if self._idle == 0 and len(self._threads) < self._size:
             self._start()
-        self._jobs.put((fn, done, asyncio.get_running_loop()))
+        self._jobs.put((fn, done, loop or asyncio.get_running_loop()))
 
     def _start(self) -> None:
         """One more thread. Threads start only when every one is busy: each idle thread is
