@@ -68,6 +68,30 @@ def sync_figures(server: servers.Server, topic: str, count: int, warmup: int) ->
     }
 
 
+def fsync_figures(directory: Path, count: int = 1000) -> dict[str, Any]:
+    """The disk's own cost of a durable ack: append 170 B (a sync produce's batch) + fsync,
+    ``count`` times, p50 / p99 (the goal: durable sync p99 <= this p99 + 0.3 ms)."""
+    path = directory / "fsync-probe"
+    samples = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        chunk = b"x" * 170
+        for _ in range(count):
+            started = time.perf_counter_ns()
+            os.write(fd, chunk)
+            os.fsync(fd)
+            samples.append((time.perf_counter_ns() - started) / 1e6)
+    finally:
+        os.close(fd)
+        path.unlink()
+    samples.sort()
+    return {
+        "label": "disk",
+        "fsync_p50_ms": samples[len(samples) // 2],
+        "fsync_p99_ms": samples[int(len(samples) * 0.99)],
+    }
+
+
 def rate_figures(server: servers.Server, topic: str, count: int) -> dict[str, Any]:
     cpu0 = server.cpu_seconds()
     result = wl.ck_produce(server.bootstrap, topic, count, 1024, acks="all", linger_ms=5)
@@ -150,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             started.insert(0, base)
         for run in range(args.runs):
             order = started[run % len(started) :] + started[: run % len(started)]
+            disk = {**fsync_figures(workdir), "run": run, "load": load()}
+            log(json.dumps(disk))
+            runs.append(disk)
             for server in order:
                 for policy, configs in POLICIES[server.name.removesuffix("-base")]:
                     label = f"{server.name}/{policy}"
@@ -190,7 +217,8 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def render(report: dict[str, Any]) -> str:
-    labels = list(dict.fromkeys(r["label"] for r in report["runs"]))
+    labels = [lb for lb in dict.fromkeys(r["label"] for r in report["runs"]) if lb != "disk"]
+    disk = [r for r in report["runs"] if r["label"] == "disk"]
     rows = [
         ("sync produce p50, ms", "p50_ms", "{:.3f}"),
         ("sync produce p99, ms", "p99_ms", "{:.3f}"),
@@ -212,6 +240,15 @@ def render(report: dict[str, Any]) -> str:
         ]
         if any(c != "-" for c in cells):
             out.append(f"| {title} | " + " | ".join(cells) + " |")
+    if disk:
+        out.append(
+            "| write 170 B + fsync on the same disk, p50 / p99, ms | "
+            + _spread([r["fsync_p50_ms"] for r in disk], "{:.3f}")
+            + " / "
+            + _spread([r["fsync_p99_ms"] for r in disk], "{:.3f}")
+            + " (min / median each) |"
+            + " |" * (len(labels) - 1)
+        )
     counts = report["counts"]
     for title, key in (
         ("syscalls per sync produce", "syscalls_per_request"),
@@ -223,7 +260,82 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"| {title} | " + " | ".join(cells) + " |")
     for lb, c in counts.items():
         out.append(f"\n{lb} syscalls per sync produce: {c['top']}")
+    out.extend(goals(report["runs"], disk))
     return "\n".join(out)
+
+
+def goals(runs: list[dict[str, Any]], disk: list[dict[str, Any]]) -> list[str]:
+    """Issue 33's goals on the medians of this run (tidelog, not tidelog-base)."""
+
+    def med(label: str, key: str) -> float | None:
+        values = [r[key] for r in runs if r["label"] == label and key in r]
+        return statistics.median(values) if values else None
+
+    peers = [lb for lb in ("tansu/memory", "noida/page-cache") if med(lb, "p50_ms") is not None]
+    out = ["", "goals (medians of this run):"]
+
+    def verdict(name: str, value: float | None, limit: float | None, fmt: str, le: bool) -> None:
+        if value is None or limit is None:
+            out.append(f"- {name}: not measured")
+            return
+        met = value <= limit if le else value >= limit
+        sign = "<=" if le else ">="
+        out.append(
+            f"- {name}: {fmt.format(value)} {sign} {fmt.format(limit)}: "
+            + ("met" if met else "NOT met")
+        )
+
+    if peers:
+        best_p50 = min(med(lb, "p50_ms") or 1e9 for lb in peers)
+        best_p99 = min(med(lb, "p99_ms") or 1e9 for lb in peers)
+        best_rate = max(med(lb, "msgs_per_s") or 0.0 for lb in peers)
+        best_cpu = min(med(lb, "cpu_s_per_m") or 1e9 for lb in peers)
+        verdict(
+            "page-cache sync p50 <= 1.2x best peer",
+            med("tidelog/page-cache", "p50_ms"),
+            1.2 * best_p50,
+            "{:.3f} ms",
+            True,
+        )
+        verdict(
+            "page-cache sync p99 <= 1.5x best peer",
+            med("tidelog/page-cache", "p99_ms"),
+            1.5 * best_p99,
+            "{:.3f} ms",
+            True,
+        )
+        verdict(
+            "page-cache 1 KiB rate >= best peer",
+            med("tidelog/page-cache", "msgs_per_s"),
+            best_rate,
+            "{:,.0f}/s",
+            False,
+        )
+        verdict(
+            "CPU per M records <= half the best peer",
+            med("tidelog/page-cache", "cpu_s_per_m"),
+            best_cpu / 2 if best_cpu < 1e9 else None,
+            "{:.2f} s",
+            True,
+        )
+    if disk:
+        fsync_p99 = statistics.median(r["fsync_p99_ms"] for r in disk)
+        verdict(
+            "durable sync p99 <= fsync p99 + 0.3 ms",
+            med("tidelog/durable", "p99_ms"),
+            fsync_p99 + 0.3,
+            "{:.3f} ms",
+            True,
+        )
+    plain_rate = med("tidelog/page-cache", "msgs_per_s")
+    verdict(
+        "durable 1 KiB rate >= 90% of page-cache",
+        med("tidelog/durable", "msgs_per_s"),
+        0.9 * plain_rate if plain_rate else None,
+        "{:,.0f}/s",
+        False,
+    )
+    return out
 
 
 if __name__ == "__main__":
