@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tidelog.broker import coordinators
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
+from tidelog.broker.flusher import Flusher
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partition_appends import PartitionAppends
@@ -269,7 +270,9 @@ class Broker:
         #: Produce appends handed to ``run_heavy``, in order per partition.
         self.append_queue = PartitionAppends(self.run_heavy)
         self._flushing: dict[tuple[str, int], bool] = {}  # in flight -> flush again after?
-        self._flushes: set[asyncio.Future[int]] = set()  # group-commit fsyncs in flight
+        self._flushes: set[asyncio.Future[None]] = set()  # group-commit fsyncs in flight
+        #: Group-commit fsyncs: dedicated threads, one hand-off each way (broker/flusher.py).
+        self._flusher = Flusher(io_threads)
         self._background: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
         self._stopped = False
@@ -352,30 +355,36 @@ class Broker:
         self._flushing[key] = False
         hw_before = partition_log.high_watermark
         loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()  # for stop(): flushes in flight
         try:
-            flush = loop.run_in_executor(self._executor, partition_log.flush, self.clock())
-        except RuntimeError:  # the executor is shut down: the broker is stopping
+            self._flusher.submit(
+                functools.partial(partition_log.flush, self.clock()),
+                functools.partial(self._flushed, partition_log, key, hw_before, waiter),
+                loop,
+            )
+        except RuntimeError:  # the flusher is shut down: the broker is stopping
             self._flushing.pop(key, None)
             return
-        self._flushes.add(flush)
-        flush.add_done_callback(functools.partial(self._flushed, partition_log, key, hw_before))
+        self._flushes.add(waiter)
 
     def _flushed(
         self,
         partition_log: PartitionLog,
         key: tuple[str, int],
         hw_before: int,
-        flush: asyncio.Future[int],
+        waiter: asyncio.Future[None],
+        hw: int,
+        exc: BaseException | None,
     ) -> None:
-        self._flushes.discard(flush)
-        exc = asyncio.CancelledError("flush cancelled") if flush.cancelled() else flush.exception()
+        """On the loop, one turn after the flush thread returned (``broker/flusher.py``)."""
+        self._flushes.discard(waiter)
+        waiter.set_result(None)
         if exc is not None:
             log.error("flush of %s-%d failed", *key, exc_info=exc)
             # Kafka answers KAFKA_STORAGE_ERROR when its log dir fails.
             self.held_answers.fail(key, ErrorCode.kafka_storage_error, f"fsync failed: {exc}")
             self._flushing.pop(key, None)
             return
-        hw = flush.result()
         self.held_answers.release(key, hw)
         if hw != hw_before:
             self.partitions.notify(*key)
@@ -502,6 +511,7 @@ class Broker:
             log.debug("closing storage after a failed start failed", exc_info=True)
             self.log_manager.release_locks()
         self._executor.shutdown(wait=True)
+        self._flusher.shutdown()
         self._heavy_executor.shutdown(wait=True)
 
     def _ssl_context(self, listener: str) -> Any:
@@ -549,6 +559,7 @@ class Broker:
         await self.run_blocking(self.log_cleaner.shutdown)
         await self.run_blocking(self.log_manager.shutdown)
         self._executor.shutdown(wait=True)
+        self._flusher.shutdown()
         self._heavy_executor.shutdown(wait=True)
         log.info("tidelog stopped cleanly")
 

@@ -133,9 +133,12 @@ class HeldAnswers:
         deadline: float,
         answer: bytes,
         error_answer: Callable[[int, str], bytes],
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> asyncio.Future[bytes]:
-        """A future resolved with ``answer`` once ``release(key, hw)`` sees ``hw >= target``."""
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        """A future resolved with ``answer`` once ``release(key, hw)`` sees ``hw >= target``
+        (``loop``: the running loop, when the caller has it: ``get_running_loop`` costs a
+        ``getpid`` system call)."""
+        future: asyncio.Future[bytes] = (loop or asyncio.get_running_loop()).create_future()
         queue = self._held.get(key)
         if queue is None:
             queue = self._held[key] = deque()

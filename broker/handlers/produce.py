@@ -343,12 +343,14 @@ def answer_at_once(
     if result.error != ErrorCode.none or covered(broker, result):
         return answer
     # Durable acknowledgement: answer once the group-commit fsync covers the batch.
+    loop = asyncio.get_running_loop()
     held: asyncio.Future[bytes] = broker.held_answers.hold(
         (result.topic, result.partition),
         result.next_offset,
-        asyncio.get_running_loop().time() + max(request.timeout.total_seconds(), 0.0),
+        loop.time() + max(request.timeout.total_seconds(), 0.0),
         answer,
         functools.partial(_error_answer, version, correlation_id, result.topic, result.partition),
+        loop,
     )
     return held
 
