@@ -108,6 +108,7 @@ def lazy_version(version: Callable[[], str]) -> type[argparse.Action]:
             values: object,
             option_string: str | None = None,
         ) -> None:
-            parser.exit(message=version() + "\n")
+            print(version())  # stdout, as argparse's own version action prints it
+            parser.exit()
 
     return LazyVersion

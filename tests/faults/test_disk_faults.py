@@ -265,7 +265,7 @@ def damaged(
     first_bad = {case: DAMAGE[case](data / f"{case}-0", rng) for case in CASES}
     for name in CHECKPOINTS:
         if checkpoints == "missing":
-            (data / name).unlink()
+            (data / name).unlink(missing_ok=True)  # an unclean stop may leave none
         elif checkpoints == "garbage":
             (data / name).write_bytes(rng.randbytes(rng.randrange(1, 300)))
     broker = BrokerProcess(data, SETTINGS)

@@ -565,3 +565,55 @@ SCENARIOS: list[Scenario] = [
         {"topics": [{"name": "dt-none", "topic_id": None}], "timeout": 5000},
     ),
 ]
+
+# Share groups (KIP-932): the answers that do not depend on timing (errors, empty describes).
+_SHARE_MEMBER = "tidelog-differential-m1"  # a client-chosen member id (Kafka: <= 36 chars)
+SCENARIOS += [
+    (
+        "share-describe-unknown",
+        "share_group_describe",
+        1,
+        {"group_ids": ["ds-none"], "include_authorized_operations": False},
+    ),
+    (
+        "share-heartbeat-unknown-group",
+        "share_group_heartbeat",
+        1,
+        {
+            "group_id": "ds-none",
+            "member_id": _SHARE_MEMBER,
+            "member_epoch": 3,
+            "rack_id": None,
+            "subscribed_topic_names": None,
+        },
+    ),
+    (
+        "share-heartbeat-join-without-topics",
+        "share_group_heartbeat",
+        1,
+        {
+            "group_id": "ds-share",
+            "member_id": _SHARE_MEMBER,
+            "member_epoch": 0,
+            "rack_id": None,
+            "subscribed_topic_names": None,
+        },
+    ),
+    (
+        "share-fetch-unknown-session",
+        "share_fetch",
+        1,
+        {
+            "group_id": "ds-none",
+            "member_id": _SHARE_MEMBER,
+            "share_session_epoch": 5,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": MAX,
+            "max_records": 100,
+            "batch_size": 100,
+            "topics": [],
+            "forgotten_topics_data": [],
+        },
+    ),
+]
