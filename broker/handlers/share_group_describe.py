@@ -28,9 +28,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         group_id = str(raw)
         fields: dict[str, Any] = {
             "group_id": group_id,
-            "group_state": "Dead",
-            "group_epoch": -1,
-            "assignment_epoch": -1,
+            "group_state": "",  # as Kafka: an unknown group's entry has only its error
+            "group_epoch": 0,
+            "assignment_epoch": 0,
             "assignor_name": "",
             "members": (),
             "authorized_operations": UNSET_OPERATIONS,

@@ -23,9 +23,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
-        return _answer(types, ErrorCode.coordinator_not_available, None, None, -1, 0, None)
+        return _answer(types, ErrorCode.coordinator_not_available, None, None, 0, 0, None)
     if not allowed(ctx, Operation.READ, GROUP, str(request.group_id)):
-        return _answer(types, ErrorCode.group_authorization_failed, None, None, -1, 0, None)
+        return _answer(types, ErrorCode.group_authorization_failed, None, None, 0, 0, None)
     names = request.subscribed_topic_names
     result = coordinator.groups.heartbeat(
         str(request.group_id),
@@ -36,6 +36,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.client_id or "",
         client_host(ctx),
     )
+    if result.error is not ErrorCode.none:
+        # As Kafka: an error answer carries only the code and message (epoch 0, no member id).
+        return _answer(types, result.error, result.message, None, 0, 0, None)
     assignment = None
     if result.assignment is not None:
         assignment = build(

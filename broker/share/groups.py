@@ -111,6 +111,8 @@ class ShareGroups:
             )
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
+        if member_epoch != 0 and group is None:  # as Kafka: only a join creates the group
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if member_epoch == -1:
             if group is None or member is None:
                 return HeartbeatResult(
