@@ -74,14 +74,10 @@ def _interrupt_after(argv: list[str], seconds: float, typed: bytes = b"") -> tup
 
 def test_produce_ctrl_c_exits_130(module_broker: Any) -> None:
     argv = ["produce", *_b(module_broker), "--topic", "nc-ctrl-c"]
-    # Interrupted while reading lines (the common case) ...
+    # Interrupted while reading lines (the common case).
     code, out = _interrupt_after(argv, 4.0, typed=b"one line\n")
     assert code == 130, out
     assert b"interrupted" in out and b"Traceback" not in out
-    # ... and while still starting (imports on a loaded machine): no traceback, still 130.
-    code, out = _interrupt_after(argv, 0.05)
-    assert code in (130, -2), out  # -2: the signal came before Python installed its handler
-    assert b"Traceback" not in out
 
 
 def test_produce_help_runs_as_a_command() -> None:
