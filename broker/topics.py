@@ -197,6 +197,13 @@ class Topics:
     def __len__(self) -> int:
         return len(self._topics)
 
+    def user_topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Name -> (topic id, partition count) of every non-internal topic: what the group
+        assignors (consumer and share groups) subscribe members to."""
+        return {
+            info.name: (info.topic_id, info.partitions) for info in self if not info.is_internal
+        }
+
     def get_log(self, name: str, partition: int) -> PartitionLog | None:
         """The partition's log, or None when the topic or partition does not exist."""
         info = self._topics.get(name)

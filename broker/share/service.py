@@ -9,8 +9,6 @@ cancels the member timers.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.share.coordinator import ShareCoordinator
@@ -59,13 +57,6 @@ def install(broker: Broker) -> ShareCoordinator:
     persister = SharePersister(broker)
     holder: list[ShareCoordinator] = []
 
-    def topics() -> Mapping[str, tuple[uuid.UUID, int]]:
-        return {
-            info.name: (info.topic_id, info.partitions)
-            for info in broker.topics
-            if not info.is_internal
-        }
-
     def timeouts(group_id: str) -> tuple[int, int]:
         config = broker.dynamic_configs.group_config(group_id)
         return (
@@ -85,7 +76,7 @@ def install(broker: Broker) -> ShareCoordinator:
         now_ms=timer.now_ms,
         schedule=timer.schedule,
         cancel=timer.cancel,
-        topics=topics,
+        topics=lambda: broker.topics.user_topic_ids(),
         timeouts=timeouts,
         max_size=broker.config.get_int("group.share.max.size"),
         other_group_type=other_group_type,

@@ -27,9 +27,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,32 +35,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_broker import start_broker  # noqa: E402
+
 LOCK_MS = 1000
 
 
 def log(msg: str) -> None:
     print(f"bench share: {msg}", file=sys.stderr, flush=True)
-
-
-def start_broker(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tidelog.broker.cli", "serve",
-           "--override", f"log.dirs={log_dir}",
-           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"group.share.min.record.lock.duration.ms={LOCK_MS}",
-           "--log-level", "WARNING"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 def group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
@@ -225,7 +206,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-share-") as tmp:
-        proc, bootstrap = start_broker(Path(tmp) / "data")
+        proc, bootstrap = start_broker(
+            Path(tmp) / "data", [f"group.share.min.record.lock.duration.ms={LOCK_MS}"]
+        )
         try:
             log(f"filling {args.records} records of {args.size} B")
             fill(bootstrap, "bench-share", args.records, args.size)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,30 +29,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests" / "analytics"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_broker import start_broker  # noqa: E402
 
 
 def log(msg: str) -> None:
     print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def start_broker(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tidelog.broker.cli", "serve",
-           "--override", f"log.dirs={log_dir}",
-           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--log-level", "WARNING"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 def create(bootstrap: str, **topics: int) -> None:

@@ -12,7 +12,7 @@ few hooks ``GroupCoordinator.consumer_groups`` offers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -23,8 +23,6 @@ from tidelog.broker.group.consumer.heartbeat import Host
 from tidelog.broker.group.log import KeyValue
 
 if TYPE_CHECKING:
-    import uuid
-
     from tidelog.broker.app import Broker
 
 __all__ = ["ConsumerGroups", "install"]
@@ -48,13 +46,6 @@ def install(broker: Broker) -> ConsumerGroups:
     def drop_classic_group(group_id: str) -> None:
         classic.groups.pop(group_id, None)
 
-    def topics() -> Mapping[str, tuple[uuid.UUID, int]]:
-        return {
-            info.name: (info.topic_id, info.partitions)
-            for info in broker.topics
-            if not info.is_internal
-        }
-
     def timeouts(group_id: str) -> tuple[int, int]:
         config = broker.dynamic_configs.group_config(group_id)
         return (
@@ -70,7 +61,7 @@ def install(broker: Broker) -> ConsumerGroups:
         inactive_error=inactive_error,
         classic_group_busy=classic_group_busy,
         drop_classic_group=drop_classic_group,
-        topics=topics,
+        topics=lambda: broker.topics.user_topic_ids(),
         timeouts=timeouts,
         assignors=tuple(assignor_names(broker.config.get("group.consumer.assignors"))),
         max_size=broker.config.get_int("group.consumer.max.size"),
