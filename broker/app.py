@@ -58,6 +58,9 @@ from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config
 
 if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported lazily there
     from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.txn_offsets import TxnOffsets
+    from tidelog.broker.share.coordinator import ShareCoordinator
+    from tidelog.broker.txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger("tidelog.broker")
 
@@ -249,10 +252,10 @@ class Broker:
         self.services: list[Service] = [self.metrics, self.loop_lag]
         # The transaction coordinator (broker/txn/) sets ``transactions`` and ``txn_offsets``;
         # it and the group coordinators are installed by ``start`` (``broker/coordinators.py``).
-        self.transactions: Any = None
-        self.txn_offsets: Any = None
+        self.transactions: TransactionCoordinator
+        self.txn_offsets: TxnOffsets
         # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).
-        self.share_groups: Any = None
+        self.share_groups: ShareCoordinator | None = None
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(

@@ -182,8 +182,9 @@ class Topics:
     def get(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 
-    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
+    def by_id(self, topic_id: uuid.UUID | None) -> TopicInfo | None:
+        """The topic with this id; None (kio's reading of the all-zero id) is no topic's."""
+        return None if topic_id is None else self._by_id.get(topic_id)
 
     def names(self) -> list[str]:
         return sorted(self._topics)

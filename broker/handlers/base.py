@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
     from tidelog.broker.router import Router
     from tidelog.broker.security.authorizer import Authorizer
+    from tidelog.broker.security.sasl import ConnectionSecurity
     from tidelog.broker.security.service import BrokerSecurity
+    from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.topics import Topics
     from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
@@ -122,6 +124,8 @@ class BrokerView(Protocol):
     #: (``broker.txn.service.install`` sets them).
     transactions: TransactionCoordinator
     txn_offsets: TxnOffsets
+    #: The share coordinator (KIP-932; ``broker.share.service.install`` sets it).
+    share_groups: ShareCoordinator | None
 
     @property
     def clock(self) -> Callable[[], int]: ...
@@ -160,7 +164,7 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     #: The connection's authentication state (broker.security.sasl.ConnectionSecurity) on
     #: SSL and SASL listeners, else None.
-    session: Any = None
+    session: ConnectionSecurity | None = None
 
 
 HandleFn = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.constants import uuid_zero
 
@@ -25,6 +25,25 @@ from tidelog.broker.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUE
 from tidelog.config.topic import describe_topic_configs
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.create_topics.v2.request import CreateTopicsRequest as _CreateTopicsRequestV2
+    from kio.schema.create_topics.v3.request import CreateTopicsRequest as _CreateTopicsRequestV3
+    from kio.schema.create_topics.v4.request import CreateTopicsRequest as _CreateTopicsRequestV4
+    from kio.schema.create_topics.v5.request import CreateTopicsRequest as _CreateTopicsRequestV5
+    from kio.schema.create_topics.v6.request import CreateTopicsRequest as _CreateTopicsRequestV6
+    from kio.schema.create_topics.v7.request import CreateTopicsRequest as _CreateTopicsRequestV7
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _CreateTopicsRequestV2
+        | _CreateTopicsRequestV3
+        | _CreateTopicsRequestV4
+        | _CreateTopicsRequestV5
+        | _CreateTopicsRequestV6
+        | _CreateTopicsRequestV7
+    )
+
 
 API_KEY = 19
 log = logging.getLogger("tidelog.create_topics")
@@ -147,7 +166,7 @@ async def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     counts = Counter(t.name for t in request.topics)
     default = ctx.broker.config.num_partitions
@@ -163,9 +182,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for t in request.topics
             ),
         )
-    results = []
-    for i, topic in enumerate(request.topics):
-        if i:
+    results: list[Any] = []
+    for topic in request.topics:
+        if results:
             await asyncio.sleep(0)  # other connections are served between two topics
         if counts[topic.name] > 1:
             results.append(
@@ -189,7 +208,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results))
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     return build(
         types.CreateTopicsResponse,

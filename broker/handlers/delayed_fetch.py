@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import Answer, BrokerView, RawBody, RequestContext
 from tidelog.broker.handlers.fetch_plan import (
@@ -37,6 +37,10 @@ from tidelog.broker.handlers.fetch_plan import (
 from tidelog.broker.sendfile import FileAnswer
 from tidelog.protocol.fast.answers import FetchPartitionAnswer, encode_fetch_body
 
+if TYPE_CHECKING:
+    from tidelog.broker.handlers.fetch_plan import FetchRequest
+    from tidelog.protocol.fast.fetch import LeanFetchRequest
+
 __all__ = ["answer_at_once", "fetch"]
 
 API_KEY = 1
@@ -47,7 +51,7 @@ FetchAnswer = bytes | list[bytes | memoryview] | FileAnswer | asyncio.Future[Any
 
 
 def answer_at_once(
-    broker: BrokerView, version: int, correlation_id: int, request: Any
+    broker: BrokerView, version: int, correlation_id: int, request: LeanFetchRequest
 ) -> FetchAnswer | None:
     """The answer of a one-partition fetch or a future of it; None (``handle``) otherwise."""
     if request.session_id != 0:
@@ -60,6 +64,7 @@ def answer_at_once(
     if len(partitions) != 1:
         return None
     p = partitions[0]
+    name: str | None
     if version >= 13:
         info = broker.topics.by_id(topic.topic_id)
         if info is None:
@@ -82,7 +87,7 @@ def fetch(
     broker: BrokerView,
     version: int,
     correlation_id: int,
-    request: Any,
+    request: FetchRequest,
     wanted: list[Wanted],
     *,
     observe: bool = False,
@@ -193,7 +198,7 @@ class _DelayedFetch:
         broker: BrokerView,
         version: int,
         correlation_id: int,
-        request: Any,
+        request: FetchRequest,
         wanted: list[Wanted],
         max_bytes: int,
         min_bytes: int,

@@ -7,7 +7,7 @@ UNKNOWN_TOPIC_OR_PARTITION on its entry.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -17,10 +17,19 @@ from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.delete_share_group_offsets.v0.request import (
+        DeleteShareGroupOffsetsRequest as _DeleteShareGroupOffsetsRequestV0,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DeleteShareGroupOffsetsRequestV0
+
+
 API_KEY = 92
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     group_id = str(request.group_id)

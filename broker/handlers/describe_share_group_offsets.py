@@ -7,7 +7,7 @@ GROUP_ID_NOT_FOUND; an unknown topic UNKNOWN_TOPIC_OR_PARTITION on its partition
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -18,10 +18,22 @@ from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.describe_share_group_offsets.v0.request import (
+        DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
+    )
+    from kio.schema.describe_share_group_offsets.v1.request import (
+        DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _DescribeShareGroupOffsetsRequestV0 | _DescribeShareGroupOffsetsRequestV1
+
+
 API_KEY = 90
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     out = []

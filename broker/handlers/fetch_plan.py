@@ -10,7 +10,7 @@ a worker thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.static.constants import uuid_zero
 
@@ -27,6 +27,14 @@ from tidelog.protocol.fast.answers import (
 from tidelog.storage import ReadInfo
 from tidelog.storage.errors import StorageError
 from tidelog.storage.lazy_crc import CheckDeferred
+
+if TYPE_CHECKING:
+    from tidelog.broker.handlers.fetch import Request as _KioFetchRequest
+    from tidelog.protocol.fast.fetch import LeanFetchRequest
+
+    #: A Fetch request as kio reads it or as the router's lean parser does
+    #: (``protocol/fast/fetch.py``: the common requests, read in one pass).
+    FetchRequest: TypeAlias = _KioFetchRequest | LeanFetchRequest
 
 # BLOCKING_READ_BYTES (broker/sendfile.py): reads at least this large go to a worker thread
 # instead of pread on the event loop; so does a scan that would CRC-check more than this many
@@ -55,17 +63,18 @@ class Wanted:
     aborted: tuple[tuple[int, int], ...] = ()
 
 
-def requested(topics: Topics, version: int, request: Any) -> list[Wanted]:
+def requested(topics: Topics, version: int, request: FetchRequest) -> list[Wanted]:
     by_id = version >= 13
     committed = int(getattr(request, "isolation_level", 0)) == 1
     wanted: list[Wanted] = []
     for t in request.topics:
+        # the topics are named by id from v13 (the lean parser's topics carry both fields)
         if by_id:
-            info = topics.by_id(t.topic_id)
+            topic_id = getattr(t, "topic_id", None)
+            info = topics.by_id(topic_id)
             name = info.name if info is not None else None
-            topic_id = t.topic_id
         else:
-            name, topic_id = t.topic, uuid_zero
+            name, topic_id = getattr(t, "topic", None), uuid_zero
         for p in t.partitions:
             wanted.append(
                 Wanted(
@@ -203,7 +212,7 @@ def _encode_one(version: int, w: Wanted, records_size: int) -> tuple[bytes, byte
     )
 
 
-def answer_max_bytes(broker: BrokerView, request: Any) -> int:
+def answer_max_bytes(broker: BrokerView, request: FetchRequest) -> int:
     """The request's ``max_bytes``, never above ``fetch.max.bytes`` (as Kafka: the answer is
     read into memory, so one fetch of a huge max_bytes must not read a whole log)."""
     limit = int(broker.config.get_int("fetch.max.bytes"))

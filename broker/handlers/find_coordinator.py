@@ -12,7 +12,7 @@ internal topic (``__consumer_offsets`` for groups, ``__transaction_state`` for t
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -20,6 +20,33 @@ from tidelog.broker.security.access import GROUP as GROUP_RESOURCE
 from tidelog.broker.security.access import TRANSACTIONAL_ID, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.find_coordinator.v0.request import (
+        FindCoordinatorRequest as _FindCoordinatorRequestV0,
+    )
+    from kio.schema.find_coordinator.v1.request import (
+        FindCoordinatorRequest as _FindCoordinatorRequestV1,
+    )
+    from kio.schema.find_coordinator.v2.request import (
+        FindCoordinatorRequest as _FindCoordinatorRequestV2,
+    )
+    from kio.schema.find_coordinator.v3.request import (
+        FindCoordinatorRequest as _FindCoordinatorRequestV3,
+    )
+    from kio.schema.find_coordinator.v4.request import (
+        FindCoordinatorRequest as _FindCoordinatorRequestV4,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _FindCoordinatorRequestV0
+        | _FindCoordinatorRequestV1
+        | _FindCoordinatorRequestV2
+        | _FindCoordinatorRequestV3
+        | _FindCoordinatorRequestV4
+    )
+
 
 API_KEY = 10
 log = logging.getLogger("tidelog.find_coordinator")
@@ -56,10 +83,11 @@ async def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, s
 _NOT_ASKED = (ErrorCode.none, -1, "", -1)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     key_type = int(getattr(request, "key_type", GROUP))
-    keys = request.coordinator_keys if ctx.api_version >= 4 else (request.key,)
+    # v4+ asks for several keys at once
+    keys = request.coordinator_keys if hasattr(request, "coordinator_keys") else (request.key,)
     # Kafka authorizes each key before it looks the coordinator up (and so before the
     # internal topic is made): a lookup nobody may make creates nothing.
     denied = {key: _authorized(ctx, key_type, key) for key in keys}
@@ -88,7 +116,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if key_type not in (GROUP, TRANSACTION):
         error = ErrorCode.invalid_request
     elif error is ErrorCode.none:
-        error = denied[request.key]
+        error = denied[keys[0]]
     if error is not ErrorCode.none:
         node_id, host, port = -1, "", -1
     message = None if error is ErrorCode.none else error.name.upper()

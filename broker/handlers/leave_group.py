@@ -6,7 +6,7 @@ or, for an administrative removal, by group instance id alone, and answer per me
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import MemberIdentity
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -15,16 +15,35 @@ from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.leave_group.v0.request import LeaveGroupRequest as _LeaveGroupRequestV0
+    from kio.schema.leave_group.v1.request import LeaveGroupRequest as _LeaveGroupRequestV1
+    from kio.schema.leave_group.v2.request import LeaveGroupRequest as _LeaveGroupRequestV2
+    from kio.schema.leave_group.v3.request import LeaveGroupRequest as _LeaveGroupRequestV3
+    from kio.schema.leave_group.v4.request import LeaveGroupRequest as _LeaveGroupRequestV4
+    from kio.schema.leave_group.v5.request import LeaveGroupRequest as _LeaveGroupRequestV5
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _LeaveGroupRequestV0
+        | _LeaveGroupRequestV1
+        | _LeaveGroupRequestV2
+        | _LeaveGroupRequestV3
+        | _LeaveGroupRequestV4
+        | _LeaveGroupRequestV5
+    )
+
+
 API_KEY = 13
 
 
-def _identities(ctx: RequestContext, request: Any) -> list[MemberIdentity]:
-    if ctx.api_version < 3:
+def _identities(ctx: RequestContext, request: Request) -> list[MemberIdentity]:
+    if not hasattr(request, "members"):  # v0-2: one member
         return [MemberIdentity(request.member_id)]
     return [MemberIdentity(m.member_id, m.group_instance_id) for m in request.members]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
@@ -48,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     return build(
         types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code, members=()

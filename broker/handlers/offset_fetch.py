@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -23,6 +23,31 @@ from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
+
+if TYPE_CHECKING:
+    from kio.schema.offset_fetch.v1.request import OffsetFetchRequest as _OffsetFetchRequestV1
+    from kio.schema.offset_fetch.v2.request import OffsetFetchRequest as _OffsetFetchRequestV2
+    from kio.schema.offset_fetch.v3.request import OffsetFetchRequest as _OffsetFetchRequestV3
+    from kio.schema.offset_fetch.v4.request import OffsetFetchRequest as _OffsetFetchRequestV4
+    from kio.schema.offset_fetch.v5.request import OffsetFetchRequest as _OffsetFetchRequestV5
+    from kio.schema.offset_fetch.v6.request import OffsetFetchRequest as _OffsetFetchRequestV6
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as _OffsetFetchRequestV7
+    from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as _OffsetFetchRequestV8
+    from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetchRequestV9
+
+    #: The request versions this handler serves (kio's classes).
+    Request = (
+        _OffsetFetchRequestV1
+        | _OffsetFetchRequestV2
+        | _OffsetFetchRequestV3
+        | _OffsetFetchRequestV4
+        | _OffsetFetchRequestV5
+        | _OffsetFetchRequestV6
+        | _OffsetFetchRequestV7
+        | _OffsetFetchRequestV8
+        | _OffsetFetchRequestV9
+    )
+
 
 API_KEY = 9
 
@@ -132,9 +157,10 @@ def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    if ctx.api_version >= 8:
+    require_stable = bool(getattr(request, "require_stable", False))  # v7+
+    if hasattr(request, "groups"):  # v8+: several groups
         out = []
         for group in request.groups:
             wanted = _wanted(group.topics)
@@ -142,7 +168,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ctx,
                 group.group_id,
                 wanted,
-                bool(request.require_stable),
+                require_stable,
                 getattr(group, "member_id", None),
                 int(getattr(group, "member_epoch", -1)),
             )
@@ -155,7 +181,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
     wanted = _wanted(request.topics)
-    result = _fetch(ctx, request.group_id, wanted, bool(getattr(request, "require_stable", False)))
+    result = _fetch(ctx, request.group_id, wanted, require_stable)
     return build(
         types.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,

@@ -8,7 +8,9 @@ result is its error code (INVALID_RECORD_STATE for records the member did not ac
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kio.static.constants import uuid_zero
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -20,10 +22,22 @@ from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.share_acknowledge.v1.request import (
+        ShareAcknowledgeRequest as _ShareAcknowledgeRequestV1,
+    )
+    from kio.schema.share_acknowledge.v2.request import (
+        ShareAcknowledgeRequest as _ShareAcknowledgeRequestV2,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ShareAcknowledgeRequestV1 | _ShareAcknowledgeRequestV2
+
+
 API_KEY = 79
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -50,7 +64,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code = ErrorCode.invalid_request
             if valid:
                 code = coordinator.acknowledge(
-                    group_id, member_id, t.topic_id, int(p.partition_index), batches, changed
+                    group_id,
+                    member_id,
+                    t.topic_id or uuid_zero,
+                    int(p.partition_index),
+                    batches,
+                    changed,
                 )
             parts.append(
                 build(

@@ -11,7 +11,9 @@ their delivery counts. v2's ``is_renew_ack`` only renews locks (no fetch).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kio.static.constants import uuid_zero
 
 from tidelog.broker.group.wire import NO_THROTTLE, ms
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -23,11 +25,19 @@ from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.share_fetch.v1.request import ShareFetchRequest as _ShareFetchRequestV1
+    from kio.schema.share_fetch.v2.request import ShareFetchRequest as _ShareFetchRequestV2
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ShareFetchRequestV1 | _ShareFetchRequestV2
+
+
 API_KEY = 78
 _DEFAULT_MAX_RECORDS = 500
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -61,8 +71,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: dict[tuple[Any, int], FetchedPartition] = {}
     changed: dict[PartitionKey, SharePartition] = {}
     for t in request.topics:
+        # kio reads the all-zero id as None: the same id on the wire
+        topic_id = t.topic_id or uuid_zero
         for p in t.partitions:
-            tp = (t.topic_id, int(p.partition_index))
+            tp = (topic_id, int(p.partition_index))
             if epoch != -1:
                 session.partitions[tp] = None
             if p.acknowledgement_batches:
@@ -76,7 +88,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
     for forgotten in request.forgotten_topics_data:
         for partition in forgotten.partitions:
-            session.partitions.pop((forgotten.topic_id, int(partition)), None)
+            session.partitions.pop((forgotten.topic_id or uuid_zero, int(partition)), None)
     await coordinator.persist(changed)
     renew_only = bool(getattr(request, "is_renew_ack", False))
     if epoch == -1:

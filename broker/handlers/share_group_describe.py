@@ -5,7 +5,7 @@ An unknown group, or one that is a classic or consumer group, is GROUP_ID_NOT_FO
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -15,12 +15,21 @@ from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.share_group_describe.v1.request import (
+        ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ShareGroupDescribeRequestV1
+
+
 API_KEY = 77
 #: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     out = []

@@ -7,7 +7,7 @@ assignment (topic ids and partitions). Membership is ``broker/share/groups.py``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, client_host
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -16,10 +16,19 @@ from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+if TYPE_CHECKING:
+    from kio.schema.share_group_heartbeat.v1.request import (
+        ShareGroupHeartbeatRequest as _ShareGroupHeartbeatRequestV1,
+    )
+
+    #: The request versions this handler serves (kio's classes).
+    Request = _ShareGroupHeartbeatRequestV1
+
+
 API_KEY = 76
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:

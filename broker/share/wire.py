@@ -19,10 +19,7 @@ __all__ = (
 
 
 def share_coordinator(ctx: RequestContext) -> ShareCoordinator | None:
-    from tidelog.broker.share.coordinator import ShareCoordinator
-
-    found: Any = getattr(ctx.broker, "share_groups", None)
-    return found if isinstance(found, ShareCoordinator) else None
+    return ctx.broker.share_groups
 
 
 def ack_batches(batches: Any, version: int) -> tuple[list[Any], bool]:
