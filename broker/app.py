@@ -29,12 +29,12 @@ import resource
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tidelog.broker import coordinators
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
+from tidelog.broker.endpoints import Endpoint, resolve_endpoints
 from tidelog.broker.flusher import Flusher
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
@@ -45,7 +45,7 @@ from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
 from tidelog.broker.server import ConnectionQuotas, ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
-from tidelog.config import BrokerConfig, ConfigError, parse_listener
+from tidelog.config import BrokerConfig
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import LogManager, PartitionLog
@@ -66,12 +66,10 @@ log = logging.getLogger("tidelog.broker")
 
 __all__ = (
     "Broker",
-    "Endpoint",
     "Service",
     "now_ms",
     "open_files_max",
     "raise_open_file_limit",
-    "resolve_endpoints",
 )
 
 T = TypeVar("T")
@@ -89,10 +87,6 @@ HEAVY_THREAD_NICE = 10
 DELETE_TICK_S = 5.0
 #: How long shutdown waits for in-flight requests (long polls end sooner: max_wait_ms).
 SHUTDOWN_DRAIN_S = 10.0
-# Kafka divergence: Kafka's default listener PLAINTEXT://:9092 binds every interface; an empty
-# host here binds 127.0.0.1 only (safety: a broker without auth should not face the network
-# unless asked). Write PLAINTEXT://0.0.0.0:9092 to listen everywhere.
-DEFAULT_BIND_HOST = "127.0.0.1"
 
 
 def _no_offsets_topic() -> None:
@@ -142,45 +136,6 @@ class Service(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One listener: its name (``PLAINTEXT``), where it binds, and what clients are told."""
-
-    name: str
-    bind_host: str
-    bind_port: int
-    advertised_host: str
-    advertised_port: int
-
-
-def resolve_endpoints(config: BrokerConfig) -> list[Endpoint]:
-    """Pair ``listeners`` with ``advertised.listeners`` (by listener name, else by position)."""
-    listeners = config.listeners
-    if not listeners:
-        raise ConfigError("listeners", "'listeners' must name at least one PLAINTEXT://host:port")
-    protocols = config.listener_protocols
-    advertised_raw = config.advertised_listeners
-    advertised: dict[str, tuple[str, int]] = {}
-    for item in advertised_raw:
-        advertised[item.partition("://")[0].upper()] = parse_listener(
-            item, "advertised.listeners", protocols
-        )
-    endpoints = []
-    for i, item in enumerate(listeners):
-        name = item.partition("://")[0].upper()
-        host, port = parse_listener(item, "listeners", protocols)
-        bind_host = host or DEFAULT_BIND_HOST
-        adv_host, adv_port = advertised.get(name) or (
-            parse_listener(advertised_raw[i], "advertised.listeners", protocols)
-            if i < len(advertised_raw)
-            else (host, port)
-        )
-        if adv_host in ("", "0.0.0.0", "::"):
-            adv_host = bind_host if bind_host not in ("0.0.0.0", "::") else DEFAULT_BIND_HOST
-        endpoints.append(Endpoint(name, bind_host, port, adv_host, adv_port))
-    return endpoints
 
 
 class Broker:

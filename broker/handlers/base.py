@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from tidelog.broker.sendfile import FileAnswer
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Endpoint
     from tidelog.broker.dynamic_configs import DynamicConfigs
+    from tidelog.broker.endpoints import Endpoint
     from tidelog.broker.group.coordinator import GroupCoordinator
     from tidelog.broker.group.txn_offsets import TxnOffsets
     from tidelog.broker.metrics import Metrics

@@ -1,10 +1,10 @@
-"""Listener parsing: bind and advertised addresses (broker.app.resolve_endpoints)."""
+"""Listener parsing: bind and advertised addresses (broker.endpoints.resolve_endpoints)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tidelog.broker.app import Endpoint, resolve_endpoints
+from tidelog.broker.endpoints import Endpoint, resolve_endpoints
 from tidelog.config import ConfigError, load_broker_config
 
 

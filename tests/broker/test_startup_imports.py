@@ -25,8 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92).
-TIDELOG_MODULES_BUDGET = 95
+#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 96 since
+#: ``broker/endpoints.py`` left ``broker/app.py``, issue 27: a module more, not more code).
+TIDELOG_MODULES_BUDGET = 96
 #: All modules, the standard library's and kio's included (measured: 324).
 ALL_MODULES_BUDGET = 335
 
