@@ -1,9 +1,14 @@
-"""Small helpers the group handlers share (finding the coordinator, zero durations)."""
+"""Small helpers the group handlers share (finding the coordinator, zero durations, the
+assignment entity of the KIP-848 and KIP-932 APIs)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+
+from tidelog.protocol.schema import build
 
 if TYPE_CHECKING:
     from tidelog.broker.group.coordinator import GroupCoordinator
@@ -12,6 +17,9 @@ if TYPE_CHECKING:
 NO_THROTTLE = timedelta(0)
 #: DescribeGroups' authorized_operations when the client did not ask for them.
 UNSET_OPERATIONS = -(2**31)
+#: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer
+#: (the Describe APIs' ``authorized_operations`` when asked for).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
@@ -34,3 +42,32 @@ def ms(value: Any, default: int = -1) -> int:
     if isinstance(value, timedelta):
         return int(value / timedelta(milliseconds=1))
     return int(value)
+
+
+def assignment_entity(
+    types: Any,
+    parts: Mapping[uuid.UUID, Iterable[int]],
+    names: Mapping[uuid.UUID, str] | None = None,
+    *,
+    by_name: bool = False,
+) -> Any:
+    """A member's assignment as the KIP-848 and KIP-932 APIs carry it: ``types.Assignment`` of
+    ``types.TopicPartitions`` (the topic id, its name where the entity has one, the partitions in
+    order), topics in id order, or in name order when ``by_name`` (ConsumerGroupDescribe)."""
+    known = names or {}
+
+    def key(item: tuple[uuid.UUID, Iterable[int]]) -> str:
+        return known.get(item[0], "") if by_name else str(item[0])
+
+    return build(
+        types.Assignment,
+        topic_partitions=tuple(
+            build(
+                types.TopicPartitions,
+                topic_id=tid,
+                topic_name=known.get(tid, ""),
+                partitions=tuple(sorted(ps)),
+            )
+            for tid, ps in sorted(parts.items(), key=key)
+        ),
+    )

@@ -1,10 +1,12 @@
-"""Shared by CreateAcls, DescribeAcls and DeleteAcls: wire numbers to the ACL model."""
+"""Shared by CreateAcls, DescribeAcls and DeleteAcls: the refusal of a whole request, wire numbers
+to the ACL model."""
 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tidelog.broker.security.access import CLUSTER, allowed
 from tidelog.broker.security.acls import (
     AclBinding,
     AclFilter,
@@ -13,8 +15,28 @@ from tidelog.broker.security.acls import (
     Permission,
     ResourceType,
 )
+from tidelog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tidelog.broker.handlers.base import RequestContext
+    from tidelog.broker.security.authorizer import Authorizer
 
 E = TypeVar("E", bound=IntEnum)
+NO_AUTHORIZER = "No authorizer is configured."
+
+
+def acl_authorizer(
+    ctx: RequestContext, operation: Operation, no_authorizer: str = NO_AUTHORIZER
+) -> Authorizer | tuple[ErrorCode, str | None]:
+    """The authorizer an ACL request may use, or why the whole request is refused (error code,
+    message): SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without
+    ``operation`` on the cluster."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return ErrorCode.security_disabled, no_authorizer
+    if not allowed(ctx, operation, CLUSTER):
+        return ErrorCode.cluster_authorization_failed, None
+    return authorizer
 
 
 def enum_of(cls: type[E], value: int) -> E:

@@ -18,9 +18,9 @@ RuntimeLoggerManager in Kafka 3.9):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.broker.dynamic_configs import GroupConfigError, is_kafka_only_broker_config
 from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
@@ -116,6 +116,40 @@ def duplicates(items: Iterable[T]) -> set[T]:
 
 
 DUPLICATE_RESOURCE = invalid_request("Each resource must appear at most once.")
+
+
+def resource_responses(
+    types: Any, resources: Sequence[Any], alter: Callable[[Any], ApiError]
+) -> tuple[Any, ...]:
+    """AlterConfigs' and IncrementalAlterConfigs' entry for each resource, in request order: a
+    resource named twice is DUPLICATE_RESOURCE (each time), any other gets ``alter(resource)``."""
+    named_twice = duplicates((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for resource in resources:
+        if (resource.resource_type, resource.resource_name) in named_twice:
+            error = DUPLICATE_RESOURCE
+        else:
+            error = alter(resource)
+        responses.append(
+            types.AlterConfigsResourceResponse(
+                error_code=error.code,
+                error_message=error.message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return tuple(responses)
+
+
+def check_alteration(ctx: RequestContext, resource: Any, nulls: Sequence[str]) -> ApiError | None:
+    """The checks of an alteration before its resource type matters, in Kafka's order: a key
+    named twice, null values (``nulls``: the keys whose null value is refused), then
+    ALTER_CONFIGS on the resource."""
+    if duplicates(c.name for c in resource.configs):
+        return invalid_request("Error due to duplicate config keys")
+    if nulls:
+        return invalid_request(f"Null value not supported for : {', '.join(nulls)}")
+    return check_access(ctx, resource.resource_type, resource.resource_name, alter=True)
 
 
 def refuse_broker_changes(names: Iterable[str]) -> ApiError:

@@ -13,7 +13,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
-from tidelog.broker.group.wire import NO_THROTTLE, coordinator
+from tidelog.broker.group.wire import (
+    GROUP_OPERATIONS,
+    NO_THROTTLE,
+    UNSET_OPERATIONS,
+    assignment_entity,
+    coordinator,
+)
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -31,27 +37,7 @@ if TYPE_CHECKING:
 
 
 API_KEY = 69
-_UNSET_OPERATIONS = -(2**31)
-#: Kafka's AclOperation codes on a group with no authorizer: READ, DELETE, DESCRIBE.
-_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 MEMBER_TYPE_CONSUMER = 1
-
-
-def _assignment(
-    types: Any, parts: dict[uuid.UUID, frozenset[int]], names: dict[uuid.UUID, str]
-) -> Any:
-    return build(
-        types.Assignment,
-        topic_partitions=tuple(
-            build(
-                types.TopicPartitions,
-                topic_id=tid,
-                topic_name=names.get(tid, ""),
-                partitions=tuple(sorted(ps)),
-            )
-            for tid, ps in sorted(parts.items(), key=lambda kv: names.get(kv[0], ""))
-        ),
-    )
 
 
 def _group(
@@ -77,13 +63,15 @@ def _group(
                 client_host=m.client_host,
                 subscribed_topic_names=m.subscribed_topic_names,
                 subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=_assignment(types, m.assigned, names),
-                target_assignment=_assignment(types, group.target.get(m.member_id, {}), names),
+                assignment=assignment_entity(types, m.assigned, names, by_name=True),
+                target_assignment=assignment_entity(
+                    types, group.target.get(m.member_id, {}), names, by_name=True
+                ),
                 member_type=MEMBER_TYPE_CONSUMER,
             )
             for m in group.members.values()
         ),
-        authorized_operations=_GROUP_OPERATIONS if ops else _UNSET_OPERATIONS,
+        authorized_operations=GROUP_OPERATIONS if ops else UNSET_OPERATIONS,
     )
 
 
@@ -98,7 +86,7 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
         assignment_epoch=-1,
         assignor_name="",
         members=(),
-        authorized_operations=_UNSET_OPERATIONS,
+        authorized_operations=UNSET_OPERATIONS,
     )
 
 

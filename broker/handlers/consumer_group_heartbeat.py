@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
-from tidelog.broker.group.wire import NO_THROTTLE, client_host, coordinator
+from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -64,13 +64,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     )
     assignment = None
     if result.assignment is not None:
-        assignment = build(
-            types.Assignment,
-            topic_partitions=tuple(
-                build(types.TopicPartitions, topic_id=tid, partitions=tuple(sorted(parts)))
-                for tid, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-            ),
-        )
+        assignment = assignment_entity(types, result.assignment)
     return build(
         types.ConsumerGroupHeartbeatResponse,
         throttle_time=NO_THROTTLE,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.handlers._acls import binding_of
+from tidelog.broker.handlers._acls import acl_authorizer, binding_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.broker.security.access import Operation
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -31,13 +31,11 @@ API_KEY = 30
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    authorizer = ctx.broker.authorizer
+    no_authorizer = "No authorizer is configured (authorizer.class.name)."
+    authorizer = acl_authorizer(ctx, Operation.ALTER, no_authorizer)
     results: list[tuple[ErrorCode, str | None]]
-    if authorizer is None:
-        message = "No authorizer is configured (authorizer.class.name)."
-        results = [(ErrorCode.security_disabled, message)] * len(request.creations)
-    elif not allowed(ctx, Operation.ALTER, CLUSTER):
-        results = [(ErrorCode.cluster_authorization_failed, None)] * len(request.creations)
+    if isinstance(authorizer, tuple):
+        results = [authorizer] * len(request.creations)
     else:
         reasons = authorizer.create(binding_of(c) for c in request.creations)
         results = [

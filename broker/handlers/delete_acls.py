@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.handlers._acls import filter_of
+from tidelog.broker.handlers._acls import acl_authorizer, filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.broker.security.access import Operation
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -35,15 +35,10 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             matching_acls=tuple(matching),
         )
 
-    authorizer = ctx.broker.authorizer
+    authorizer = acl_authorizer(ctx, Operation.ALTER)
     results: list[Any] = []
-    if authorizer is None:
-        results = [
-            result(ErrorCode.security_disabled, "No authorizer is configured.")
-            for _ in request.filters
-        ]
-    elif not allowed(ctx, Operation.ALTER, CLUSTER):
-        results = [result(ErrorCode.cluster_authorization_failed, None) for _ in request.filters]
+    if isinstance(authorizer, tuple):
+        results = [result(*authorizer) for _ in request.filters]
     else:
         parsed = [filter_of(f) for f in request.filters]
         valid = [f for f, invalid in parsed if invalid is None]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.handlers._acls import filter_of
+from tidelog.broker.handlers._acls import acl_authorizer, filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.security.access import CLUSTER, Operation, allowed
+from tidelog.broker.security.access import Operation
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -36,11 +36,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             resources=tuple(resources),
         )
 
-    authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return answer(ErrorCode.security_disabled, "No authorizer is configured.")
-    if not allowed(ctx, Operation.DESCRIBE, CLUSTER):
-        return answer(ErrorCode.cluster_authorization_failed, None)
+    authorizer = acl_authorizer(ctx, Operation.DESCRIBE)
+    if isinstance(authorizer, tuple):
+        return answer(*authorizer)
     acl_filter, invalid = filter_of(request)
     if invalid is not None:
         return answer(ErrorCode.invalid_request, invalid)

@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.results import DescribedGroup
-from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS, coordinator
+from tidelog.broker.group.wire import (
+    GROUP_OPERATIONS,
+    NO_THROTTLE,
+    UNSET_OPERATIONS,
+    coordinator,
+)
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.wire import not_classic_if_share
@@ -50,8 +55,6 @@ if TYPE_CHECKING:
 
 
 API_KEY = 15
-#: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:

@@ -16,13 +16,12 @@ DescribeTopicPartitionsRequestHandler answers:
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS, partition_states
-from tidelog.broker.topics import INTERNAL_TOPICS, TopicInfo, topic_name_error
+from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS, error_topic, partition_states
+from tidelog.broker.topics import TopicInfo, topic_name_error
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
@@ -35,18 +34,11 @@ if TYPE_CHECKING:
 API_KEY = 75
 #: Kafka's max.request.partition.size.limit default.
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
-ZERO = uuid.UUID(int=0)
 
 
 def _error_topic(types: Any, name: str, code: ErrorCode) -> Any:
-    return build(
-        types.DescribeTopicPartitionsResponseTopic,
-        error_code=code,
-        name=name,
-        topic_id=ZERO,
-        is_internal=name in INTERNAL_TOPICS,
-        partitions=(),
-        topic_authorized_operations=TOPIC_OPERATIONS,
+    return error_topic(
+        types.DescribeTopicPartitionsResponseTopic, name, code, operations=TOPIC_OPERATIONS
     )
 
 

@@ -56,42 +56,25 @@ API_KEY = 44
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    duplicates = common.duplicates((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        if (resource.resource_type, resource.resource_name) in duplicates:
-            error = common.DUPLICATE_RESOURCE
-        else:
-            error = _alter(ctx, resource, bool(request.validate_only))
-        responses.append(
-            types.AlterConfigsResourceResponse(
-                error_code=error.code,
-                error_message=error.message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return types.IncrementalAlterConfigsResponse(
-        throttle_time=timedelta(0), responses=tuple(responses)
+    validate_only = bool(request.validate_only)
+    responses = common.resource_responses(
+        types, request.resources, lambda resource: _alter(ctx, resource, validate_only)
     )
+    return types.IncrementalAlterConfigsResponse(throttle_time=timedelta(0), responses=responses)
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:
-    if common.duplicates(c.name for c in resource.configs):
-        return common.invalid_request("Error due to duplicate config keys")
     nulls = [
         c.name
         for c in resource.configs
         if c.config_operation != common.OP_DELETE and c.value is None
     ]
-    if nulls:
-        return common.invalid_request(f"Null value not supported for : {', '.join(nulls)}")
+    refused = common.check_alteration(ctx, resource, nulls)
+    if refused is not None:
+        return refused
     broker = ctx.broker
     name = resource.resource_name
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-    denied = common.check_access(ctx, resource.resource_type, name, alter=True)
-    if denied is not None:
-        return denied
     if resource.resource_type == common.TYPE_TOPIC:
         bad = common.check_topic_name(name)
         if bad is not None:

@@ -166,16 +166,28 @@ def _topic_entity(types: Any, topic: MetadataTopic) -> Any:
     )
 
 
-def _error_topic(types: Any, name: str | None, code: ErrorCode, topic_id: Any = uuid_zero) -> Any:
+def error_topic(
+    cls: Any,
+    name: str | None,
+    code: ErrorCode,
+    topic_id: Any = uuid_zero,
+    operations: int = UNSET_OPERATIONS,
+) -> Any:
+    """A topic entry carrying only ``code`` (no partitions), for Metadata's
+    ``MetadataResponseTopic`` and DescribeTopicPartitions' topic entity."""
     return build(
-        types.MetadataResponseTopic,
+        cls,
         error_code=code,
         name=name,
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
-        topic_authorized_operations=UNSET_OPERATIONS,
+        topic_authorized_operations=operations,
     )
+
+
+def _error_topic(types: Any, name: str | None, code: ErrorCode, topic_id: Any = uuid_zero) -> Any:
+    return error_topic(types.MetadataResponseTopic, name, code, topic_id)
 
 
 def _wanted(ctx: RequestContext, request: Request) -> tuple[Any, ...] | None:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.group.wire import NO_THROTTLE, UNSET_OPERATIONS
+from tidelog.broker.group.wire import (
+    GROUP_OPERATIONS,
+    NO_THROTTLE,
+    UNSET_OPERATIONS,
+    assignment_entity,
+)
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.admin import group_or_error
@@ -25,8 +30,6 @@ if TYPE_CHECKING:
 
 
 API_KEY = 77
-#: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
@@ -74,18 +77,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=tuple(sorted(m.subscribed)),
-                assignment=build(
-                    types.Assignment,
-                    topic_partitions=tuple(
-                        build(
-                            types.TopicPartitions,
-                            topic_id=tid,
-                            topic_name=names.get(tid, ""),
-                            partitions=tuple(sorted(parts)),
-                        )
-                        for tid, parts in sorted(m.assignment.items(), key=lambda kv: str(kv[0]))
-                    ),
-                ),
+                assignment=assignment_entity(types, m.assignment, names),
             )
             for m in group.members.values()
         )
@@ -96,7 +88,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             assignor_name="simple",
             members=members,
             authorized_operations=(
-                _GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
+                GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
             ),
         )
         out.append(build(types.DescribedGroup, error_code=ErrorCode.none, **fields))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.group.wire import NO_THROTTLE, client_host
+from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.wire import share_coordinator
@@ -50,13 +50,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         return _answer(types, result.error, result.message, None, 0, 0, None)
     assignment = None
     if result.assignment is not None:
-        assignment = build(
-            types.Assignment,
-            topic_partitions=tuple(
-                build(types.TopicPartitions, topic_id=tid, partitions=tuple(sorted(parts)))
-                for tid, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-            ),
-        )
+        assignment = assignment_entity(types, result.assignment)
     return _answer(
         types,
         result.error,
