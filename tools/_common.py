@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import json
 import re
 import socket
 import sys
@@ -44,10 +45,12 @@ __all__ = [
     "Progress",
     "SubParsers",
     "ToolError",
+    "add_admin_parser",
     "add_bootstrap",
     "add_tool_parser",
     "admin_client",
     "client_errors",
+    "compact_json",
     "consumer_client",
     "producer_client",
     "format_table",
@@ -116,6 +119,32 @@ def add_tool_parser(
     parser.add_argument("--version", action="version", version=tool_version())
     parser.set_defaults(func=lambda args: run_tool(name, run, args))
     return parser
+
+
+def add_admin_parser(
+    subparsers: SubParsers,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    examples: str,
+    run: Callable[[argparse.Namespace], int],
+    actions: Sequence[tuple[str, str]],
+) -> argparse.ArgumentParser:
+    """The parser of an admin tool (topics, groups, share-groups, acls, configs): as
+    ``add_tool_parser``, then ``--bootstrap-server`` and ``--command-config``, then the action
+    flags (``add_actions``); the tool adds its own options after these."""
+    parser = add_tool_parser(
+        subparsers, name, help=help, description=description, examples=examples, run=run
+    )
+    add_bootstrap(parser)
+    add_actions(parser, actions)
+    return parser
+
+
+def compact_json(obj: Mapping[str, Any]) -> str:
+    """JSON without spaces, as Kafka's tools print a decoded record (dump-log's decoders)."""
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def no_such_partition(topic: str, partition: int, partitions: Iterable[int]) -> ToolError:

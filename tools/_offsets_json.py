@@ -14,7 +14,6 @@ assignment are shown as base64 of their bytes (Kafka decodes the consumer protoc
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from typing import Any
 
@@ -26,12 +25,9 @@ from tidelog.protocol.internal_topics.consumer_offsets import (
     decode_key,
     decode_offset_commit_value,
 )
+from tidelog.tools._common import compact_json
 
 __all__ = ["offsets_key_value"]
-
-
-def _json(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def _version(data: bytes) -> int:
@@ -49,17 +45,21 @@ def offsets_key_value(key: bytes | None, value: bytes | None) -> tuple[str, str]
     key_version = _version(key)
     if isinstance(decoded, OffsetCommitKey):
         data = {"group": decoded.group, "topic": decoded.topic, "partition": decoded.partition}
-        key_text = _json({"type": str(key_version), "data": data})
+        key_text = compact_json({"type": str(key_version), "data": data})
     else:
         assert isinstance(decoded, GroupMetadataKey)
-        key_text = _json({"type": str(key_version), "data": {"group": decoded.group}})
+        key_text = compact_json({"type": str(key_version), "data": {"group": decoded.group}})
     if value is None:
         return key_text, "<DELETE>"
     version = _version(value)
     try:
         if isinstance(decoded, OffsetCommitKey):
-            return key_text, _json({"version": str(version), "data": _offset_value(value, version)})
-        return key_text, _json({"version": str(version), "data": _group_value(value, version)})
+            return key_text, compact_json(
+                {"version": str(version), "data": _offset_value(value, version)}
+            )
+        return key_text, compact_json(
+            {"version": str(version), "data": _group_value(value, version)}
+        )
     except (SchemaError, struct.error, UnicodeDecodeError, IndexError) as exc:
         return key_text, f"NOT DECODED ({exc})"
 

@@ -15,7 +15,6 @@ record that does not parse is ``Error at offset O, skipping. <reason>``.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 from tidelog.protocol.internal_topics.share_group_state import (
@@ -24,12 +23,9 @@ from tidelog.protocol.internal_topics.share_group_state import (
     decode_key,
     decode_value,
 )
+from tidelog.tools._common import compact_json
 
 __all__ = ["share_state_key_value"]
-
-
-def _json(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def share_state_key_value(
@@ -40,7 +36,7 @@ def share_state_key_value(
     try:
         k = decode_key(key)
         topic_id = base64.urlsafe_b64encode(k.topic_id.bytes).decode().rstrip("=")
-        key_text = _json(
+        key_text = compact_json(
             {
                 "type": str(k.record_type),
                 "data": {"groupId": k.group_id, "topicId": topic_id, "partition": k.partition},
@@ -65,4 +61,4 @@ def share_state_key_value(
         }
         for b in v.state_batches
     ]
-    return key_text, _json({"version": "0", "data": data})
+    return key_text, compact_json({"version": "0", "data": data})

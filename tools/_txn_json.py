@@ -21,7 +21,6 @@ does not keep it; tidelog writes version 0).
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
 
@@ -30,6 +29,7 @@ from tidelog.protocol.internal_topics.transaction_state import (
     decode_txn_key,
     decode_txn_value,
 )
+from tidelog.tools._common import compact_json
 
 __all__ = ["txn_key_value"]
 
@@ -45,10 +45,6 @@ STATE_NAMES = (
 )
 
 
-def _json(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
 def txn_key_value(offset: int, key: bytes | None, value: bytes | None) -> tuple[str, str | None]:
     """(key text, payload text or None) of one ``__transaction_state`` record."""
     if key is None:
@@ -58,15 +54,15 @@ def txn_key_value(offset: int, key: bytes | None, value: bytes | None) -> tuple[
         if transactional_id is None:
             kind = struct.unpack_from(">h", key, 0)[0]
             return f"Unknown record type {kind} at offset {offset}, skipping.", None
-        key_text = _json({"type": "0", "data": {"transactionalId": transactional_id}})
+        key_text = compact_json({"type": "0", "data": {"transactionalId": transactional_id}})
         if value is None:
             return key_text, "<DELETE>"
-        return key_text, _json(_value_json(value))
+        return key_text, compact_json(_valuecompact_json(value))
     except (TxnSchemaError, struct.error) as exc:
         return f"Error at offset {offset}, skipping. {exc}", None
 
 
-def _value_json(value: bytes) -> dict[str, Any]:
+def _valuecompact_json(value: bytes) -> dict[str, Any]:
     v = decode_txn_value(value)
     version = struct.unpack_from(">h", value, 0)[0]
     data: dict[str, Any] = {"producerId": v.producer_id}

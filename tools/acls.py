@@ -18,10 +18,8 @@ from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
-    add_actions,
-    add_bootstrap,
+    add_admin_parser,
     add_timeout_ms,
-    add_tool_parser,
     admin_session,
 )
 
@@ -57,7 +55,7 @@ OPERATIONS = (
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_tool_parser(
+    p = add_admin_parser(
         subparsers,
         "acls",
         help="add, remove or list ACLs (like kafka-acls.sh)",
@@ -66,11 +64,7 @@ def add_parser(subparsers: SubParsers) -> None:
         "remove) or DESCRIBE (list) on the cluster.",
         examples=EXAMPLES,
         run=run,
-    )
-    add_bootstrap(p)
-    add_actions(
-        p,
-        (
+        actions=(
             ("--add", "add ACLs"),
             ("--remove", "remove matching ACLs"),
             ("--list", "list ACLs"),

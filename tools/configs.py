@@ -16,10 +16,8 @@ from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
-    add_actions,
-    add_bootstrap,
+    add_admin_parser,
     add_timeout_ms,
-    add_tool_parser,
     admin_session,
 )
 from tidelog.tools._scram_spec import MECHANISMS, parse_scram_specs
@@ -36,7 +34,7 @@ EXAMPLES = """\
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_tool_parser(
+    p = add_admin_parser(
         subparsers,
         "configs",
         help="add, remove or list users' SCRAM credentials (like kafka-configs.sh)",
@@ -44,11 +42,7 @@ def add_parser(subparsers: SubParsers) -> None:
         "salted and hashed before they leave this process.",
         examples=EXAMPLES,
         run=run,
-    )
-    add_bootstrap(p)
-    add_actions(
-        p,
-        (
+        actions=(
             ("--alter", "add or delete credentials"),
             ("--describe", "list credentials"),
         ),

@@ -25,10 +25,8 @@ from tidelog.tools._common import (
     GROUP_COMMAND_ERROR,
     SubParsers,
     ToolError,
-    add_actions,
-    add_bootstrap,
+    add_admin_parser,
     add_timeout_ms,
-    add_tool_parser,
     admin_session,
     format_table,
 )
@@ -70,18 +68,14 @@ ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_tool_parser(
+    p = add_admin_parser(
         subparsers,
         "groups",
         help="list, describe, reset or delete consumer groups (like kafka-consumer-groups.sh)",
         description="Inspect and manage consumer groups over the Kafka protocol.",
         examples=EXAMPLES,
         run=run,
-    )
-    add_bootstrap(p)
-    add_actions(
-        p,
-        (
+        actions=(
             ("--list", "list groups"),
             ("--describe", "offsets and lag of a group"),
             ("--reset-offsets", "move a group's committed offsets"),

@@ -16,10 +16,8 @@ from tidelog.tools._common import (
     TOPIC_COMMAND_ERROR,
     SubParsers,
     ToolError,
-    add_actions,
-    add_bootstrap,
+    add_admin_parser,
     add_timeout_ms,
-    add_tool_parser,
     admin_session,
     parse_properties,
     topic_matcher,
@@ -44,7 +42,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_tool_parser(
+    p = add_admin_parser(
         subparsers,
         "topics",
         help="create, list, describe, alter or delete topics (like kafka-topics.sh)",
@@ -52,11 +50,7 @@ def add_parser(subparsers: SubParsers) -> None:
         "--topic takes a name or a regular expression (except with --create).",
         examples=EXAMPLES,
         run=run,
-    )
-    add_bootstrap(p)
-    add_actions(
-        p,
-        (
+        actions=(
             ("--create", "create a topic"),
             ("--list", "list topic names"),
             ("--describe", "show partitions, offsets and configs"),
