@@ -14,8 +14,10 @@
 - ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
   pool's fsyncs never wait behind a decompression;
-- ``groups`` (the group coordinator, None until broker/group/ is wired in) and ``producer_ids``
-  (issue 5) are hooks; ``services`` holds extra components started and stopped with the broker.
+- ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``,
+  ``txn_offsets`` and ``share_groups``, installed by ``start`` (``broker/coordinators.py``) once
+  the listeners answer ApiVersions; ``services`` holds the components started and stopped with
+  the broker, in order (stopped in reverse).
 """
 
 from __future__ import annotations
@@ -191,8 +193,7 @@ class Broker:
             self.security.denials,
         )
         self.router = Router(self)
-        # Hooks for other components: the group coordinator (broker/group/) sets ``groups``;
-        # producer-id allocation and idempotence state (issue 5) sets ``producer_ids``.
+        # The group coordinator (broker/group/) sets ``groups`` (broker/coordinators.py).
         self.groups: GroupCoordinator
         #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
         #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
@@ -301,8 +302,8 @@ class Broker:
 
         Callbacks rather than a task per flush: the fsync starts in a worker thread at once
         (not one loop turn later), and its answers are released from the thread's completion
-        callback: a task per round cost a creation and two more loop turns per fsync, which
-        every durable acknowledgement waited for (issue 20)."""
+        callback: a task per round would cost a creation and two more loop turns per fsync,
+        which every durable acknowledgement would wait for."""
         key = (partition_log.topic, partition_log.partition)
         if key in self._flushing:
             self._flushing[key] = True

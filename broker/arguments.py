@@ -3,9 +3,9 @@
 Plain ``argparse`` gets two things wrong for a command line with sub-commands:
 
 - a sub-command checks its required arguments before anything reports an unknown flag, so
-  ``tidelog topics --lsit`` said "the following arguments are required: --bootstrap-server",
-  and ``tidelog serve --lsit`` was refused by the top-level parser (``tidelog: error``, with
-  the top-level usage);
+  ``tidelog topics --lsit`` would say "the following arguments are required:
+  --bootstrap-server", and ``tidelog serve --lsit`` would be refused by the top-level parser
+  (``tidelog: error``, with the top-level usage);
 - prefix matching (``allow_abbrev``) takes ``--conf`` for ``--config`` and answers a typo
   with "ambiguous option: ... could match" naming other flags.
 

@@ -212,16 +212,16 @@ def _settle_garbage_collector() -> None:
     """After start-up, move every object alive now (modules, schemas, handlers, the loaded
     logs: ~35,000 objects) to the collector's permanent generation (``gc.freeze``).
 
-    Measured (scripts/bench/RESULTS.md, issue 20): while serving, the cyclic collector runs
-    rarely (4 young collections in 22,000 synchronous produces, 0.05-0.17 ms each), so it is
-    not what makes the latency tail; but a full collection, when one comes, would walk every
-    start-up object again. Frozen, they are never scanned. The young-generation threshold
-    stays at Python's 700: a higher one makes each young collection (a pause on the loop)
-    longer for fewer of them, which the tail does not want. Done only by ``tidelog serve``,
-    which owns its process; an embedded broker leaves its host's collector alone. No
-    ``gc.collect()`` first: freezing is a list splice, a collection would add milliseconds
-    to the start-up time (with the collector off during start-up, see ``_serve``, nothing
-    walks the loaded logs at all).
+    Measured (scripts/bench/RESULTS.md, "The tail of confluent-kafka's synchronous produce"): while
+    serving, the cyclic collector runs rarely (4 young collections in 22,000 synchronous produces,
+    0.05-0.17 ms each), so it is not what makes the latency tail; but a full collection, when one
+    comes, would walk every start-up object again. Frozen, they are never scanned. The
+    young-generation threshold stays at Python's 700: a higher one makes each young collection (a
+    pause on the loop) longer for fewer of them, which the tail does not want. Done only by
+    ``tidelog serve``, which owns its process; an embedded broker leaves its host's collector alone.
+    No ``gc.collect()`` first: freezing is a list splice, a collection would add milliseconds to the
+    start-up time (with the collector off during start-up, see ``_serve``, nothing walks the
+    loaded logs at all).
     """
     gc.freeze()
 

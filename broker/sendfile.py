@@ -22,11 +22,11 @@ The connection sends it in order with its other answers:
 - TLS, or bytes still queued in the transport: ``read_chunks`` (``pread``, in a worker thread
   when large) and the connection's normal write.
 
-Why 256 KiB, and steps on the loop: ``scripts/bench/sendfile_cost.py`` (RESULTS.md, issue 20)
-measures the server's CPU per answer. Up to 128 KiB sendfile costs as much as ``pread`` +
-write or more (the descriptor duplicate, a separate head and the future outweigh one copy of
-the data); from 256 KiB it costs about half (48 vs 88 us at 256 KiB, 128 vs 256 us at 1 MiB).
-Steps in a worker thread cost more than they save (128 vs 88 us at 256 KiB).
+Why 256 KiB, and steps on the loop: ``scripts/bench/sendfile_cost.py`` (RESULTS.md, "sendfile for
+large fetch answers") measures the server's CPU per answer. Up to 128 KiB sendfile costs as much as
+``pread`` + write or more (the descriptor duplicate, a separate head and the future outweigh one
+copy of the data); from 256 KiB it costs about half (48 vs 88 us at 256 KiB, 128 vs 256 us at
+1 MiB). Steps in a worker thread cost more than they save (128 vs 88 us at 256 KiB).
 """
 
 from __future__ import annotations
