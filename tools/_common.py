@@ -45,7 +45,7 @@ __all__ = [
     "Progress",
     "SubParsers",
     "ToolError",
-    "add_admin_parser",
+    "add_admin_options",
     "add_bootstrap",
     "add_tool_parser",
     "admin_client",
@@ -121,25 +121,12 @@ def add_tool_parser(
     return parser
 
 
-def add_admin_parser(
-    subparsers: SubParsers,
-    name: str,
-    *,
-    help: str,
-    description: str,
-    examples: str,
-    run: Callable[[argparse.Namespace], int],
-    actions: Sequence[tuple[str, str]],
-) -> argparse.ArgumentParser:
-    """The parser of an admin tool (topics, groups, share-groups, acls, configs): as
-    ``add_tool_parser``, then ``--bootstrap-server`` and ``--command-config``, then the action
-    flags (``add_actions``); the tool adds its own options after these."""
-    parser = add_tool_parser(
-        subparsers, name, help=help, description=description, examples=examples, run=run
-    )
+def add_admin_options(parser: argparse.ArgumentParser, actions: Sequence[tuple[str, str]]) -> None:
+    """The first options of an admin tool (topics, groups, share-groups, acls, configs):
+    ``--bootstrap-server`` and ``--command-config``, then its action flags (``add_actions``);
+    the tool adds its own options after these."""
     add_bootstrap(parser)
     add_actions(parser, actions)
-    return parser
 
 
 def compact_json(obj: Mapping[str, Any]) -> str:

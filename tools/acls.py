@@ -18,8 +18,9 @@ from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
-    add_admin_parser,
+    add_admin_options,
     add_timeout_ms,
+    add_tool_parser,
     admin_session,
 )
 
@@ -55,7 +56,7 @@ OPERATIONS = (
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_admin_parser(
+    p = add_tool_parser(
         subparsers,
         "acls",
         help="add, remove or list ACLs (like kafka-acls.sh)",
@@ -64,7 +65,10 @@ def add_parser(subparsers: SubParsers) -> None:
         "remove) or DESCRIBE (list) on the cluster.",
         examples=EXAMPLES,
         run=run,
-        actions=(
+    )
+    add_admin_options(
+        p,
+        (
             ("--add", "add ACLs"),
             ("--remove", "remove matching ACLs"),
             ("--list", "list ACLs"),

@@ -16,8 +16,9 @@ from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
-    add_admin_parser,
+    add_admin_options,
     add_timeout_ms,
+    add_tool_parser,
     admin_session,
 )
 from tidelog.tools._scram_spec import MECHANISMS, parse_scram_specs
@@ -34,7 +35,7 @@ EXAMPLES = """\
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_admin_parser(
+    p = add_tool_parser(
         subparsers,
         "configs",
         help="add, remove or list users' SCRAM credentials (like kafka-configs.sh)",
@@ -42,7 +43,10 @@ def add_parser(subparsers: SubParsers) -> None:
         "salted and hashed before they leave this process.",
         examples=EXAMPLES,
         run=run,
-        actions=(
+    )
+    add_admin_options(
+        p,
+        (
             ("--alter", "add or delete credentials"),
             ("--describe", "list credentials"),
         ),

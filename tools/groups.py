@@ -25,8 +25,9 @@ from tidelog.tools._common import (
     GROUP_COMMAND_ERROR,
     SubParsers,
     ToolError,
-    add_admin_parser,
+    add_admin_options,
     add_timeout_ms,
+    add_tool_parser,
     admin_session,
     format_table,
 )
@@ -68,14 +69,17 @@ ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_admin_parser(
+    p = add_tool_parser(
         subparsers,
         "groups",
         help="list, describe, reset or delete consumer groups (like kafka-consumer-groups.sh)",
         description="Inspect and manage consumer groups over the Kafka protocol.",
         examples=EXAMPLES,
         run=run,
-        actions=(
+    )
+    add_admin_options(
+        p,
+        (
             ("--list", "list groups"),
             ("--describe", "offsets and lag of a group"),
             ("--reset-offsets", "move a group's committed offsets"),

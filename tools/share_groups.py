@@ -23,8 +23,9 @@ from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
     ToolError,
-    add_admin_parser,
+    add_admin_options,
     add_timeout_ms,
+    add_tool_parser,
     format_table,
 )
 from tidelog.tools._reset_offsets import parse_datetime
@@ -53,14 +54,17 @@ ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_admin_parser(
+    p = add_tool_parser(
         subparsers,
         "share-groups",
         help="list, describe, reset or delete share groups (like kafka-share-groups.sh)",
         description="Inspect and manage share groups (KIP-932) over the Kafka protocol.",
         examples=EXAMPLES,
         run=run,
-        actions=(
+    )
+    add_admin_options(
+        p,
+        (
             ("--list", "list share groups"),
             ("--describe", "start offsets and lag, members or state of a group"),
             ("--reset-offsets", "move an empty group's share-partition start offsets"),

@@ -16,8 +16,9 @@ from tidelog.tools._common import (
     TOPIC_COMMAND_ERROR,
     SubParsers,
     ToolError,
-    add_admin_parser,
+    add_admin_options,
     add_timeout_ms,
+    add_tool_parser,
     admin_session,
     parse_properties,
     topic_matcher,
@@ -42,7 +43,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_parser(subparsers: SubParsers) -> None:
-    p = add_admin_parser(
+    p = add_tool_parser(
         subparsers,
         "topics",
         help="create, list, describe, alter or delete topics (like kafka-topics.sh)",
@@ -50,7 +51,10 @@ def add_parser(subparsers: SubParsers) -> None:
         "--topic takes a name or a regular expression (except with --create).",
         examples=EXAMPLES,
         run=run,
-        actions=(
+    )
+    add_admin_options(
+        p,
+        (
             ("--create", "create a topic"),
             ("--list", "list topic names"),
             ("--describe", "show partitions, offsets and configs"),
