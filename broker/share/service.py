@@ -9,7 +9,7 @@ cancels the member timers.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.broker.share.coordinator import ShareCoordinator
 from tidelog.broker.share.groups import GroupHost, ShareGroups
@@ -52,7 +52,7 @@ def install(broker: Broker) -> ShareCoordinator:
     # Kafka divergence: share-group membership (members, epochs) lives in memory only; Kafka
     # also writes share-group metadata records to __consumer_offsets. Members rejoin after a
     # restart by themselves; the share-partition state is durable in __share_group_state.
-    classic: Any = broker.groups
+    classic = broker.groups
     timer = classic.timer
     persister = SharePersister(broker)
     holder: list[ShareCoordinator] = []
@@ -67,7 +67,7 @@ def install(broker: Broker) -> ShareCoordinator:
     def other_group_type(group_id: str) -> str | None:
         if group_id in classic.groups:
             return "classic"
-        consumer = getattr(classic, "consumer_groups", None)
+        consumer = classic.consumer_groups
         if consumer is not None and group_id in consumer.groups:
             return "consumer"
         return None
