@@ -115,13 +115,19 @@ def needs_worker(partition_log: PartitionLog, records: bytes | memoryview) -> bo
 
 
 def append_partition(
-    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview | None
+    broker: BrokerView,
+    topic: str,
+    partition: int,
+    records: bytes | memoryview | None,
+    partition_log: PartitionLog | None = None,
 ) -> ProducePartitionResult | asyncio.Future[ProducePartitionResult]:
     """Append ``records`` to one partition (the core of Produce): the outcome as data, or a
-    future of it when the append was queued for a worker thread (``broker.append_queue``)."""
-    partition_log = broker.topics.get_log(topic, partition)
+    future of it when the append was queued for a worker thread (``broker.append_queue``).
+    ``partition_log``: the partition's log when the caller looked it up already."""
     if partition_log is None:
-        return ProducePartitionResult(topic, partition, ErrorCode.unknown_topic_or_partition)
+        partition_log = broker.topics.get_log(topic, partition)
+        if partition_log is None:
+            return ProducePartitionResult(topic, partition, ErrorCode.unknown_topic_or_partition)
     if topic in INTERNAL_TOPICS:
         return ProducePartitionResult(
             topic,

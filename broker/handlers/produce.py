@@ -54,7 +54,6 @@ from tidelog.broker.append_records import (
     ProducePartitionResult,
     append_partition,
     await_high_watermark,
-    covered,
     needs_worker,
 )
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
@@ -329,18 +328,20 @@ def answer_at_once(
     index, records = partitions[0]
     if records is None:
         return None
-    queue = broker.append_queue
-    if queue.busy((topic.name, index)):
+    name = topic.name
+    partition_log = broker.topics.get_log(name, index)
+    if partition_log is None:  # answered UNKNOWN_TOPIC_OR_PARTITION by ``handle``
+        return None
+    if broker.append_queue.busy((name, index)):
         return None  # queued behind an append in a worker: ``handle`` awaits it
-    partition_log = broker.topics.get_log(topic.name, index)
-    if partition_log is not None and needs_worker(partition_log, records):
+    if needs_worker(partition_log, records):
         return None  # appended in a worker thread: ``handle``
-    if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, topic.name, index, records):
+    if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, name, index, records):
         return None  # ``handle`` adds the partition to the transaction first
-    result = append_partition(broker, topic.name, index, records)
+    result = append_partition(broker, name, index, records, partition_log)
     assert not isinstance(result, asyncio.Future)  # nothing was queued: checked just above
     answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
-    if result.error != ErrorCode.none or covered(broker, result):
+    if result.error != ErrorCode.none or partition_log.high_watermark >= result.next_offset:
         return answer
     # Durable acknowledgement: answer once the group-commit fsync covers the batch.
     loop = asyncio.get_running_loop()

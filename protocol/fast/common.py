@@ -18,11 +18,16 @@ from tidelog.protocol.errors import FrameDecodeError
 
 __all__ = (
     "RequestHeader",
+    "array_count",
     "array_len",
     "cached_timedelta",
+    "check_fits",
+    "compact_length",
     "encode_uvarint",
     "nullable_string",
     "read_header",
+    "read_nullable_string",
+    "read_string",
     "string",
     "text",
     "truncated",
@@ -56,6 +61,66 @@ def uvarint(api: str, buf: bytes | memoryview, pos: int, end: int) -> tuple[int,
         shift += 7
         if shift > 28:
             raise FrameDecodeError(f"varint longer than 5 bytes in a {api} request")
+
+
+def compact_length(api: str, buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """A compact length or count (uvarint n + 1): ``(n, position after it)``; n is -1 for
+    null."""
+    if pos < end and buf[pos] < 0x80:  # one byte: the common case
+        return buf[pos] - 1, pos + 1
+    n, pos = uvarint(api, buf, pos, end)
+    return n - 1, pos
+
+
+def array_count(api: str, buf: memoryview, pos: int, end: int, flexible: bool) -> tuple[int, int]:
+    """An array count (compact when flexible, else int32): ``(count, position after it)``;
+    -1 for null."""
+    if flexible:
+        return compact_length(api, buf, pos, end)
+    if pos + 4 > end:
+        raise truncated(api, pos, end)
+    (n,) = _I32.unpack_from(buf, pos)
+    return n, pos + 4
+
+
+def check_fits(api: str, count: int, least: int, pos: int, end: int, what: str) -> None:
+    """Refuse a null array, or one whose ``count`` elements of at least ``least`` bytes
+    cannot fit in what remains of the frame (before anything is allocated for them)."""
+    if count < 0:
+        raise FrameDecodeError(f"null or negative {what} array in a {api} request")
+    if count * least > end - pos:
+        raise FrameDecodeError(f"{count} {what} cannot fit in {end - pos} bytes")
+
+
+def read_nullable_string(
+    api: str, buf: memoryview, pos: int, end: int, flexible: bool
+) -> tuple[str | None, int]:
+    """A nullable string (compact when flexible, else int16 length, -1 for null): ``(text or
+    None, position after it)``."""
+    if flexible:
+        n, pos = compact_length(api, buf, pos, end)
+    else:
+        if pos + 2 > end:
+            raise truncated(api, pos, end)
+        (n,) = _I16.unpack_from(buf, pos)
+        pos += 2
+        if n < -1:
+            raise FrameDecodeError(f"negative string length {n} in a {api} request")
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise truncated(api, pos, end)
+    return text(api, buf, pos, n), pos + n
+
+
+def read_string(
+    api: str, buf: memoryview, pos: int, end: int, flexible: bool, what: str
+) -> tuple[str, int]:
+    """A non-nullable string: ``(text, position after it)``; null is refused, naming ``what``."""
+    value, pos = read_nullable_string(api, buf, pos, end, flexible)
+    if value is None:
+        raise FrameDecodeError(f"null {what} in a {api} request")
+    return value, pos
 
 
 def text(api: str, buf: memoryview, pos: int, n: int) -> str:

@@ -33,7 +33,14 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.fast.common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.fast.common import (
+    array_count,
+    cached_timedelta,
+    check_fits,
+    read_header,
+    read_string,
+    truncated,
+)
 
 __all__ = (
     "LeanFetchPartition",
@@ -43,8 +50,6 @@ __all__ = (
     "parse_fetch_frame",
 )
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level [, session_id, session_epoch]
 _HEAD_V4 = struct.Struct(">iiiib")
 _HEAD_V7 = struct.Struct(">iiiibii")
@@ -114,58 +119,11 @@ def _topic_id(raw: bytes) -> uuid.UUID | None:
     return value
 
 
+_API = "fetch"
+
+
 def _truncated(pos: int, end: int) -> FrameDecodeError:
     return truncated("fetch", pos, end)
-
-
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    return uvarint("fetch", buf, pos, end)
-
-
-def _compact(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """A compact length or count (uvarint n + 1): (n, position after it); n is -1 for null."""
-    if pos < end and buf[pos] < 0x80:  # one byte: the common case
-        return buf[pos] - 1, pos + 1
-    n, pos = _uvarint(buf, pos, end)
-    return n - 1, pos
-
-
-def _text(buf: memoryview, pos: int, n: int) -> str:
-    return text("fetch", buf, pos, n)
-
-
-def _fits(count: int, least: int, pos: int, end: int, what: str) -> None:
-    """Refuse an array whose ``count`` elements of at least ``least`` bytes cannot fit."""
-    if count < 0:
-        raise FrameDecodeError(f"null or negative {what} array in a fetch request")
-    if count * least > end - pos:
-        raise FrameDecodeError(f"{count} {what} cannot fit in {end - pos} bytes")
-
-
-def _string(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> tuple[str, int]:
-    """A non-nullable string (compact when flexible): (text, position after it)."""
-    if flexible:
-        n, pos = _compact(buf, pos, end)
-    else:
-        if pos + 2 > end:
-            raise _truncated(pos, end)
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
-    if n < 0:
-        raise FrameDecodeError(f"null {what} in a fetch request")
-    if pos + n > end:
-        raise _truncated(pos, end)
-    return _text(buf, pos, n), pos + n
-
-
-def _count(buf: memoryview, pos: int, end: int, flexible: bool) -> tuple[int, int]:
-    """An array count (compact when flexible): (count, position after it); -1 for null."""
-    if flexible:
-        return _compact(buf, pos, end)
-    if pos + 4 > end:
-        raise _truncated(pos, end)
-    (n,) = _I32.unpack_from(buf, pos)
-    return n, pos + 4
 
 
 def _partitions(
@@ -173,10 +131,10 @@ def _partitions(
 ) -> tuple[tuple[LeanFetchPartition, ...], int] | None:
     """One topic's partitions: (partitions, position after them), None on a tagged field."""
     flexible = version >= 12
-    count, pos = _count(buf, pos, end, flexible)
+    count, pos = array_count(_API, buf, pos, end, flexible)
     # the fixed fields (a flexible partition ends with its tagged fields: one more byte)
     size = 33 if flexible else 28 if version >= 9 else 24 if version >= 5 else 16
-    _fits(count, size, pos, end, "partitions")
+    check_fits(_API, count, size, pos, end, "partitions")
     partitions: list[LeanFetchPartition] = []
     append = partitions.append
     if flexible:
@@ -217,7 +175,7 @@ def _topic_key(
         if pos + 16 > end:
             raise _truncated(pos, end)
         return None, _topic_id(bytes(buf[pos : pos + 16])), pos + 16
-    name, pos = _string(buf, pos, end, version >= 12, "topic name")
+    name, pos = read_string(_API, buf, pos, end, version >= 12, "topic name")
     return name, None, pos
 
 
@@ -226,14 +184,15 @@ def _forgotten(
 ) -> tuple[tuple[LeanForgottenTopic, ...], int] | None:
     """forgotten_topics_data (v7+): (topics, position after them), None on a tagged field."""
     flexible = version >= 12
-    count, pos = _count(buf, pos, end, flexible)
+    count, pos = array_count(_API, buf, pos, end, flexible)
     # name / id, partition count (+ tagged fields)
-    _fits(count, 18 if version >= 13 else 3 if flexible else 6, pos, end, "forgotten topics")
+    least = 18 if version >= 13 else 3 if flexible else 6
+    check_fits(_API, count, least, pos, end, "forgotten topics")
     topics: list[LeanForgottenTopic] = []
     for _ in range(count):
         name, topic_id, pos = _topic_key(buf, pos, end, version)
-        n, pos = _count(buf, pos, end, flexible)
-        _fits(n, 4, pos, end, "forgotten partitions")
+        n, pos = array_count(_API, buf, pos, end, flexible)
+        check_fits(_API, n, 4, pos, end, "forgotten partitions")
         partitions = struct.unpack_from(f">{n}i", buf, pos) if n else ()
         pos += 4 * n
         if flexible:
@@ -396,9 +355,9 @@ def parse_fetch_frame(
         session_id, epoch = 0, -1
         pos += 17
     # -- topics
-    count, pos = _count(buf, pos, end, flexible)
+    count, pos = array_count(_API, buf, pos, end, flexible)
     # name / id, partition count (+ tagged fields)
-    _fits(count, 18 if version >= 13 else 3 if flexible else 6, pos, end, "topics")
+    check_fits(_API, count, 18 if version >= 13 else 3 if flexible else 6, pos, end, "topics")
     topics: list[LeanFetchTopic] = []
     for _ in range(count):
         name, topic_id, pos = _topic_key(buf, pos, end, version)
@@ -422,7 +381,7 @@ def parse_fetch_frame(
         forgotten, pos = read_forgotten
     rack_id = ""
     if version >= 11:
-        rack_id, pos = _string(buf, pos, end, flexible, "rack id")
+        rack_id, pos = read_string(_API, buf, pos, end, flexible, "rack id")
     if flexible:
         if pos >= end:
             raise _truncated(pos, end)

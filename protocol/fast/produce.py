@@ -20,7 +20,18 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from tidelog.protocol.errors import FrameDecodeError
-from tidelog.protocol.fast.common import cached_timedelta, read_header, text, truncated, uvarint
+from tidelog.protocol.fast.common import (
+    array_count,
+    cached_timedelta,
+    check_fits,
+    compact_length,
+    read_header,
+    read_nullable_string,
+    read_string,
+    text,
+    truncated,
+    uvarint,
+)
 
 __all__ = (
     "LeanPartitionData",
@@ -29,6 +40,7 @@ __all__ = (
     "parse_produce_frame",
 )
 
+_API = "produce"
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -164,67 +176,26 @@ def parse_produce_frame(
         if one is not None:
             return correlation_id, client_id, one
         # -- body, flexible: compact strings / arrays, tagged fields
-        if pos < end and buf[pos] < 0x80:  # one-byte varints inline: the common case
-            n = buf[pos] - 1
-            pos += 1
-        else:
-            n, pos = _uvarint(buf, pos, end)
-            n -= 1
-        transactional_id: str | None
-        if n < 0:
-            transactional_id = None
-        else:
-            if pos + n > end:
-                raise _truncated(pos, end)
-            transactional_id = _text(buf, pos, n)
-            pos += n
+        transactional_id, pos = read_nullable_string(_API, buf, pos, end, True)
         if pos + 6 > end:
             raise _truncated(pos, end)
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
         pos += 6
-        if pos < end and buf[pos] < 0x80:
-            topic_count = buf[pos] - 1
-            pos += 1
-        else:
-            topic_count, pos = _uvarint(buf, pos, end)
-            topic_count -= 1
-        if topic_count < 0:
-            raise FrameDecodeError("null topic_data in a produce request")
+        topic_count, pos = compact_length(_API, buf, pos, end)
         # each topic takes at least 3 bytes (name length, partition count, tagged fields)
-        if topic_count * 3 > end - pos:
-            raise FrameDecodeError(f"{topic_count} topics cannot fit in {end - pos} bytes")
+        check_fits(_API, topic_count, 3, pos, end, "topic_data")
         topics: list[LeanTopicData] = []
         for _ in range(topic_count):
-            if pos < end and buf[pos] < 0x80:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = _uvarint(buf, pos, end)
-                n -= 1
-            if n < 0:
-                raise FrameDecodeError("null topic name in a produce request")
-            if pos + n > end:
-                raise _truncated(pos, end)
-            name = _text(buf, pos, n)
-            pos += n
-            if pos < end and buf[pos] < 0x80:
-                count = buf[pos] - 1
-                pos += 1
-            else:
-                count, pos = _uvarint(buf, pos, end)
-                count -= 1
-            if count < 0:
-                raise FrameDecodeError("null partition_data in a produce request")
+            name, pos = read_string(_API, buf, pos, end, True, "topic name")
+            count, pos = compact_length(_API, buf, pos, end)
             # each partition takes at least 6 bytes (index, records length, tagged fields)
-            if count * 6 > end - pos:
-                raise FrameDecodeError(f"{count} partitions cannot fit in {end - pos} bytes")
+            check_fits(_API, count, 6, pos, end, "partition_data")
             partitions: list[LeanPartitionData] = []
             for _ in range(count):
                 if pos + 4 > end:
                     raise _truncated(pos, end)
                 (index,) = _I32.unpack_from(buf, pos)
-                n, pos = _uvarint(buf, pos + 4, end)
-                n -= 1
+                n, pos = compact_length(_API, buf, pos + 4, end)
                 records: bytes | None
                 if n < 0:
                     records = None
@@ -254,43 +225,19 @@ def parse_produce_frame(
         if one is not None:
             return correlation_id, client_id, one
         # -- body, v3-8: int16 / int32 lengths
-        if pos + 2 > end:
-            raise _truncated(pos, end)
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
-        if n < 0:
-            if n != -1:
-                raise FrameDecodeError(f"negative transactional id length {n}")
-            transactional_id = None
-        else:
-            if pos + n > end:
-                raise _truncated(pos, end)
-            transactional_id = _text(buf, pos, n)
-            pos += n
+        transactional_id, pos = read_nullable_string(_API, buf, pos, end, False)
         if pos + 10 > end:
             raise _truncated(pos, end)
         acks, timeout_ms, topic_count = _ACKS_TIMEOUT_ARRAY.unpack_from(buf, pos)
         pos += 10
-        if topic_count < 0:
-            raise FrameDecodeError(f"negative topic count {topic_count} in a produce request")
         # each topic takes at least 6 bytes (name length, partition count)
-        if topic_count * 6 > end - pos:
-            raise FrameDecodeError(f"{topic_count} topics cannot fit in {end - pos} bytes")
+        check_fits(_API, topic_count, 6, pos, end, "topic_data")
         topics = []
         for _ in range(topic_count):
-            if pos + 2 > end:
-                raise _truncated(pos, end)
-            (n,) = _I16.unpack_from(buf, pos)
-            pos += 2
-            if n < 0 or pos + n + 4 > end:
-                raise FrameDecodeError(f"bad topic name length {n} at {pos} of {end}")
-            name = _text(buf, pos, n)
-            pos += n
-            (count,) = _I32.unpack_from(buf, pos)
-            pos += 4
+            name, pos = read_string(_API, buf, pos, end, False, "topic name")
+            count, pos = array_count(_API, buf, pos, end, False)
             # each partition takes at least 8 bytes (index, records length)
-            if count < 0 or count * 8 > end - pos:
-                raise FrameDecodeError(f"{count} partitions cannot fit in {end - pos} bytes")
+            check_fits(_API, count, 8, pos, end, "partition_data")
             partitions = []
             for _ in range(count):
                 if pos + 8 > end:

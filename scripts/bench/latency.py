@@ -68,28 +68,38 @@ def sync_figures(server: servers.Server, topic: str, count: int, warmup: int) ->
     }
 
 
+#: The pause between two paced probe fsyncs: about what a sync produce spends between its
+#: fsyncs (the client's round trip and the broker's work on a page-cache ack).
+PACED_GAP_S = 0.0002
+
+
 def fsync_figures(directory: Path, count: int = 1000) -> dict[str, Any]:
     """The disk's own cost of a durable ack: append 170 B (a sync produce's batch) + fsync,
-    ``count`` times, p50 / p99 (the goal: durable sync p99 <= this p99 + 0.3 ms)."""
-    path = directory / "fsync-probe"
-    samples = []
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        chunk = b"x" * 170
-        for _ in range(count):
-            started = time.perf_counter_ns()
-            os.write(fd, chunk)
-            os.fsync(fd)
-            samples.append((time.perf_counter_ns() - started) / 1e6)
-    finally:
-        os.close(fd)
-        path.unlink()
-    samples.sort()
-    return {
-        "label": "disk",
-        "fsync_p50_ms": samples[len(samples) // 2],
-        "fsync_p99_ms": samples[int(len(samples) * 0.99)],
-    }
+    ``count`` times, p50 / p99, twice: back to back, and paced (a ``PACED_GAP_S`` sleep before
+    each, as a sync produce leaves the disk idle between its fsyncs; on this machine's virtual
+    disk an fsync after a pause costs more than one right after another). The goal (durable
+    sync p99 <= fsync p99 + 0.3 ms) is shown against both."""
+    figures: dict[str, Any] = {"label": "disk"}
+    for name, gap_s in (("fsync", 0.0), ("paced_fsync", PACED_GAP_S)):
+        path = directory / "fsync-probe"
+        samples = []
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            chunk = b"x" * 170
+            for _ in range(count):
+                if gap_s:
+                    time.sleep(gap_s)
+                started = time.perf_counter_ns()
+                os.write(fd, chunk)
+                os.fsync(fd)
+                samples.append((time.perf_counter_ns() - started) / 1e6)
+        finally:
+            os.close(fd)
+            path.unlink()
+        samples.sort()
+        figures[f"{name}_p50_ms"] = samples[len(samples) // 2]
+        figures[f"{name}_p99_ms"] = samples[int(len(samples) * 0.99)]
+    return figures
 
 
 def rate_figures(server: servers.Server, topic: str, count: int) -> dict[str, Any]:
@@ -249,6 +259,17 @@ def render(report: dict[str, Any]) -> str:
             + " (min / median each) |"
             + " |" * (len(labels) - 1)
         )
+        paced = [r for r in disk if "paced_fsync_p50_ms" in r]
+        if paced:
+            out.append(
+                f"| the same, paced ({PACED_GAP_S * 1e3:.1f} ms pause before each), "
+                "p50 / p99, ms | "
+                + _spread([r["paced_fsync_p50_ms"] for r in paced], "{:.3f}")
+                + " / "
+                + _spread([r["paced_fsync_p99_ms"] for r in paced], "{:.3f}")
+                + " (min / median each) |"
+                + " |" * (len(labels) - 1)
+            )
     counts = report["counts"]
     for title, key in (
         ("syscalls per sync produce", "syscalls_per_request"),
@@ -321,12 +342,21 @@ def goals(runs: list[dict[str, Any]], disk: list[dict[str, Any]]) -> list[str]:
     if disk:
         fsync_p99 = statistics.median(r["fsync_p99_ms"] for r in disk)
         verdict(
-            "durable sync p99 <= fsync p99 + 0.3 ms",
+            "durable sync p99 <= fsync p99 + 0.3 ms (back-to-back fsyncs)",
             med("tidelog/durable", "p99_ms"),
             fsync_p99 + 0.3,
             "{:.3f} ms",
             True,
         )
+        paced = [r["paced_fsync_p99_ms"] for r in disk if "paced_fsync_p99_ms" in r]
+        if paced:
+            verdict(
+                "durable sync p99 <= fsync p99 + 0.3 ms (paced fsyncs, as a sync produce)",
+                med("tidelog/durable", "p99_ms"),
+                statistics.median(paced) + 0.3,
+                "{:.3f} ms",
+                True,
+            )
     plain_rate = med("tidelog/page-cache", "msgs_per_s")
     verdict(
         "durable 1 KiB rate >= 90% of page-cache",
