@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -435,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         loads.append(" ".join(f"{x:.1f}" for x in os.getloadavg()))
     runs.append(soak("tidelog", None, args.seconds, workdir))
     loads.append(" ".join(f"{x:.1f}" for x in os.getloadavg()))
+    shutil.rmtree(workdir, ignore_errors=True)  # kept when a run fails: its logs are there
     print(
         f"\nsoak.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.seconds:.0f} s "
         f"per broker, load {' -> '.join(loads)}"
