@@ -1,8 +1,9 @@
 """The one path of a Fetch: scan now, answer at once, or wait (Kafka's DelayedFetch) by callbacks.
 
 ``fetch`` is the core both callers use: ``answer_at_once`` (the router's coroutine-free path for
-a lean-parsed one-partition fetch, what consumers send most) and ``fetch.handle`` (everything
-else). It scans the wanted partitions (``fetch_plan.scan``) and
+a lean-parsed sessionless fetch, what consumers send) and ``fetch.handle`` (everything else: a
+request kio decoded, a session id, an authorizer). It scans the wanted partitions
+(``fetch_plan.scan``) and
 
 - data (or an error, or an expired wait) is there: returns the framed answer, built at once (a
   read big enough for a worker thread, or a first read of old bytes whose CRC check belongs in
@@ -32,6 +33,7 @@ from tidelog.broker.handlers.fetch_plan import (
     answer_now,
     answer_one,
     count_bytes_out,
+    requested,
     scan,
 )
 from tidelog.broker.sendfile import FileAnswer
@@ -53,34 +55,39 @@ FetchAnswer = bytes | list[bytes | memoryview] | FileAnswer | asyncio.Future[Any
 def answer_at_once(
     broker: BrokerView, version: int, correlation_id: int, request: LeanFetchRequest
 ) -> FetchAnswer | None:
-    """The answer of a one-partition fetch or a future of it; None (``handle``) otherwise."""
+    """The answer of a sessionless fetch or a future of it; None (``handle``: the
+    FETCH_SESSION_ID_NOT_FOUND answer) for one naming a session. The router calls this only
+    when no authorizer is set (``handle`` marks the partitions a principal may not read)."""
     if request.session_id != 0:
         return None
     topics = request.topics
-    if len(topics) != 1:
-        return None
-    topic = topics[0]
-    partitions = topic.partitions
-    if len(partitions) != 1:
-        return None
-    p = partitions[0]
-    name: str | None
-    if version >= 13:
-        info = broker.topics.by_id(topic.topic_id)
-        if info is None:
-            return None
-        name = info.name
+    if len(topics) == 1 and len(topics[0].partitions) == 1:
+        topic = topics[0]
+        p = topic.partitions[0]
+        name: str | None
+        if version >= 13:
+            info = broker.topics.by_id(topic.topic_id)
+            if info is None:
+                return None
+            name = info.name
+        else:
+            name = topic.topic
+        wanted = [
+            Wanted(
+                name,
+                topic.topic_id,
+                p.partition,
+                p.fetch_offset,
+                p.partition_max_bytes,
+                read_committed=request.isolation_level == 1,
+            )
+        ]
     else:
-        name = topic.topic
-    wanted = Wanted(
-        name,
-        topic.topic_id,
-        p.partition,
-        p.fetch_offset,
-        p.partition_max_bytes,
-        read_committed=request.isolation_level == 1,
-    )
-    return fetch(broker, version, correlation_id, request, [wanted], observe=True)
+        # Several partitions (librdkafka fetches every assigned partition in one request):
+        # the same answer as ``handle``'s without a coroutine, a task and a request context
+        # per fetch (issue 33's soak: ~1/5 of the loop's time went to that frame).
+        wanted = requested(broker.topics, version, request)
+    return fetch(broker, version, correlation_id, request, wanted, observe=True)
 
 
 def fetch(

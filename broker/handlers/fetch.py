@@ -19,8 +19,8 @@ keeps sending full requests. A request naming a session id we never handed out g
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 
 Both paths share one core, ``delayed_fetch.fetch`` (scan, answer now or wait by callbacks): the
-router calls ``delayed_fetch.answer_at_once`` for a one-partition fetch (what most consumers send)
-without this coroutine; ``handle`` serves everything else.
+router calls ``delayed_fetch.answer_at_once`` for a lean-parsed sessionless fetch (what consumers
+send) without this coroutine; ``handle`` serves everything else.
 """
 
 from __future__ import annotations

@@ -305,7 +305,7 @@ def _encode_one(version: int, r: ProducePartitionResult) -> bytes:
 
 
 def answer_at_once(
-    broker: BrokerView, version: int, correlation_id: int, request: Any
+    broker: BrokerView, version: int, correlation_id: int, request: LeanProduceRequest
 ) -> bytes | asyncio.Future[bytes] | None:
     """The framed answer of the request most producers send, without a coroutine or a context.
 

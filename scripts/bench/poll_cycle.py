@@ -1,10 +1,12 @@
 """In-process cost of the long-poll cycle a consumer at the tail drives (no sockets).
 
 One cycle: a Fetch v16 at the log end offset arrives and waits, a one-record Produce v10 is
-appended and wakes it, the fetch is answered. The script runs ``--count`` cycles through the
-real router of a started Broker (temp log dir) on uvloop, then the same number of produces
-alone, and prints microseconds per cycle, per produce, and their difference (the fetch's share:
-parse, scan, wait, wake, read, answer). ``--tree`` runs another checkout's code, for A/B.
+appended and wakes it, the fetch is answered (``--partitions N``: the fetch names N partitions
+of the topic, as a librdkafka consumer assigned N does; the produce writes to partition 0). The
+script runs ``--count`` cycles through the real router of a started Broker (temp log dir) on
+uvloop, then the same number of produces alone, and prints microseconds per cycle, per produce,
+and their difference (the fetch's share: parse, scan, wait, wake, read, answer). ``--tree`` runs
+another checkout's code, for A/B.
 
     .venv/bin/python scripts/bench/poll_cycle.py --count 2000 --runs 3
     .venv/bin/python scripts/bench/poll_cycle.py --count 2000 --runs 3 --tree /tmp/before
@@ -28,7 +30,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _fetch_frame(topic_id: Any, offset: int, isolation_level: int = 1) -> bytes:
+def _fetch_frame(
+    topic_id: Any, offset: int, isolation_level: int = 1, partitions: int = 1
+) -> bytes:
     from kio.schema.fetch.v16 import request as f16
     from kio.serial import entity_writer
 
@@ -43,15 +47,16 @@ def _fetch_frame(topic_id: Any, offset: int, isolation_level: int = 1) -> bytes:
         topics=(
             f16.FetchTopic(
                 topic_id=topic_id,
-                partitions=(
+                partitions=tuple(
                     f16.FetchPartition(
-                        partition=0,
+                        partition=i,
                         current_leader_epoch=-1,
-                        fetch_offset=offset,
+                        fetch_offset=offset if i == 0 else 0,  # only partition 0 is written
                         last_fetched_epoch=-1,
                         log_start_offset=-1,
                         partition_max_bytes=1048576,
-                    ),
+                    )
+                    for i in range(partitions)
                 ),
             ),
         ),
@@ -84,7 +89,7 @@ def _start(outcome: Any) -> Any:
     return asyncio.ensure_future(_finish(outcome, waiting_on))
 
 
-async def _main(count: int, runs: int, isolation_level: int) -> None:
+async def _main(count: int, runs: int, isolation_level: int, partitions: int) -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # as the broker does
     from tidelog.broker.app import Broker
     from tidelog.config.broker import load_broker_config
@@ -102,12 +107,15 @@ async def _main(count: int, runs: int, isolation_level: int) -> None:
         await broker.start()
         try:
             # page-cache acks: this measures the long-poll cycle, not the fsync
-            info = broker.topics.create_topic("cycle", 1, {"flush.messages": "9223372036854775807"})
+            info = broker.topics.create_topic(
+                "cycle", partitions, {"flush.messages": "9223372036854775807"}
+            )
             log = broker.topics.get_log("cycle", 0)
             assert log is not None
             total = (2 * runs + 1) * count + 10
             fetches = [
-                _fetch_frame(info.topic_id, offset, isolation_level) for offset in range(total)
+                _fetch_frame(info.topic_id, offset, isolation_level, partitions)
+                for offset in range(total)
             ]
             produce = produce_request(10, "cycle", record_batch([b"x" * 100], 0), 1)[4:]
             router = broker.router
@@ -149,11 +157,18 @@ def main() -> None:
         default=1,
         help="the Fetch's isolation_level: 1 read_committed (librdkafka's default), 0 uncommitted",
     )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions the fetch names (librdkafka fetches all it is assigned in one request); "
+        "the produce writes to partition 0",
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(args.tree.resolve()), str(HERE)]
     import uvloop
 
-    uvloop.run(_main(args.count, args.runs, args.isolation_level))
+    uvloop.run(_main(args.count, args.runs, args.isolation_level, args.partitions))
 
 
 if __name__ == "__main__":

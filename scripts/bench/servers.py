@@ -96,6 +96,8 @@ class Server:
     note: str = ""
     #: Another checkout whose code tidelog runs (PYTHONPATH), for experiments.
     tree: Path | None = None
+    #: Extra ``KEY=VALUE`` settings (tidelog's ``--override``).
+    overrides: tuple[str, ...] = ()
     _log: Path | None = field(default=None, repr=False)
 
     @property
@@ -215,6 +217,7 @@ class Tidelog(Server):
                 f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override",
                 f"log.dirs={self.workdir / 'data'}",
+                *(arg for setting in self.overrides for arg in ("--override", setting)),
             ],
             env,
         )

@@ -115,13 +115,16 @@ def make_message_file(path: Path, count: int, size: int) -> None:
 # --------------------------------------------------------------------------- admin
 
 
-def create_topic(bootstrap: str, name: str, configs: dict[str, str] | None = None) -> None:
-    """One partition, replication factor 1; raises if the broker refuses."""
+def create_topic(
+    bootstrap: str, name: str, configs: dict[str, str] | None = None, partitions: int = 1
+) -> None:
+    """``partitions`` partitions (default one), replication factor 1; raises if the broker
+    refuses."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=1, replication_factor=1, config=configs or {})],
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs or {})],
         operation_timeout=30,
         request_timeout=30,
     )

@@ -160,3 +160,39 @@ def test_transactions_wire_script_runs() -> None:
     lines = proc.stdout.splitlines()
     assert any(line.startswith("v1: ") and "(3 round trips)" in line for line in lines)
     assert any(line.startswith("v2: ") and "(2 round trips)" in line for line in lines)
+
+
+def test_soak_script_runs(tmp_path: Path) -> None:
+    """``scripts/bench/soak.py`` (issue 33's mixed soak), two 10-s windows: every client ran
+    without errors, the broker's metrics were scraped, the goal lines were printed (no
+    thresholds here: the figures depend on the machine's load)."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    report = tmp_path / "soak.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench" / "soak.py"),
+            *("--seconds", "20", "--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = json.loads(report.read_text())["runs"][-1]
+    assert len(run["windows"]) == 2
+    clients = run["clients"]
+    for tag in ("producer-soak-a", "producer-soak-b", "producer-soak-c"):
+        assert clients[tag]["errors"] == 0 and clients[tag]["delivered"] > 1000, clients
+    for tag in ("consumer-soak-g1", "consumer-soak-g2"):
+        assert clients[tag]["errors"] == 0 and clients[tag]["consumed"] > 0, clients
+    assert clients["txn"]["transactions"] >= 10 and clients["churn"]["connects"] >= 10
+    assert clients["admin"]["rounds"] >= 3
+    summary = run["summary"]
+    assert summary["produce_per_s"] > 100 and summary["fetch_per_s"] > 0
+    assert summary["cpu_us_per_request"] > 0
+    assert re.search(r"broker CPU per request <= 100 us: \d+ us: (met|NOT met)", proc.stdout)
+    assert re.search(
+        r"Produce p99 <= 5 ms \(worst 10-s window\): [\d.]+ ms: (met|NOT met)", proc.stdout
+    )

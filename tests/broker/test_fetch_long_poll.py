@@ -54,6 +54,14 @@ def _decode(answer: Any) -> Any:
     return entity_reader(f12r.FetchResponse)(data, 9)[0].responses[0].partitions[0]
 
 
+def _fetches_answered(broker: Broker) -> float:
+    """``tidelog_requests_total{api="Fetch"}`` as the metrics endpoint renders it."""
+    for line in broker.metrics.render().decode().splitlines():
+        if line.startswith('tidelog_requests_total{api="Fetch"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
 @pytest.fixture
 def run(tmp_path: Path) -> Iterator[Any]:
     """Run ``body(broker)`` on a loop with a started broker and a topic ``t``."""
@@ -107,6 +115,49 @@ def test_min_bytes_keeps_waiting_across_wakes(run: Any) -> None:
         part = _decode(await asyncio.wait_for(outcome, 2))
         assert part.high_watermark == 3 and len(part.records) == 3 * len(one)
         assert broker.partitions.waiting() == 0
+
+    run(body)
+
+
+def test_several_partitions_wait_on_the_loop_and_answer_together(run: Any) -> None:
+    """A sessionless fetch of several partitions (librdkafka's shape) takes the coroutine-free
+    path too: no task; it waits, wakes on an append to any of them and answers all."""
+
+    async def body(broker: Broker) -> None:
+        broker.topics.create_topic("u", 2, {})
+        partitions = tuple(
+            f12.FetchPartition(partition=i, fetch_offset=0, partition_max_bytes=1 << 20)
+            for i in range(2)
+        )
+        frame = _frame(
+            f12.FetchRequest(
+                max_wait=timedelta(milliseconds=10_000),
+                min_bytes=1,
+                topics=(
+                    f12.FetchTopic(topic="t", partitions=partitions[:1]),
+                    f12.FetchTopic(topic="u", partitions=partitions),
+                ),
+                forgotten_topics_data=(),
+            )
+        )
+        before = _fetches_answered(broker)
+        outcome = broker.router.dispatch(frame, "h", 1)
+        assert isinstance(outcome, asyncio.Future) and not isinstance(outcome, asyncio.Task)
+        assert broker.partitions.waiting() == 3
+        await asyncio.sleep(0.05)
+        assert not outcome.done()
+        log = broker.topics.get_log("u", 1)
+        log.append(make_batch([b"a"]))
+        broker.after_append(log, 0)
+        answer = await asyncio.wait_for(outcome, 2)
+        data = answer if isinstance(answer, bytes) else b"".join(bytes(c) for c in answer)
+        topics = entity_reader(f12r.FetchResponse)(data, 9)[0].responses
+        got = {(t.topic, p.partition_index): p for t in topics for p in t.partitions}
+        assert set(got) == {("t", 0), ("u", 0), ("u", 1)}
+        assert got[("u", 1)].high_watermark == 1 and len(got[("u", 1)].records) > 0
+        assert got[("t", 0)].records == b"" and got[("u", 0)].records == b""
+        assert broker.partitions.waiting() == 0
+        assert _fetches_answered(broker) == before + 1
 
     run(body)
 

@@ -34,6 +34,9 @@ fetch_partitions = st.lists(
         last_stable_offset=offsets,
         log_start_offset=offsets,
         records=st.binary(max_size=300),
+        aborted_transactions=st.lists(st.tuples(st.integers(0, 2**62), offsets), max_size=2).map(
+            tuple
+        ),
     ),
     max_size=4,
 )
@@ -84,7 +87,14 @@ def test_fetch_matches_kio(
                         high_watermark=p.high_watermark,
                         last_stable_offset=p.last_stable_offset,
                         log_start_offset=p.log_start_offset,
-                        aborted_transactions=(),
+                        aborted_transactions=tuple(
+                            build(
+                                types.AbortedTransaction,
+                                producer_id=producer_id,
+                                first_offset=first_offset,
+                            )
+                            for producer_id, first_offset in p.aborted_transactions
+                        ),
                         preferred_read_replica=-1,
                         records=bytes(p.records),
                     )
