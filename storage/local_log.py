@@ -38,7 +38,6 @@ from .errors import KafkaStorageError
 from .file_handles import FileHandleCache
 from .fileio import fsync_dir
 from .log_segments import LogSegments
-from .recovery import LoadedLog, load_segments
 from .segment import DELETED_SUFFIX, LogSegment
 
 __all__ = ["FlushWork", "LocalLog", "parse_partition_dir_name", "wall_clock_ms"]
@@ -77,6 +76,7 @@ class LocalLog:
         "dir",
         "dir_dirty",
         "file_handles",
+        "last_flush_ms",
         "log_end_offset",
         "name",
         "recovery_point",
@@ -87,60 +87,28 @@ class LocalLog:
         self,
         directory: Path,
         config: LogConfig,
-        segments: LogSegments,
+        segments: list[LogSegment],
         *,
         recovery_point: int,
+        now_ms: int,
         file_handles: FileHandleCache,
-        on_roll: Callable[[int], None],
+        on_roll: Callable[[int], object],
     ) -> None:
-        """``on_roll(new_base_offset)`` runs under the lock before a roll seals the active
+        """``segments``: as the loader (``recovery.load_segments``, Kafka's LogLoader) left
+        them. ``on_roll(new_base_offset)`` runs under the lock before a roll seals the active
         segment (the partition log snapshots its producer state there, as Kafka's roll)."""
         self.dir = directory
         self.name = directory.name
         self.config = config
         self.file_handles = file_handles
-        self.segments = segments
+        self.segments = LogSegments(segments)
         self.log_end_offset = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        #: When the last flush ended (the clock of ``flush.ms``).
+        self.last_flush_ms = now_ms
         self.dir_dirty = True
         self._deleted: list[LogSegment] = []
         self._on_roll = on_roll
-
-    @classmethod
-    def load(
-        cls,
-        directory: Path,
-        config: LogConfig,
-        *,
-        now_ms: int,
-        recovery_point: int,
-        log_start_offset: int,
-        clean_shutdown: bool,
-        file_handles: FileHandleCache,
-        new: bool,
-        on_roll: Callable[[int], None],
-    ) -> tuple[LocalLog, LoadedLog]:
-        """Load (and recover past ``recovery_point``) the segments in ``directory``
-        (``storage.recovery``, Kafka's LogLoader); ``new``: the directory holds nothing yet."""
-        loaded = load_segments(
-            directory,
-            config,
-            now_ms=now_ms,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=clean_shutdown,
-            handles=file_handles,
-            new=new,
-        )
-        local = cls(
-            directory,
-            config,
-            LogSegments(loaded.segments),
-            recovery_point=recovery_point,
-            file_handles=file_handles,
-            on_roll=on_roll,
-        )
-        return local, loaded
 
     @property
     def size_in_bytes(self) -> int:
@@ -292,6 +260,16 @@ class LocalLog:
         return due
 
     # -- flush and close -----------------------------------------------------------------------
+    def needs_flush(self, now_ms: int) -> bool:
+        """True when the flush policy (flush.messages / flush.ms) asks for an fsync now."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
+            return False
+        config = self.config
+        if config.flush_messages is not None and unflushed >= config.flush_messages:
+            return True
+        return config.flush_ms is not None and now_ms - self.last_flush_ms >= config.flush_ms
+
     def take_dirty(self) -> FlushWork:
         """The segments (and directory) written since the last flush, now marked clean."""
         dirty = [s for s in self.segments if s.dirty]

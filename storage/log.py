@@ -50,6 +50,7 @@ from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
 from .reading import collect_regions
 from .record_scan import require_record_keys
+from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
 from .segment import LogSegment
 from .timestamps import find_max_timestamp, find_offset_for_timestamp
@@ -78,13 +79,10 @@ class PartitionLog:
         new: bool = False,
         found: bool = False,
     ) -> None:
-        """Open (or recover) the log in ``directory``.
-
-        ``file_handles``: the cache segment files are opened through (the log manager's,
-        bounded by ``log.open.files.max``). ``new``: the directory was just created and holds
-        nothing yet (the loader looks for no files). ``found``: the directory exists (the log
-        manager listed it), so it is not created.
-        """
+        """Open (or recover) the log in ``directory``. ``file_handles``: the cache segment
+        files are opened through (the log manager's, bounded by ``log.open.files.max``).
+        ``new``: the directory was just created and holds nothing yet (the loader looks for no
+        files). ``found``: the directory exists (the log manager listed it): no ``mkdir``."""
         parsed = parse_partition_dir_name(directory.name)
         if parsed is None:
             raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
@@ -101,18 +99,27 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         now = clock()
         self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
-        local, loaded = LocalLog.load(
+        loaded = load_segments(
             directory,
             config,
             now_ms=now,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
-            file_handles=file_handles,
+            handles=file_handles,
             new=new,
-            on_roll=self._snapshot_at_roll,
         )
-        self._local = local
+        self._local = local = LocalLog(
+            directory,
+            config,
+            loaded.segments,
+            recovery_point=recovery_point,
+            now_ms=now,
+            file_handles=file_handles,
+            # As Kafka's roll: the producer state as of the new segment's base offset, fsynced
+            # by the next flush.
+            on_roll=lambda base: self.producer_state.take_snapshot(base, sync=False),
+        )
         self._closed = False
         leo = local.log_end_offset
         self._log_start_offset = min(max(log_start_offset, local.segments[0].base_offset), leo)
@@ -125,7 +132,6 @@ class PartitionLog:
             replay_from=loaded.first_recovered_base,
             names=loaded.names,
         )
-        self._last_flush_ms = now
         if loaded.truncated_bytes or leo > recovery_point:
             # Recovered data is made durable before it counts as flushed.
             self.flush(now)
@@ -139,11 +145,6 @@ class PartitionLog:
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
         # restore the HW.
         local.recovery_point = leo
-
-    def _snapshot_at_roll(self, new_base_offset: int) -> None:
-        # As Kafka's roll: the producer state as of the new segment's base offset, fsynced by
-        # the next flush.
-        self.producer_state.take_snapshot(new_base_offset, sync=False)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -176,10 +177,8 @@ class PartitionLog:
             return list(self._local.segments)
 
     def __repr__(self) -> str:
-        return (
-            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
-            f"hw={self._high_watermark}, leo={self._local.log_end_offset})"
-        )
+        offsets = f"{self._log_start_offset}, hw={self._high_watermark}, leo={self.log_end_offset}"
+        return f"PartitionLog({self.topic}-{self.partition}, start={offsets})"
 
     def _check_open(self) -> None:
         if self._closed:
@@ -294,10 +293,8 @@ class PartitionLog:
         As Kafka's appendEndTxnMarker: an epoch below the producer's raises
         ``InvalidProducerEpochError``, an older coordinator epoch
         ``TransactionCoordinatorFencedError`` (nothing is written then); the marker completes
-        the producer's open transaction, and an aborted one gets its ``.txnindex`` entry in the
-        segment holding the marker. ``leader_epoch`` stamps its partition leader epoch (as
-        Kafka's leader does), else it stays -1.
-        """
+        the producer's open transaction (``storage.log_transactions``). ``leader_epoch``
+        stamps its partition leader epoch (as Kafka's leader does), else it stays -1."""
         now = self._clock() if now_ms is None else now_ms
         records, batches, marker = self._transactions.marker_batch(
             self.config,
@@ -415,14 +412,7 @@ class PartitionLog:
     # -- flush ---------------------------------------------------------------------------------
     def needs_flush(self, now_ms: int) -> bool:
         """True when the flush policy (flush.messages / flush.ms) asks for an fsync now."""
-        local = self._local
-        unflushed = local.log_end_offset - local.recovery_point
-        if unflushed <= 0:
-            return False
-        config = self.config
-        if config.flush_messages is not None and unflushed >= config.flush_messages:
-            return True
-        return config.flush_ms is not None and now_ms - self._last_flush_ms >= config.flush_ms
+        return self._local.needs_flush(now_ms)
 
     def flush(self, now_ms: int | None = None) -> int:
         """fsync everything appended so far; advance the recovery point (and held HW).
@@ -451,7 +441,7 @@ class PartitionLog:
                 leo = local.log_end_offset
                 if target > local.recovery_point:
                     local.recovery_point = min(target, leo)
-                self._last_flush_ms = self._clock() if now_ms is None else now_ms
+                local.last_flush_ms = self._clock() if now_ms is None else now_ms
                 if self.config.holds_high_watermark:
                     self._high_watermark = max(self._high_watermark, min(target, leo))
                 return self._high_watermark
@@ -572,9 +562,7 @@ class PartitionLog:
     def producer_ids_by_last_offset(self) -> dict[int, int]:
         """Producer id -> last data offset, for every producer the log's state knows."""
         with self._lock:
-            return {
-                pid: entry.last_data_offset for pid, entry in self.producer_state.producers.items()
-            }
+            return self.producer_state.last_data_offsets()
 
     def delete_expired_files(self, now_ms: int) -> None:
         """Remove ``.deleted`` files older than ``file.delete.delay.ms``."""

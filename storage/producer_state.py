@@ -168,6 +168,10 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    def last_data_offsets(self) -> dict[int, int]:
+        """Producer id -> last data offset, for every producer known."""
+        return {pid: entry.last_data_offset for pid, entry in self._producers.items()}
+
     # -- the append path -----------------------------------------------------------------------
     def check_append(self, headers: Iterable[RecordBatchHeader]) -> BatchMetadata | None:
         """Validate a client append before it is written (see the module docstring).
