@@ -87,7 +87,6 @@ _READ_CHUNK = 16 * 1024
 _SPAN_CHUNK = 64 * 1024
 # base_offset, batch_length, (epoch), magic, (crc, attributes), last_offset_delta
 SPAN_STRUCT = struct.Struct(">qi4xb6xi")
-INT32_MAX = 2**31 - 1
 
 
 def segment_file_name(base_offset: int) -> str:
