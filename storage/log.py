@@ -138,7 +138,7 @@ class PartitionLog:
         elif loaded.recovered_segments:
             # Only the active segment was checked and every byte of it lies below the recovery
             # point, i.e. was fsynced before the crash: no fsync now (after a SIGKILL of a
-            # broker with thousands of partitions, these were most of its start-up time).
+            # broker with thousands of partitions, these fsyncs would be most of its start-up).
             local.segments[-1].mark_flushed()
         # Single replica: the leader's HW is the ISR's smallest LEO, i.e. its own LEO, and
         # everything on disk after loading has been validated (and fsynced if recovered).

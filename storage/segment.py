@@ -493,8 +493,7 @@ class LogSegment:
         divergence: Kafka resizes a loaded active segment's indexes to ``segment.index.bytes``
         because it maps them; tidelog keeps entries in memory and writes them when the
         segment stops being active (``seal`` cuts the file to them), so the preallocation
-        is never read - and two ``open``+``ftruncate`` per partition were a tenth of the start
-        of 20,000 small partitions.
+        would never be read and would cost two ``open``+``ftruncate`` per partition at start-up.
         """
         self.offset_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
         self.time_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
