@@ -385,6 +385,8 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         if relative > INT32_MAX:
             relative = INT32_MAX
+        # Both look-ups call bisect_right themselves: a shared floor-slot method added 70 ns
+        # (12%) to this one, which the fetch path calls when no read hint applies.
         slot = bisect_right(self._keys, relative) - 1
         if slot < 0:
             return self.base_offset, 0
