@@ -1,9 +1,10 @@
 """tidelog storage: Kafka's on-disk log format (message format v2), synchronous Python.
 
 Layout of a log dir, of a partition dir and of each file is specified in the docstrings of
-``storage.manager`` (log dir), ``storage.log`` (partition), ``storage.segment`` (segment files),
-``storage.batch`` (record batches), ``storage.index`` (indexes), ``storage.checkpoint`` and
-``storage.metadata``; crash recovery in ``storage.recovery``.
+``storage.manager`` and ``storage.log_dirs`` (log dir), ``storage.local_log`` and ``storage.log``
+(partition), ``storage.segment`` (segment files), ``storage.batch`` (record batches),
+``storage.index`` (indexes), ``storage.checkpoint`` and ``storage.metadata``; crash recovery in
+``storage.recovery`` and ``storage.segment_recovery``.
 
 Threading: appends to one partition come from one thread (the broker's event loop); flush,
 retention, reads and look-ups may run in worker threads concurrently (see ``storage.log``).

@@ -22,6 +22,7 @@ from tidelog.storage.checksum import crc32c
 from .batch import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
+    INT32_MAX,
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
@@ -34,7 +35,6 @@ __all__ = ["fsync_dir", "pread_all", "scan_batches", "write_all"]
 _IOV_MAX = 1024
 #: How often (bytes scanned) ``scan_batches`` reports its position to a ``progress`` callback.
 PROGRESS_BYTES = 64 * 1024 * 1024
-INT32_MAX = 2**31 - 1
 
 
 def scan_batches(

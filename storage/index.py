@@ -44,14 +44,15 @@ sees a prefix of the entries, which is always a valid index).
 
 from __future__ import annotations
 
-import itertools
 import os
 import struct
 import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+from typing import ClassVar
 
+from .batch import INT32_MAX
 from .file_handles import UNBOUNDED, FileHandleCache
 
 __all__ = [
@@ -70,7 +71,15 @@ class IndexCorruptError(Exception):
 
 
 class _Index:
-    entry_size: int = 0
+    """What both indexes share: entries as two ``array`` columns (the first one sorted, the one
+    binary-searched), the file they are written to, and the common sanity checks."""
+
+    entry_size: ClassVar[int]
+    #: ``array`` type codes of the two columns.
+    _key_type: ClassVar[str]
+    _value_type: ClassVar[str]
+    #: The relative offsets are the first column (offset index), else the second (time index).
+    _offsets_first: ClassVar[bool]
 
     def __init__(
         self,
@@ -97,6 +106,8 @@ class _Index:
                 pass
         self._written = 0  # leading entries that are in the file
         self._writable = False  # preallocated for appends (active segment)
+        self._keys: array[int] = array(self._key_type)
+        self._values: array[int] = array(self._value_type)
 
     @property
     def path(self) -> Path:
@@ -114,7 +125,7 @@ class _Index:
     # -- sizes ---------------------------------------------------------------------------------
     @property
     def entries(self) -> int:
-        raise NotImplementedError
+        return len(self._keys)
 
     @property
     def max_entries(self) -> int:
@@ -149,7 +160,56 @@ class _Index:
         return b"".join(chunks)
 
     def _pack(self, first: int, last: int) -> bytes:
+        """Entries ``[first, last)`` as the file holds them."""
         raise NotImplementedError
+
+    def _unpack(self, data: bytes) -> tuple[array[int], array[int]]:
+        """The two columns of a file's bytes (a whole number of entries)."""
+        raise NotImplementedError
+
+    def _offset_column(self) -> array[int]:
+        """The column of relative offsets (never decreasing)."""
+        return self._keys if self._offsets_first else self._values
+
+    def _read_entries(self) -> tuple[array[int], array[int]]:
+        """The file's entries, checked: the first relative offset is not negative, the first
+        column strictly increases and the second never decreases (raises
+        ``IndexCorruptError``). A zero-filled (untrimmed) file therefore is no index."""
+        keys, values = self._unpack(self._read_file())
+        if len(keys) > 0:
+            if (keys if self._offsets_first else values)[0] < 0:
+                raise IndexCorruptError(f"{self.path}: negative first entry")
+            first, second = keys.tolist(), values.tolist()
+            if first != sorted(first) or len(set(first)) != len(first) or second != sorted(second):
+                raise IndexCorruptError(f"{self.path}: entries are not monotonic")
+        return keys, values
+
+    def _install(self, keys: array[int], values: array[int]) -> None:
+        """Entries read from the file (``load``): memory and file agree."""
+        self._keys = keys
+        self._values = values
+        self._written = len(keys)
+
+    def reset(self) -> None:
+        self._forget_from(0)
+        self._keys = array(self._key_type)
+        self._values = array(self._value_type)
+
+    def replace_entries(self, keys: array[int], values: array[int], *, write: bool = True) -> None:
+        """Install rebuilt entries (the two columns, relative offsets relative to the base
+        offset); see ``_store_replaced``."""
+        self._keys = keys
+        self._values = values
+        self._store_replaced(write)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries whose offset is >= ``offset``."""
+        relative = offset - self.base_offset
+        keep = 0 if relative <= 0 else bisect_right(self._offset_column(), relative - 1)
+        if keep < len(self._keys):
+            self._forget_from(keep)
+            del self._keys[keep:]
+            del self._values[keep:]
 
     def write_pending(self) -> None:
         """Write the entries appended since the last call to the file (one ``pwrite``)."""
@@ -176,7 +236,7 @@ class _Index:
             self._written = keep
 
     def _store_replaced(self, write: bool) -> None:
-        """After a subclass installed rebuilt entries in memory: cut the file to zero and write
+        """After rebuilt entries were installed in memory: cut the file to zero and write
         them all in one go (stale bytes of an untrimmed file must not survive), or, with
         ``write=False``, only change memory (``forget_file``)."""
         if write:
@@ -262,89 +322,58 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    """Maps offsets to file positions (floor look-up)."""
+    """Maps offsets to file positions (floor look-up). Columns: relative offsets, positions."""
 
     entry_size = 8
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_bytes: int,
-        handles: FileHandleCache = UNBOUNDED,
-        *,
-        exists: bool = True,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_bytes, handles, exists=exists)
-        self._offsets: array[int] = array("i")
-        self._positions: array[int] = array("i")
-
-    @property
-    def entries(self) -> int:
-        return len(self._offsets)
+    _key_type = "i"
+    _value_type = "i"
+    _offsets_first = True
 
     @property
     def is_full(self) -> bool:
-        return len(self._offsets) >= self._max_entries
+        return len(self._keys) >= self._max_entries
 
     def _pack(self, first: int, last: int) -> bytes:
         flat = array("i", bytes(8 * (last - first)))
-        flat[0::2] = self._offsets[first:last]
-        flat[1::2] = self._positions[first:last]
+        flat[0::2] = self._keys[first:last]
+        flat[1::2] = self._values[first:last]
         if _LITTLE:
             flat.byteswap()
         return flat.tobytes()
 
-    def load(self, log_size: int) -> None:
-        """Read the file's entries and sanity-check them (raises ``IndexCorruptError``)."""
-        data = self._read_file()
+    def _unpack(self, data: bytes) -> tuple[array[int], array[int]]:
         flat = array("i")
         flat.frombytes(data)
         if _LITTLE:
             flat.byteswap()
-        offsets = flat[0::2]
-        positions = flat[1::2]
-        if len(offsets) > 0:
-            if offsets[0] < 0 or positions[0] < 0:
+        return flat[0::2], flat[1::2]
+
+    def load(self, log_size: int) -> None:
+        """Read the file's entries and sanity-check them (raises ``IndexCorruptError``):
+        besides the common checks, every position lies inside the ``.log`` file."""
+        offsets, positions = self._read_entries()
+        if len(positions) > 0:
+            if positions[0] < 0:
                 raise IndexCorruptError(f"{self.path}: negative first entry")
             if positions[-1] >= log_size:
                 raise IndexCorruptError(
                     f"{self.path}: last entry points at {positions[-1]}, log has {log_size} bytes"
                 )
-            offs = offsets.tolist()
-            poss = positions.tolist()
-            if offs != sorted(offs) or len(set(offs)) != len(offs) or poss != sorted(poss):
-                raise IndexCorruptError(f"{self.path}: entries are not monotonic")
-        self._offsets = offsets
-        self._positions = positions
-        self._written = len(offsets)
-
-    def reset(self) -> None:
-        self._forget_from(0)
-        self._offsets = array("i")
-        self._positions = array("i")
-
-    def replace_entries(
-        self, offsets: array[int], positions: array[int], *, write: bool = True
-    ) -> None:
-        """Install rebuilt entries (relative offsets, positions); see ``_store_replaced``."""
-        self._offsets = offsets
-        self._positions = positions
-        self._store_replaced(write)
+        self._install(offsets, positions)
 
     def can_append_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
-        return 0 <= relative <= 2**31 - 1
+        return 0 <= relative <= INT32_MAX
 
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
-        if self._offsets and relative <= self._offsets[-1]:
+        if self._keys and relative <= self._keys[-1]:
             raise ValueError(
                 f"offset {offset} is not larger than the last indexed offset "
-                f"{self._offsets[-1] + self.base_offset} in {self.path}"
+                f"{self._keys[-1] + self.base_offset} in {self.path}"
             )
-        self._offsets.append(relative)
-        self._positions.append(position)
+        self._keys.append(relative)
+        self._values.append(position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """Floor entry ``(offset, position)``: largest indexed offset <= ``offset``.
@@ -354,139 +383,82 @@ class OffsetIndex(_Index):
         relative = offset - self.base_offset
         if relative < 0:
             return self.base_offset, 0
-        if relative > 2**31 - 1:
-            relative = 2**31 - 1
-        slot = bisect_right(self._offsets, relative) - 1
+        if relative > INT32_MAX:
+            relative = INT32_MAX
+        # Both look-ups call bisect_right themselves: a shared floor-slot method added 70 ns
+        # (12%) to this one, which the fetch path calls when no read hint applies.
+        slot = bisect_right(self._keys, relative) - 1
         if slot < 0:
             return self.base_offset, 0
-        return self.base_offset + self._offsets[slot], self._positions[slot]
-
-    def entry(self, slot: int) -> tuple[int, int]:
-        return self.base_offset + self._offsets[slot], self._positions[slot]
+        return self.base_offset + self._keys[slot], self._values[slot]
 
     def last_entry(self) -> tuple[int, int]:
-        if not self._offsets:
+        if not self._keys:
             return self.base_offset, 0
-        return self.entry(len(self._offsets) - 1)
+        return self.base_offset + self._keys[-1], self._values[-1]
 
     def all_entries(self) -> list[tuple[int, int]]:
         base = self.base_offset
-        return [(base + o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries whose offset is >= ``offset``."""
-        relative = offset - self.base_offset
-        keep = 0 if relative <= 0 else bisect_right(self._offsets, relative - 1)
-        removed = len(self._offsets) - keep
-        if removed > 0:
-            self._forget_from(keep)
-            del self._offsets[keep:]
-            del self._positions[keep:]
+        return [(base + o, p) for o, p in zip(self._keys, self._values, strict=True)]
 
 
 class TimeIndex(_Index):
-    """Maps timestamps to offsets (floor look-up)."""
+    """Maps timestamps to offsets (floor look-up). Columns: timestamps, relative offsets."""
 
     entry_size = 12
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_bytes: int,
-        handles: FileHandleCache = UNBOUNDED,
-        *,
-        exists: bool = True,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_bytes, handles, exists=exists)
-        self._timestamps: array[int] = array("q")
-        self._offsets: array[int] = array("i")
-
-    @property
-    def entries(self) -> int:
-        return len(self._timestamps)
+    _key_type = "q"
+    _value_type = "i"
+    _offsets_first = False
 
     @property
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment rolls (as Kafka).
-        return len(self._timestamps) >= self._max_entries - 1
+        return len(self._keys) >= self._max_entries - 1
 
-    def load(self) -> None:
-        data = self._read_file()
+    def _pack(self, first: int, last: int) -> bytes:
+        pack = _TIME_ENTRY.pack
+        keys, values = self._keys[first:last], self._values[first:last]
+        return b"".join(pack(t, o) for t, o in zip(keys, values, strict=True))
+
+    def _unpack(self, data: bytes) -> tuple[array[int], array[int]]:
         timestamps: array[int] = array("q")
         offsets: array[int] = array("i")
         for ts, rel in _TIME_ENTRY.iter_unpack(data):
             timestamps.append(ts)
             offsets.append(rel)
-        if len(timestamps) > 0:
-            if offsets[0] < 0:
-                raise IndexCorruptError(f"{self.path}: negative first entry")
-            tss = timestamps.tolist()
-            offs = offsets.tolist()
-            # Timestamps strictly increase (maybe_append): a zero-filled file is no index.
-            if any(b <= a for a, b in itertools.pairwise(tss)) or offs != sorted(offs):
-                raise IndexCorruptError(f"{self.path}: entries are not monotonic")
-        self._timestamps = timestamps
-        self._offsets = offsets
-        self._written = len(timestamps)
+        return timestamps, offsets
 
-    def _pack(self, first: int, last: int) -> bytes:
-        pack = _TIME_ENTRY.pack
-        return b"".join(
-            pack(t, o)
-            for t, o in zip(self._timestamps[first:last], self._offsets[first:last], strict=True)
-        )
-
-    def reset(self) -> None:
-        self._forget_from(0)
-        self._timestamps = array("q")
-        self._offsets = array("i")
-
-    def replace_entries(
-        self, timestamps: array[int], offsets: array[int], *, write: bool = True
-    ) -> None:
-        """Install rebuilt entries (timestamps, relative offsets); see ``_store_replaced``."""
-        self._timestamps = timestamps
-        self._offsets = offsets
-        self._store_replaced(write)
+    def load(self) -> None:
+        """Read the file's entries and sanity-check them (raises ``IndexCorruptError``)."""
+        self._install(*self._read_entries())
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
-        if self._timestamps:
-            if timestamp <= self._timestamps[-1]:
+        if self._keys:
+            if timestamp <= self._keys[-1]:
                 return
         elif timestamp <= -1:
             return
         if not skip_full_check and self.is_full:
             raise ValueError(f"time index {self.path} is full")
         relative = offset - self.base_offset
-        if self._offsets and relative < self._offsets[-1]:
+        if self._values and relative < self._values[-1]:
             raise ValueError(f"time index offset {offset} goes backwards in {self.path}")
-        self._timestamps.append(timestamp)
-        self._offsets.append(relative)
+        self._keys.append(timestamp)
+        self._values.append(relative)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Floor entry ``(timestamp, offset)``; ``(-1, base_offset)`` when there is none."""
-        slot = bisect_right(self._timestamps, timestamp) - 1
+        slot = bisect_right(self._keys, timestamp) - 1
         if slot < 0:
             return -1, self.base_offset
-        return self._timestamps[slot], self.base_offset + self._offsets[slot]
+        return self._keys[slot], self.base_offset + self._values[slot]
 
     def last_entry(self) -> tuple[int, int]:
-        if not self._timestamps:
+        if not self._keys:
             return -1, self.base_offset
-        return self._timestamps[-1], self.base_offset + self._offsets[-1]
+        return self._keys[-1], self.base_offset + self._values[-1]
 
     def all_entries(self) -> list[tuple[int, int]]:
         base = self.base_offset
-        return [(t, base + o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries whose offset is >= ``offset``."""
-        relative = offset - self.base_offset
-        keep = 0 if relative <= 0 else bisect_right(self._offsets, relative - 1)
-        removed = len(self._timestamps) - keep
-        if removed > 0:
-            self._forget_from(keep)
-            del self._timestamps[keep:]
-            del self._offsets[keep:]
+        return [(t, base + o) for t, o in zip(self._keys, self._values, strict=True)]

@@ -1,19 +1,19 @@
-"""A partition's log: ordered segments, offsets (log start, HW, LEO), appends, reads, flushes.
+"""A partition's log (Kafka's UnifiedLog): offsets, producer state, transactions, the append.
 
-A partition directory ``<log dir>/<topic>-<partition>/`` holds its segments (see
-``storage.segment``) and ``partition.metadata``. Offsets: ``log_start_offset <= high_watermark
-<= log_end_offset``; readers never see past the HW; ``recovery_point`` is the offset below which
+``PartitionLog`` owns a ``storage.local_log.LocalLog`` (the segment files, the log end offset
+and the recovery point) and keeps what lies on top of the files: ``log_start_offset``, the high
+watermark, the producer state (``storage.producer_state``) and the transactions
+(``storage.log_transactions``). Offsets: ``log_start_offset <= high_watermark <=
+log_end_offset``; readers never see past the HW; ``recovery_point`` is the offset below which
 every byte has been fsynced. The HW follows the LEO at once unless the flush policy holds it
 back (``flush.messages=1``, see ``LogConfig.holds_high_watermark``), in which case it advances
 when the fsync covering a batch returns.
 
-Durability: ``append`` writes to the page cache only. ``flush`` (called by the broker from a
-worker thread when ``needs_flush`` says so) fsyncs every segment written since the last flush
-(the active segment's ``.log`` only: its indexes are rebuilt after a crash anyway) and then
-advances the recovery point; one fsync covers every batch appended before it (group
-commit: callers that arrive while a flush runs wait for it and return at once if it covered
-them). After a crash, everything from the segment holding the recovery point on is re-validated
-(see ``storage.recovery``).
+Durability: ``append`` writes to the page cache only. ``flush`` (from a worker thread when
+``needs_flush`` says so) fsyncs what was written since the last flush, then advances the
+recovery point; one fsync covers every batch appended before it (group commit: callers that
+arrive while a flush runs wait for it and return at once if it covered them). After a crash,
+everything from the segment holding the recovery point on is re-validated (``storage.recovery``).
 
 Threading (the contract with the broker):
 * ``append``, ``roll``, ``truncate_to`` are called by one thread at a time (the event loop; the
@@ -22,32 +22,29 @@ Threading (the contract with the broker):
   change is changed under ``self._lock``; validation and the key check run before it.
 * ``read``, ``flush``, ``apply_retention``, ``delete_expired_files``, timestamp look-ups and the
   offset properties may be called from worker threads at the same time.
-* ``self._lock`` (a ``threading.Lock``) guards the segment list, index changes and the offsets;
-  it is held only for in-memory work and page-cache writes, never across an fsync.
+* ``self._lock`` (a ``threading.Lock``) guards the local log (segment list, index changes, LEO,
+  recovery point) and the offsets kept here; it is held only for in-memory work and page-cache
+  writes, never across an fsync.
 * ``self._flush_lock`` serializes flushers (group commit) and is never taken by ``append``.
-* The segment list is a ``LogSegments`` (``storage.log_segments``), changed only under
-  ``self._lock``. The log cleaner (``storage.cleaner.swap``) replaces sealed segments through
-  ``replace_segments`` (Kafka's replaceSegments), which retires the old ones through
-  ``_schedule_delete_locked``. The core log does not import the cleaner.
+* The log cleaner (``storage.cleaner.swap``) replaces sealed segments through
+  ``replace_segments`` (Kafka's replaceSegments). The core log does not import the cleaner.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from .batch import PreparedAppend, RecordBatchHeader, prepare_append, validate_records
+from .batch import RecordBatchHeader, prepare_append, validate_records
 from .config import LogConfig
 from .control_records import EndTxnMarker
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .file_handles import UNBOUNDED, FileHandleCache
-from .fileio import fsync_dir
 from .info import AppendInfo, FetchDataInfo, ReadInfo
-from .log_segments import LogSegments
+from .local_log import LocalLog, parse_partition_dir_name, wall_clock_ms
 from .log_transactions import LogTransactions
 from .metadata import read_partition_metadata
 from .producer_state import ProducerStateManager, duplicate_append_info
@@ -55,30 +52,17 @@ from .reading import collect_regions
 from .record_scan import require_record_keys
 from .recovery import load_segments
 from .retention import log_start_breached, retention_ms_breached, retention_size_breached
-from .segment import DELETED_SUFFIX, LogSegment
+from .segment import LogSegment
 from .timestamps import find_max_timestamp, find_offset_for_timestamp
 from .transaction_index import AbortedTxn
-from .transaction_state import CompletedTxn
 
 __all__ = ["PartitionLog", "parse_partition_dir_name", "wall_clock_ms"]
 
 logger = logging.getLogger("tidelog.storage")
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``"<topic>-<partition>"`` -> ``(topic, partition)``; None for anything else."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
-
-
 class PartitionLog:
-    """The log of one topic-partition (Kafka's UnifiedLog + LocalLog, single replica)."""
+    """The log of one topic-partition (Kafka's UnifiedLog, single replica)."""
 
     def __init__(
         self,
@@ -95,18 +79,16 @@ class PartitionLog:
         new: bool = False,
         found: bool = False,
     ) -> None:
-        """Open (or recover) the log in ``directory``.
-
-        ``file_handles``: the cache segment files are opened through (the log manager's,
-        bounded by ``log.open.files.max``). ``new``: the directory was just created and holds
-        nothing yet (the loader looks for no files). ``found``: the directory exists (the log
-        manager listed it), so it is not created.
-        """
+        """Open (or recover) the log in ``directory``. ``file_handles``: the cache segment
+        files are opened through (the log manager's, bounded by ``log.open.files.max``).
+        ``new``: the directory was just created and holds nothing yet (the loader looks for no
+        files). ``found``: the directory exists (the log manager listed it): no ``mkdir``."""
         parsed = parse_partition_dir_name(directory.name)
         if parsed is None:
             raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
         self.topic, self.partition = parsed
         self.dir = directory
+        #: The partition's settings; ``update_config`` changes them (here and in the local log).
         self.config = config
         self._clock = clock
         self.file_handles = file_handles
@@ -116,6 +98,7 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         now = clock()
+        self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
         loaded = load_segments(
             directory,
             config,
@@ -126,42 +109,42 @@ class PartitionLog:
             handles=file_handles,
             new=new,
         )
-        self._segments = LogSegments(loaded.segments)
-        self._deleted: list[LogSegment] = []
-        self._dir_dirty = True
-        self._closed = False
-        self._log_end_offset = self._segments[-1].next_offset
-        self._log_start_offset = min(
-            max(log_start_offset, self._segments[0].base_offset), self._log_end_offset
+        self._local = local = LocalLog(
+            directory,
+            config,
+            loaded.segments,
+            recovery_point=recovery_point,
+            now_ms=now,
+            file_handles=file_handles,
+            # As Kafka's roll: the producer state as of the new segment's base offset, fsynced
+            # by the next flush.
+            on_roll=lambda base: self.producer_state.take_snapshot(base, sync=False),
         )
-        self._recovery_point = min(recovery_point, self._log_end_offset)
-        self._high_watermark = self._log_end_offset
-        self.producer_state = ProducerStateManager(directory, clock, producer_id_expiration_ms)
+        self._closed = False
+        leo = local.log_end_offset
+        self._log_start_offset = min(max(log_start_offset, local.segments[0].base_offset), leo)
+        self._high_watermark = leo
         self._transactions = LogTransactions(self.producer_state)
         self.producer_state.load_from_segments(
-            self._segments,
+            local.segments,
             self._log_start_offset,
-            on_completed=self._rebuild_txn_index,
+            on_completed=lambda txn: self._transactions.rebuild_index(local.segments, txn),
             replay_from=loaded.first_recovered_base,
             names=loaded.names,
         )
-        self._last_flush_ms = now
-        if loaded.truncated_bytes or self._log_end_offset > recovery_point:
+        if loaded.truncated_bytes or leo > recovery_point:
             # Recovered data is made durable before it counts as flushed.
             self.flush(now)
         elif loaded.recovered_segments:
             # Only the active segment was checked and every byte of it lies below the recovery
             # point, i.e. was fsynced before the crash: no fsync now (after a SIGKILL of a
-            # broker with thousands of partitions, these were most of its start-up time).
-            self._segments[-1].mark_flushed()
+            # broker with thousands of partitions, these fsyncs would be most of its start-up).
+            local.segments[-1].mark_flushed()
         # Single replica: the leader's HW is the ISR's smallest LEO, i.e. its own LEO, and
         # everything on disk after loading has been validated (and fsynced if recovered).
         # Kafka divergence: the replication-offset-checkpoint is written but not needed to
         # restore the HW.
-        self._recovery_point = self._log_end_offset
-
-    def _rebuild_txn_index(self, completed: CompletedTxn) -> None:
-        self._transactions.rebuild_index(self._segments, completed)
+        local.recovery_point = leo
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -170,7 +153,7 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -178,26 +161,24 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def size_in_bytes(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._local.size_in_bytes
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     def segments(self) -> list[LogSegment]:
         with self._lock:
-            return list(self._segments)
+            return list(self._local.segments)
 
     def __repr__(self) -> str:
-        return (
-            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
-            f"hw={self._high_watermark}, leo={self._log_end_offset})"
-        )
+        offsets = f"{self._log_start_offset}, hw={self._high_watermark}, leo={self.log_end_offset}"
+        return f"PartitionLog({self.topic}-{self.partition}, start={offsets})"
 
     def _check_open(self) -> None:
         if self._closed:
@@ -251,6 +232,7 @@ class PartitionLog:
         # Producer state looks only at idempotent batches (producer id >= 0): skip it for the
         # common single non-idempotent batch (batches is never empty).
         idempotent = len(batches) > 1 or batches[0][1].producer_id >= 0
+        local = self._local
         with self._lock:
             self._check_open()
             if marker is not None:
@@ -261,15 +243,17 @@ class PartitionLog:
                 and (duplicate := self.producer_state.check_append(h for _, h in batches))
                 is not None
             ):
-                return duplicate_append_info(duplicate, self._log_start_offset, self.config)
+                return duplicate_append_info(duplicate, self._log_start_offset, local.config)
             prepared = prepare_append(
                 records,
                 batches,
-                base_offset=self._log_end_offset,
+                base_offset=local.log_end_offset,
                 log_append_time_ms=append_time,
                 leader_epoch=leader_epoch,
             )
-            segment = self._write_locked(prepared, now)
+            segment = local.append(prepared, now)
+            if not local.config.holds_high_watermark:
+                self._high_watermark = local.log_end_offset
             if marker is not None:
                 self._transactions.complete(
                     segment, prepared.headers[0], marker, self._high_watermark
@@ -286,22 +270,6 @@ class PartitionLog:
             batches=prepared.headers,
             size_in_bytes=prepared.size_in_bytes,
         )
-
-    def _write_locked(self, prepared: PreparedAppend, now: int) -> LogSegment:
-        config = self.config
-        segment = self._segments[-1]
-        if segment.should_roll(
-            config,
-            messages_size=prepared.size_in_bytes,
-            max_offset=prepared.last_offset,
-            now_ms=now,
-        ):
-            segment = self._roll_locked(now)
-        segment.append(prepared, config.index_interval_bytes, now)
-        self._log_end_offset = prepared.last_offset + 1
-        if not config.holds_high_watermark:
-            self._high_watermark = self._log_end_offset
-        return segment
 
     # -- transactions (storage/log_transactions.py) ---------------------------------------------
     @property
@@ -325,10 +293,8 @@ class PartitionLog:
         As Kafka's appendEndTxnMarker: an epoch below the producer's raises
         ``InvalidProducerEpochError``, an older coordinator epoch
         ``TransactionCoordinatorFencedError`` (nothing is written then); the marker completes
-        the producer's open transaction, and an aborted one gets its ``.txnindex`` entry in the
-        segment holding the marker. ``leader_epoch`` stamps its partition leader epoch (as
-        Kafka's leader does), else it stays -1.
-        """
+        the producer's open transaction (``storage.log_transactions``). ``leader_epoch``
+        stamps its partition leader epoch (as Kafka's leader does), else it stays -1."""
         now = self._clock() if now_ms is None else now_ms
         records, batches, marker = self._transactions.marker_batch(
             self.config,
@@ -373,30 +339,14 @@ class PartitionLog:
         collectAbortedTransactions, ``storage.transaction_state``): the indexes of the segment
         holding ``start_offset`` and of the later ones, until one answers complete."""
         with self._lock:
-            segments = self._segments.from_offset(start_offset)
+            segments = self._local.segments.from_offset(start_offset)
         return self._transactions.aborted_transactions(segments, start_offset, upper_bound)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the LEO (no-op when the active segment is empty)."""
         with self._lock:
             self._check_open()
-            self._roll_locked(self._clock() if now_ms is None else now_ms)
-
-    def _roll_locked(self, now_ms: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.size == 0:
-            return active
-        new_base = self._log_end_offset
-        self.producer_state.take_snapshot(new_base, sync=False)
-        active.seal()
-        segment = LogSegment(
-            self.dir, new_base, self.config, now_ms=now_ms, handles=self.file_handles
-        )
-        segment.start_empty(self.config)  # a stray file with our name starts afresh
-        self._segments.add(segment)
-        self._dir_dirty = True
-        logger.debug("rolled %s-%s at offset %d", self.topic, self.partition, new_base)
-        return segment
+            self._local.roll(self._clock() if now_ms is None else now_ms)
 
     # -- read ----------------------------------------------------------------------------------
     def read(
@@ -420,9 +370,9 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             log_start = self._log_start_offset
-            leo = self._log_end_offset
+            leo = self._local.log_end_offset
             hw = self._high_watermark
-            snapshot = [(s, s.size) for s in self._segments.from_offset(start_offset)]
+            snapshot = self._local.snapshot(start_offset)
         if start_offset < log_start or start_offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{log_start}, {leo}] of "
@@ -443,39 +393,26 @@ class PartitionLog:
         )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.
-
-        Kafka's fetchOffsetByTimestamp: the first segment whose max timestamp reaches the
-        target, its time index, then the batches; the matching batch's records are decoded
-        (decompressed if needed) to find the exact record. Searches up to the LEO; the broker
-        filters by HW/LSO as Kafka's Partition does. None when no record qualifies.
-        """
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``
+        (Kafka's fetchOffsetByTimestamp, ``storage.timestamps``), up to the LEO (the broker
+        filters by HW/LSO as Kafka's Partition does); None when no record qualifies."""
         with self._lock:
             log_start = self._log_start_offset
-            snapshot = [(s, s.size) for s in self._segments]
+            snapshot = self._local.snapshot()
         return find_offset_for_timestamp(snapshot, timestamp_ms, log_start)
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record holding the largest timestamp (-3).
-
-        As Kafka >= 3.8 (KIP-734 follow-up): the exact record, found by decoding the batch that
-        holds the segment's max timestamp. None for an empty log.
-        """
+        """``(offset, timestamp)`` of the first record holding the largest timestamp (-3, as
+        Kafka >= 3.8, ``storage.timestamps``); None for an empty log."""
         with self._lock:
             log_start = self._log_start_offset
-            snapshot = [(s, s.size) for s in self._segments]
+            snapshot = self._local.snapshot()
         return find_max_timestamp(snapshot, log_start)
 
     # -- flush ---------------------------------------------------------------------------------
     def needs_flush(self, now_ms: int) -> bool:
         """True when the flush policy (flush.messages / flush.ms) asks for an fsync now."""
-        unflushed = self._log_end_offset - self._recovery_point
-        if unflushed <= 0:
-            return False
-        config = self.config
-        if config.flush_messages is not None and unflushed >= config.flush_messages:
-            return True
-        return config.flush_ms is not None and now_ms - self._last_flush_ms >= config.flush_ms
+        return self._local.needs_flush(now_ms)
 
     def flush(self, now_ms: int | None = None) -> int:
         """fsync everything appended so far; advance the recovery point (and held HW).
@@ -483,50 +420,38 @@ class PartitionLog:
         Call from a worker thread. Concurrent callers share fsyncs (group commit). Returns the
         high watermark after the flush. Raises ``KafkaStorageError`` if an fsync fails.
         """
-        wanted = self._log_end_offset
+        local = self._local
+        wanted = local.log_end_offset
         with self._flush_lock:
-            if self._recovery_point >= wanted and not self._dir_dirty:
+            if local.recovery_point >= wanted and not local.dir_dirty:
                 return self._high_watermark
             with self._lock:
-                target = self._log_end_offset
-                dirty = [s for s in self._segments if s.dirty]
-                active = self._segments[-1]
-                for segment in dirty:
-                    segment.dirty = False
-                sync_dir = self._dir_dirty
-                self._dir_dirty = False
+                target = local.log_end_offset
+                work = local.take_dirty()
             try:
-                for segment in dirty:
-                    # Kafka divergence: Kafka fsyncs the active segment's indexes too; ours
-                    # are rebuilt by recovery after any crash, so only inactive ones are synced.
-                    segment.flush(indexes=segment is not active)
-                if sync_dir:
-                    fsync_dir(self.dir)
+                local.sync(work)
                 self.producer_state.flush_snapshots()
             except (KafkaStorageError, OSError) as exc:
                 with self._lock:
-                    for segment in dirty:
-                        segment.dirty = True
-                    self._dir_dirty = self._dir_dirty or sync_dir
+                    local.restore_dirty(work)
                 if isinstance(exc, KafkaStorageError):
                     raise
                 raise KafkaStorageError(f"fsync of {self.dir} failed: {exc}") from exc
             with self._lock:
-                if target > self._recovery_point:
-                    self._recovery_point = min(target, self._log_end_offset)
-                self._last_flush_ms = self._clock() if now_ms is None else now_ms
+                leo = local.log_end_offset
+                if target > local.recovery_point:
+                    local.recovery_point = min(target, leo)
+                local.last_flush_ms = self._clock() if now_ms is None else now_ms
                 if self.config.holds_high_watermark:
-                    self._high_watermark = max(
-                        self._high_watermark, min(target, self._log_end_offset)
-                    )
+                    self._high_watermark = max(self._high_watermark, min(target, leo))
                 return self._high_watermark
 
     # -- configuration -------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
-            self.config = config
+            self.config = self._local.config = config
             if not config.holds_high_watermark:
-                self._high_watermark = self._log_end_offset
+                self._high_watermark = self._local.log_end_offset
 
     # -- log start, truncation -----------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
@@ -551,41 +476,27 @@ class PartitionLog:
 
         Below the log start offset the log restarts empty at ``offset``.
         """
+        local = self._local
         with self._lock:
             self._check_open()
-            if offset >= self._log_end_offset:
+            if offset >= local.log_end_offset:
                 return
-            if offset < self._log_start_offset or offset < self._segments[0].base_offset:
+            if offset < self._log_start_offset or offset < local.segments[0].base_offset:
                 self._truncate_fully_locked(max(offset, 0))
                 return
-            now = self._clock()
-            while len(self._segments) > 1 and self._segments.active.base_offset > offset:
-                self._schedule_delete_locked(self._segments.remove_last(), now)
-            active = self._segments[-1]
-            active.truncate_to(offset)
-            active.make_active(self.config)
-            self._after_truncation_locked(active.next_offset)
+            local.truncate_to(offset, self._clock())
+            self._after_truncation_locked()
 
     def _truncate_fully_locked(self, new_offset: int) -> None:
-        now = self._clock()
-        for segment in self._segments.clear():
-            self._schedule_delete_locked(segment, now)
-        segment = LogSegment(
-            self.dir, new_offset, self.config, now_ms=now, handles=self.file_handles
-        )
-        segment.start_empty(self.config)
-        self._segments.add(segment)
+        self._local.truncate_fully(new_offset, self._clock())
         self._log_start_offset = new_offset
-        self._after_truncation_locked(new_offset)
-        self._recovery_point = new_offset
+        self._after_truncation_locked()
 
-    def _after_truncation_locked(self, leo: int) -> None:
-        self._log_end_offset = leo
-        self._recovery_point = min(self._recovery_point, leo)
+    def _after_truncation_locked(self) -> None:
+        leo = self._local.log_end_offset
         self._high_watermark = min(self._high_watermark, leo)
         self._log_start_offset = min(self._log_start_offset, leo)
-        self._dir_dirty = True
-        self.producer_state.truncate_and_reload(self._segments, self._log_start_offset)
+        self.producer_state.truncate_and_reload(self._local.segments, self._log_start_offset)
 
     # -- retention -----------------------------------------------------------------------------
     def apply_retention(self, now_ms: int) -> int:
@@ -602,46 +513,28 @@ class PartitionLog:
                 deleted += self._delete_old_segments(retention_ms_breached(config, now_ms), now_ms)
             if config.retention_bytes >= 0:
                 with self._lock:
-                    total = sum(s.size for s in self._segments)
+                    total = self._local.size_in_bytes
                 deleted += self._delete_old_segments(retention_size_breached(config, total), now_ms)
         deleted += self._delete_old_segments(log_start_breached(self._log_start_offset), now_ms)
         with self._lock:
             self.producer_state.maintain(
-                now_ms, self._segments.base_offsets(), self._recovery_point
+                now_ms, self._local.segments.base_offsets(), self._local.recovery_point
             )
         return deleted
 
     def _delete_old_segments(
         self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
     ) -> int:
+        local = self._local
         with self._lock:
             if self._closed:
                 return 0
-            segments = self._segments
-            deletable: list[LogSegment] = []
-            for i, segment in enumerate(segments):
-                next_segment = segments[i + 1] if i + 1 < len(segments) else None
-                upper = next_segment.base_offset if next_segment else self._log_end_offset
-                last_and_empty = next_segment is None and segment.size == 0
-                if (
-                    upper <= self._high_watermark
-                    and not last_and_empty
-                    and predicate(segment, next_segment)
-                ):
-                    deletable.append(segment)
-                else:
-                    break
-            if not deletable:
+            count = local.deletable_count(predicate, self._high_watermark)
+            if not count:
                 return 0
-            if deletable[-1] is segments[-1]:
-                self._roll_locked(now_ms)
-            for segment in deletable:
-                self._schedule_delete_locked(segment, now_ms)
-            count = len(deletable)
-            self._segments.remove_first(count)
-            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            local.delete_first(count, now_ms)
+            self._log_start_offset = max(self._log_start_offset, local.segments[0].base_offset)
             self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
-            self._dir_dirty = True
         logger.info(
             "deleted %d segment(s) of %s-%s; log start offset is now %d",
             count,
@@ -658,80 +551,47 @@ class PartitionLog:
         make_new: Callable[[], LogSegment],
         now_ms: int,
     ) -> LogSegment | None:
-        """Put the segment ``make_new()`` returns in place of ``old`` (Kafka's replaceSegments).
-
-        Only if the log still holds ``old`` as a run of sealed segments, each with the size in
-        ``sizes`` (retention, truncation or deletion may have changed the log meanwhile), and is
-        open; else None and ``make_new`` is not called. Under the partition lock: the old
-        segments are renamed ``.deleted`` (scheduled deletion) first, then ``make_new`` puts
-        the new files live and returns their segment. Raises what ``make_new`` raises.
-        """
+        """Put the segment ``make_new()`` returns in place of ``old`` (Kafka's replaceSegments,
+        ``LocalLog.replace``), under the partition lock; None when the log is closed or no
+        longer holds ``old`` as it was."""
         with self._lock:
-            first = None if self._closed else self._segments.find_run(old, sizes)
-            if first is None:
+            if self._closed:
                 return None
-            for segment in old:
-                self._schedule_delete_locked(segment, now_ms)
-            segment = make_new()
-            self._segments.replace(first, len(old), segment)
-            self._dir_dirty = True
-        return segment
+            return self._local.replace(old, sizes, make_new, now_ms)
 
     def producer_ids_by_last_offset(self) -> dict[int, int]:
         """Producer id -> last data offset, for every producer the log's state knows."""
         with self._lock:
-            return {
-                pid: entry.last_data_offset for pid, entry in self.producer_state.producers.items()
-            }
-
-    def _schedule_delete_locked(self, segment: LogSegment, now_ms: int) -> None:
-        try:
-            segment.rename_with_suffix(DELETED_SUFFIX)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot rename {segment.log_path}: {exc}") from exc
-        segment.deleted_at_ms = now_ms
-        self._deleted.append(segment)
+            return self.producer_state.last_data_offsets()
 
     def delete_expired_files(self, now_ms: int) -> None:
         """Remove ``.deleted`` files older than ``file.delete.delay.ms``."""
-        delay = self.config.file_delete_delay_ms
         with self._lock:
-            due = [
-                s
-                for s in self._deleted
-                if s.deleted_at_ms is not None and now_ms - s.deleted_at_ms >= delay
-            ]
-            self._deleted = [s for s in self._deleted if s not in due]
+            due = self._local.take_expired(now_ms)
         for segment in due:
             segment.delete_files()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
         """Clean close: final time-index entry and trimmed indexes, fsync, close files."""
+        local = self._local
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     return
-                self._segments[-1].seal()
-                segments = list(self._segments)
-                self.producer_state.take_snapshot(self._log_end_offset)
-            for segment in segments:
-                if segment.dirty:
-                    segment.flush()
-                    segment.dirty = False
-            fsync_dir(self.dir)
+                segments = local.seal_active()
+                self.producer_state.take_snapshot(local.log_end_offset)
+            local.flush_all(segments)
             with self._lock:
                 self._closed = True
-                self._recovery_point = self._log_end_offset
-                for segment in [*self._segments, *self._deleted]:
-                    segment.close()
+                local.recovery_point = local.log_end_offset
+                local.close()
 
     def close_without_flush(self) -> None:
         """Close every file without fsync (the partition is being deleted)."""
         with self._flush_lock, self._lock:
             self._closed = True
-            for segment in [*self._segments, *self._deleted]:
-                segment.close()
+            self._local.close()
 
     @property
     def closed(self) -> bool:

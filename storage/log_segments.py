@@ -1,15 +1,15 @@
 """The ordered segments of one partition log (Kafka's ``LogSegments``).
 
-``PartitionLog`` owns one ``LogSegments``; each ``LogSegment`` owns its ``.log``, ``.index``
-and ``.timeindex`` files. The segments are kept sorted by base offset, their offset ranges do not
-overlap, and the last one is the active segment (the only one appended to). Every change of the
-list goes through the methods here: a roll adds a segment (``add``), retention removes the oldest
-(``remove_first``), truncation removes the newest (``remove_last``) or starts over (``clear`` +
-``add``), and the cleaner's swap replaces a run of sealed segments with one (``replace``, via
-``PartitionLog.replace_segments``). Base offsets are kept beside the segments for the binary
-search of reads (``floor_index``).
+``LocalLog`` (``storage.local_log``) owns one ``LogSegments``; each ``LogSegment`` owns its
+``.log``, ``.index`` and ``.timeindex`` files. The segments are kept sorted by base offset, their
+offset ranges do not overlap, and the last one is the active segment (the only one appended to).
+Every change of the list goes through the methods here: a roll adds a segment (``add``),
+retention removes the oldest (``remove_first``), truncation removes the newest (``remove_last``)
+or starts over (``clear`` + ``add``), and the cleaner's swap replaces a run of sealed segments
+with one (``replace``, via ``PartitionLog.replace_segments``). Base offsets are kept beside the
+segments for the binary search of reads (``floor_index``).
 
-Threading: not locked itself; the owning ``PartitionLog`` calls it under its lock.
+Threading: not locked itself; it is changed only under the owning ``PartitionLog``'s lock.
 """
 
 from __future__ import annotations

@@ -8,16 +8,14 @@ A log dir holds::
     replication-offset-checkpoint        per partition: high watermark
     log-start-offset-checkpoint          per partition: log start offset
     .kafka_cleanshutdown                 present only after a clean shutdown
-    <topic>-<partition>/                 one directory per partition (see storage.log)
+    <topic>-<partition>/                 one directory per partition (see storage.local_log)
     <topic>-<partition>.<uuid hex>-delete/   a deleted partition awaiting removal
 
-Start-up: every log dir is created when missing and its ``.lock`` taken (another process using a
-dir stops the start-up before any file is touched); then ``meta.properties`` is read (or created);
-the clean-shutdown marker is noted and deleted (fsynced) before any partition is loaded, so a crash
-during this run is seen as unclean next time; every partition dir is loaded (recovering from its
-recovery point when the shutdown was not clean); ``-delete`` dirs are removed. Shutdown: every log
-is flushed and closed (indexes trimmed), the checkpoints are written, then the marker; the locks
-are released last.
+Start-up (``storage.log_dirs``): every log dir is created when missing and its ``.lock`` taken
+(another process using a dir stops the start-up before any file is touched); then
+``meta.properties`` is read (or created); then each log dir's partitions are loaded. Shutdown:
+every log is flushed and closed (indexes trimmed), the checkpoints are written, then the
+clean-shutdown marker; the locks are released last.
 
 Descriptors: every segment file of every log is opened through one bounded cache
 (``file_handles``, ``storage.file_handles``; ``log.open.files.max``), so the number of open
@@ -40,7 +38,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,39 +47,36 @@ from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    CheckpointError,
-    read_checkpoint,
     write_checkpoint,
 )
 from .config import LogConfig
-from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
+from .errors import KafkaStorageError, StorageError
 from .file_handles import FileHandleCache
 from .fileio import fsync_dir
 from .lockfile import LogDirLock
-from .log import PartitionLog, parse_partition_dir_name, wall_clock_ms
+from .log import PartitionLog, wall_clock_ms
+from .log_dirs import (
+    CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
+    TopicPartition,
+    ensure_meta_properties,
+    load_log_dir,
+    lock_log_dirs,
+)
 from .metadata import (
-    META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE,
-    kafka_uuid_string,
-    read_meta_properties,
-    write_meta_properties,
     write_new_partition_metadata,
 )
-from .recovery import PROGRESS_INTERVAL_S
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file_name
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
 
 logger = logging.getLogger("tidelog.storage")
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 #: Threads that create and close (shutdown) partition logs: the work is file creations and
 #: fsyncs, which overlap while they wait on the disk. Start-up uses
-#: num.recovery.threads.per.data.dir (``LogManager._load_dir``).
+#: num.recovery.threads.per.data.dir (``log_dirs.load_log_dir``).
 IO_THREADS = 8
-DELETE_DIR_SUFFIX = "-delete"
-
-TopicPartition = tuple[str, int]
 CHECKPOINT_FILES = (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -142,9 +136,19 @@ class LogManager:
         self.lock_log_dirs()
         try:
             for log_dir in self.log_dirs:
-                self._load_meta_properties(log_dir)
+                self._cluster_id = ensure_meta_properties(
+                    log_dir, node_id=self.node_id, cluster_id=self._cluster_id
+                )
             for log_dir in self.log_dirs:
-                self._load_dir(log_dir)
+                loaded = load_log_dir(
+                    log_dir,
+                    self._open_log,
+                    threads=self.recovery_threads_per_data_dir,
+                    loaded=self._log_dir_of,
+                )
+                for key, log in loaded:
+                    self._logs[key] = log
+                    self._log_dir_of[key] = log_dir
             self._started = True
             if self._logs:  # an empty dir has no offsets to record (six fsyncs saved)
                 self.checkpoint()
@@ -153,27 +157,9 @@ class LogManager:
             raise
 
     def lock_log_dirs(self) -> None:
-        """Create missing log dirs and take each one's ``.lock`` (Kafka's lockLogDirs).
-
-        Raises ``LogDirLockedError`` when a dir is in use (nothing in any dir is touched
-        then, and the locks already taken are released), ``LogDirNotFoundError`` or
-        ``KafkaStorageError`` when a dir cannot be created, is not a directory or is not
-        writable.
-        """
-        if self._dir_locks:
-            return
-        try:
-            for log_dir in self.log_dirs:
-                _create_log_dir(log_dir)
-                self._dir_locks.append(LogDirLock.acquire(log_dir))
-                if not os.access(log_dir, os.R_OK | os.W_OK | os.X_OK):
-                    raise KafkaStorageError(
-                        f"log dir {log_dir} is not writable (the broker needs read-write "
-                        "access to every log dir)"
-                    )
-        except BaseException:
-            self.release_locks()
-            raise
+        """Create missing log dirs and take each one's ``.lock`` (``log_dirs.lock_log_dirs``)."""
+        if not self._dir_locks:
+            self._dir_locks = lock_log_dirs(self.log_dirs)
 
     def release_locks(self) -> None:
         """Release every ``.lock`` this manager holds (after shutdown, or a failed start)."""
@@ -181,130 +167,19 @@ class LogManager:
         for lock in locks:
             lock.release()
 
-    def _load_meta_properties(self, log_dir: Path) -> None:
-        props = read_meta_properties(log_dir)
-        if props is not None:
-            found = props.get("cluster.id")
-            if found:
-                if self._cluster_id is None:
-                    self._cluster_id = found
-                elif found != self._cluster_id:
-                    raise StorageError(
-                        f"{log_dir}/meta.properties has cluster.id {found}, expected "
-                        f"{self._cluster_id}"
-                    )
-            node = props.get("node.id")
-            if node is not None and node != str(self.node_id):
-                raise StorageError(
-                    f"{log_dir}/meta.properties has node.id {node}, this node is {self.node_id}"
-                )
-            if found and props.get("directory.id"):
-                return
-            # An empty or torn file (a crash on a file system that lost the write): the ids
-            # are rewritten, the cluster id from another log dir when one has it.
-            logger.warning(
-                "%s/%s is empty or damaged (no cluster.id or directory.id): writing it again",
-                log_dir,
-                META_PROPERTIES_FILE,
-            )
-        if self._cluster_id is None:
-            self._cluster_id = kafka_uuid_string(uuid.uuid4())
-        directory_id = (props or {}).get("directory.id") or kafka_uuid_string(uuid.uuid4())
-        write_meta_properties(
-            log_dir, node_id=self.node_id, cluster_id=self._cluster_id, directory_id=directory_id
-        )
-
-    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
-        try:
-            return read_checkpoint(path)
-        except CheckpointError as exc:
-            # Kafka divergence: Kafka takes the log dir offline; a lost checkpoint only costs
-            # recovery work here (offsets fall back to 0 and segments are re-scanned).
-            logger.warning("ignoring unreadable checkpoint: %s", exc)
-            return {}
-
-    def _load_dir(self, log_dir: Path) -> None:
-        marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        if clean:
-            marker.unlink()
-            fsync_dir(log_dir)
-        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-        log_starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        found: list[tuple[Path, TopicPartition]] = []
-        # One listing whose entries know their type (no stat per partition dir).
-        with os.scandir(log_dir) as listing:
-            dir_names = sorted(entry.name for entry in listing if entry.is_dir())
-        for name in dir_names:
-            path = log_dir / name
-            if name.endswith(DELETE_DIR_SUFFIX):
-                # Kafka divergence: Kafka waits file.delete.delay.ms again after a restart.
-                logger.info("removing deleted partition dir %s", path)
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            parsed = parse_partition_dir_name(path.name)
-            if parsed is None:
-                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
-                continue
-            if parsed in self._logs:
-                raise StorageError(
-                    f"duplicate log directories for {parsed[0]}-{parsed[1]}: "
-                    f"{self._log_dir_of[parsed]} and {log_dir}"
-                )
-            found.append((path, parsed))
-
-        def open_log(item: tuple[Path, TopicPartition]) -> PartitionLog:
-            path, parsed = item
-            return PartitionLog(
-                path,
-                self.default_config,
-                clock=self.clock,
-                recovery_point=recovery_points.get(parsed, 0),
-                log_start_offset=log_starts.get(parsed, 0),
-                clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-                file_handles=self.file_handles,
-                found=True,
-            )
-
-        # As Kafka: num.recovery.threads.per.data.dir threads open a dir's logs (default 1).
-        # Loading a partition is mostly Python (a few microseconds of syscalls each, no fsync
-        # unless recovery cut or found unflushed bytes): more threads only contend for the GIL
-        # (2,000 small partitions: 0.55 s by one thread, 0.8-1.0 s by eight, on 2 cores).
-        threads = min(self.recovery_threads_per_data_dir, len(found))
-        opened: list[PartitionLog] = []
-        started = logged = time.monotonic()
-        with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="log-recovery") as pool:
-            loading = map(open_log, found) if threads <= 1 else pool.map(open_log, found)
-            for log in loading:
-                opened.append(log)
-                now = time.monotonic()
-                if now - logged >= PROGRESS_INTERVAL_S:  # a long start-up says where it is
-                    logged = now
-                    logger.info(
-                        "loading log dir %s: %d of %d partitions loaded (%d%%), %.1f s",
-                        log_dir,
-                        len(opened),
-                        len(found),
-                        100 * len(opened) // len(found),
-                        now - started,
-                    )
-        for (_, parsed), log in zip(found, opened, strict=True):
-            self._logs[parsed] = log
-            self._log_dir_of[parsed] = log_dir
-        loaded = len(opened)
-        if clean:
-            how = "after a clean shutdown"
-        elif loaded:
-            how = "after an unclean shutdown (segments past the recovery point checked)"
-        else:
-            how = "new or empty"
-        logger.info(
-            "loaded log dir %s: %d partition(s), %s, in %.2f s",
-            log_dir,
-            loaded,
-            how,
-            time.monotonic() - started,
+    def _open_log(
+        self, path: Path, recovery_point: int, log_start_offset: int, clean_shutdown: bool
+    ) -> PartitionLog:
+        return PartitionLog(
+            path,
+            self.default_config,
+            clock=self.clock,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            file_handles=self.file_handles,
+            found=True,
         )
 
     # -- partitions ----------------------------------------------------------------------------
@@ -564,20 +439,6 @@ class LogManager:
             self._logs.clear()
             self._log_dir_of.clear()
         self.release_locks()
-
-
-def _create_log_dir(log_dir: Path) -> None:
-    """Create ``log_dir`` and its parents when missing (as Kafka does)."""
-    if log_dir.is_dir():
-        return
-    if log_dir.exists() or log_dir.is_symlink():
-        raise LogDirNotFoundError(f"log dir {log_dir} is not a directory")
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LogDirNotFoundError(
-            f"cannot create log dir {log_dir}: {exc.strerror or exc}"
-        ) from exc
 
 
 def _create_failure(topic: str, exc: OSError) -> str:

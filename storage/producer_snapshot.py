@@ -77,13 +77,11 @@ _CRC_START = 6
 assert _HEAD.size == 10 and _ENTRY.size == 46
 
 
-class CorruptSnapshotError(StorageError):
+class CorruptSnapshotError(StorageError, error_name="CORRUPT_MESSAGE"):
     """A snapshot file that fails its version, size or CRC check (Kafka's CorruptSnapshotException).
 
     The loader deletes the file and falls back to an older snapshot; it never reaches a client.
     """
-
-    error_name = "CORRUPT_MESSAGE"
 
 
 @dataclass(frozen=True, slots=True)

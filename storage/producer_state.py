@@ -1,9 +1,8 @@
 """Idempotent-producer state of one partition: validation, duplicates, snapshots, rebuild.
 
-What is kept (Kafka's ProducerStateManager): for each producer id seen in the partition, its
-current epoch and the metadata of its last five batches (``BatchMetadata``: last sequence, last
-offset, offset delta, max timestamp; the first sequence and first offset follow from the delta).
-Batches with ``producer_id < 0`` (plain producers) are ignored everywhere.
+What is kept (Kafka's ProducerStateManager): for each producer id seen in the partition, a
+``ProducerStateEntry`` (``storage.producer_state_entry``): its current epoch and the metadata of
+its last five batches. Batches with ``producer_id < 0`` (plain producers) are ignored everywhere.
 
 Transactions: a transactional batch opens the producer's transaction (its first offset is kept
 in the entry and in snapshots); a marker written by the coordinator (``update_marker``, after
@@ -73,7 +72,6 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -81,6 +79,7 @@ from typing import Protocol
 from .batch import (
     CONTROL_MASK,
     INT32_MAX,
+    NO_SEQUENCE,
     TRANSACTIONAL_MASK,
     RecordBatchHeader,
     decrement_sequence,
@@ -107,6 +106,13 @@ from .producer_snapshot import (
     snapshot_path,
     write_snapshot,
 )
+from .producer_state_entry import (
+    NO_PRODUCER_EPOCH,
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    ProducerStateEntry,
+    apply_batch,
+)
 from .transaction_state import CompletedTxn, OngoingTransactions, segment_marker_reader
 
 __all__ = [
@@ -125,129 +131,11 @@ __all__ = [
 
 logger = logging.getLogger("tidelog.storage")
 
-NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 
 
 def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """One cached batch of a producer (Kafka's BatchMetadata)."""
-
-    last_sequence: int
-    last_offset: int
-    offset_delta: int  # last_offset - first_offset
-    timestamp: int  # the batch's max timestamp
-
-    @property
-    def first_sequence(self) -> int:
-        return decrement_sequence(self.last_sequence, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-@dataclass(slots=True)
-class ProducerStateEntry:
-    """A producer's epoch and its last batches, oldest first (at most five).
-
-    Mutable state, as Kafka's ProducerStateEntry: only the manager changes it (in ``update``,
-    after a write); readers of ``ProducerStateManager.producers`` must not. Updating in place
-    keeps the append path cheap (a frozen dataclass costs a micro-second per construction).
-    """
-
-    producer_id: int
-    producer_epoch: int
-    batches: tuple[BatchMetadata, ...] = ()
-    last_timestamp: int = -1
-    coordinator_epoch: int = -1
-    current_txn_first_offset: int = -1
-
-    @property
-    def last_sequence(self) -> int:
-        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
-    def find_duplicate(self, header: RecordBatchHeader) -> BatchMetadata | None:
-        """The cached batch with the same epoch and exact sequence range, if any."""
-        if header.producer_epoch != self.producer_epoch:
-            return None
-        delta = header.last_offset_delta
-        last = increment_sequence(header.base_sequence, delta)
-        for batch in self.batches:  # same last sequence and delta: same first sequence
-            if batch.last_sequence == last and batch.offset_delta == delta:
-                return batch
-        return None
-
-    def to_snapshot_entry(self) -> SnapshotEntry:
-        last = self.batches[-1] if self.batches else None
-        return SnapshotEntry(
-            producer_id=self.producer_id,
-            epoch=self.producer_epoch,
-            last_sequence=last.last_sequence if last else NO_SEQUENCE,
-            last_offset=last.last_offset if last else -1,
-            offset_delta=last.offset_delta if last else 0,
-            timestamp=self.last_timestamp,
-            coordinator_epoch=self.coordinator_epoch,
-            current_txn_first_offset=self.current_txn_first_offset,
-        )
-
-    @staticmethod
-    def from_snapshot_entry(entry: SnapshotEntry) -> ProducerStateEntry:
-        batches: tuple[BatchMetadata, ...] = ()
-        if entry.last_offset >= 0:
-            batches = (
-                BatchMetadata(
-                    entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp
-                ),
-            )
-        return ProducerStateEntry(
-            producer_id=entry.producer_id,
-            producer_epoch=entry.epoch,
-            batches=batches,
-            last_timestamp=entry.timestamp,
-            coordinator_epoch=entry.coordinator_epoch,
-            current_txn_first_offset=entry.current_txn_first_offset,
-        )
-
-
-def _apply(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> ProducerStateEntry:
-    """``entry`` (updated in place, or a new one) after the accepted batch ``header``."""
-    epoch = header.producer_epoch
-    if entry is None:
-        entry = ProducerStateEntry(header.producer_id, epoch)
-    elif entry.producer_epoch != epoch:
-        entry.producer_epoch = epoch
-        entry.batches = ()
-    # A control batch (transaction marker) only moves the epoch here; the transaction it ends
-    # is completed by ``ProducerStateManager.update_marker``, which reads its record.
-    if not header.attributes & CONTROL_MASK:
-        delta = header.last_offset_delta
-        batch = BatchMetadata(
-            increment_sequence(header.base_sequence, delta),
-            header.base_offset + delta,
-            delta,
-            header.max_timestamp,
-        )
-        kept = entry.batches
-        if len(kept) >= NUM_BATCHES_TO_RETAIN:
-            kept = kept[1 - NUM_BATCHES_TO_RETAIN :]
-        entry.batches = (*kept, batch)
-        if not header.attributes & TRANSACTIONAL_MASK:
-            entry.current_txn_first_offset = -1
-        elif entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = header.base_offset
-    entry.last_timestamp = header.max_timestamp
-    return entry
 
 
 class ProducerStateManager:
@@ -279,6 +167,10 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
+
+    def last_data_offsets(self) -> dict[int, int]:
+        """Producer id -> last data offset, for every producer known."""
+        return {pid: entry.last_data_offset for pid, entry in self._producers.items()}
 
     # -- the append path -----------------------------------------------------------------------
     def check_append(self, headers: Iterable[RecordBatchHeader]) -> BatchMetadata | None:
@@ -384,7 +276,7 @@ class ProducerStateManager:
         for header in headers:
             producer_id = header.producer_id
             if producer_id >= 0:
-                entry = producers[producer_id] = _apply(producers.get(producer_id), header)
+                entry = producers[producer_id] = apply_batch(producers.get(producer_id), header)
                 if entry.current_txn_first_offset >= 0:
                     self.transactions.begin(producer_id, entry.current_txn_first_offset)
 
@@ -409,7 +301,7 @@ class ProducerStateManager:
     def update_marker(self, header: RecordBatchHeader, marker: EndTxnMarker) -> CompletedTxn:
         """Apply a written marker batch: its producer's open transaction is completed."""
         producer_id = header.producer_id
-        entry = self._producers[producer_id] = _apply(self._producers.get(producer_id), header)
+        entry = self._producers[producer_id] = apply_batch(self._producers.get(producer_id), header)
         first = entry.current_txn_first_offset
         completed = CompletedTxn(
             producer_id,
@@ -623,12 +515,14 @@ class ProducerStateManager:
         on_completed: Callable[[CompletedTxn], None] | None = None,
         replay_from: int | None = None,
         names: Collection[str] | None = None,
+        take_snapshot: bool = True,
     ) -> int:
-        """``load`` over a log's segments at start-up (up to the last one's next offset)."""
+        """``load`` over a log's segments (up to the last one's next offset)."""
         return self.load(
             log_start_offset=log_start_offset,
             log_end_offset=segments[-1].next_offset,
             scan=segment_scanner(segments),
+            take_snapshot=take_snapshot,
             read_marker=segment_marker_reader(segments),
             on_completed=on_completed,
             replay_from=replay_from,
@@ -638,13 +532,7 @@ class ProducerStateManager:
     def truncate_and_reload(self, segments: Sequence[_Segment], log_start_offset: int) -> int:
         """After the log was truncated: the state as of its new end (Kafka's truncateAndReload):
         snapshots above the new end are deleted, the rest replayed; no new snapshot."""
-        return self.load(
-            log_start_offset=log_start_offset,
-            log_end_offset=segments[-1].next_offset,
-            scan=segment_scanner(segments),
-            read_marker=segment_marker_reader(segments),
-            take_snapshot=False,
-        )
+        return self.load_from_segments(segments, log_start_offset, take_snapshot=False)
 
 
 class _Segment(Protocol):

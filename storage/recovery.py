@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import segment_recovery
 from .batch import BATCH_HEADER_SIZE, parse_batch_header
 from .config import LogConfig
 from .errors import CorruptRecordError
@@ -316,8 +317,11 @@ def load_segments(
         if not clean_shutdown and unflushed:
             assert progress is not None  # counted above: the same rule
             progress.start_segment(base, segment.size)
-            cut = segment.recover(
-                config.index_interval_bytes, prev_last_offset=prev_last, progress=progress.scanned
+            cut = segment_recovery.recover(
+                segment,
+                config.index_interval_bytes,
+                prev_last_offset=prev_last,
+                progress=progress.scanned,
             )
             segment.txn_index.reset()  # rebuilt from the log by the producer-state replay
             recovered += 1
@@ -327,11 +331,13 @@ def load_segments(
             try:
                 if not indexes_present:
                     raise IndexCorruptError("index files missing")
-                segment.load_indexes()
+                segment_recovery.load_indexes(segment)
             except IndexCorruptError as exc:
                 logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
                 if is_last:
-                    cut = segment.recover(config.index_interval_bytes, prev_last_offset=prev_last)
+                    cut = segment_recovery.recover(
+                        segment, config.index_interval_bytes, prev_last_offset=prev_last
+                    )
                     segment.txn_index.reset()
                     if first_recovered is None:
                         first_recovered = base
@@ -374,7 +380,7 @@ def _rebuild_without_cut(segment: LogSegment, config: LogConfig, next_base: int 
 
     Reads of the damaged part will raise CORRUPT_MESSAGE; later segments are kept.
     """
-    segment.recover_indexes_only(config.index_interval_bytes)
+    segment_recovery.recover_indexes_only(segment, config.index_interval_bytes)
     if next_base is not None and segment.next_offset < next_base and segment.size > 0:
         logger.warning(
             "segment %s is damaged below the recovery point (valid up to offset %d)",

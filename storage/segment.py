@@ -26,11 +26,12 @@ while they are read or written. A segment scheduled for deletion (renamed ``.del
 its ``.log`` descriptor until the segment object goes, so in-flight reads keep their bytes even
 across retention, truncation or a cleaner swap.
 
-A crash can leave: a partial or garbage tail on the ``.log`` file (cut by ``recover``), index
-files that are untrimmed, torn or stale (detected by the sanity check at load and rebuilt).
+A crash can leave: a partial or garbage tail on the ``.log`` file (cut by
+``segment_recovery.recover``), index files that are untrimmed, torn or stale (detected by
+``segment_recovery.load_indexes`` at load and rebuilt).
 A write that fails (ENOSPC ...) is undone by truncating the file back to its previous size.
 
-Threading: ``append``, ``truncate_to``, ``recover`` and index changes are called under the
+Threading: ``append``, ``truncate_to``, the recovery calls and index changes are called under the
 partition lock by one writer; ``read_headers``/``iter_spans``/``translate_offset`` are called
 from reader threads without it (they read only bytes below a size the caller snapshotted);
 ``flush`` (fsync) runs without the partition lock.
@@ -40,12 +41,10 @@ from __future__ import annotations
 
 import errno
 import logging
-import mmap
 import os
 import random
 import struct
-from array import array
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from .batch import (
@@ -60,9 +59,8 @@ from .batch import (
 from .config import LogConfig
 from .errors import CorruptRecordError, KafkaStorageError
 from .file_handles import UNBOUNDED, FileHandle, FileHandleCache
-from .fileio import pread_all, scan_batches, write_all
+from .fileio import pread_all, write_all
 from .index import (
-    IndexCorruptError,
     OffsetIndex,
     TimeIndex,
 )
@@ -89,7 +87,6 @@ _READ_CHUNK = 16 * 1024
 _SPAN_CHUNK = 64 * 1024
 # base_offset, batch_length, (epoch), magic, (crc, attributes), last_offset_delta
 SPAN_STRUCT = struct.Struct(">qi4xb6xi")
-INT32_MAX = 2**31 - 1
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -98,7 +95,8 @@ def segment_file_name(base_offset: int) -> str:
 
 class LogSegment:
     """A ``.log`` file with its two indexes. After the constructor: ``LogSegment.start_empty``
-    or ``LogSegment.make_active`` (a new segment), ``LogSegment.load_indexes`` (one on disk)."""
+    or ``LogSegment.make_active`` (a new segment), ``segment_recovery.load_indexes`` or
+    ``segment_recovery.recover`` (one on disk)."""
 
     def __init__(
         self,
@@ -197,46 +195,25 @@ class LogSegment:
             f"next_offset={self.next_offset})"
         )
 
-    # -- loading -------------------------------------------------------------------------------
-    def load_indexes(self) -> None:
-        """Load both index files and sanity-check them; raises ``IndexCorruptError``."""
-        self.offset_index.load(self._size)
-        self.time_index.load()
-        if self.offset_index.entries > 0:
-            last_offset, _ = self.offset_index.last_entry()
-            if last_offset < self.base_offset:
-                raise IndexCorruptError(f"{self.offset_index.path}: last offset below base")
-        if self.time_index.entries > 0:
-            _, last_offset = self.time_index.last_entry()
-            if last_offset < self.base_offset:
-                raise IndexCorruptError(f"{self.time_index.path}: last offset below base")
-        # Offsets and max timestamp after the last index entry: scan the short tail.
-        _, position = self.offset_index.last_entry()
+    # -- loading (``storage.segment_recovery`` checks or rebuilds the indexes) ---------------
+    def reload_tail(self) -> None:
+        """Offsets and max timestamp after the last index entries: scan the short tail of the
+        file from the offset index's last entry (raises ``CorruptRecordError``)."""
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (
             self.time_index.last_entry()
         )
+        _, position = self.offset_index.last_entry()
         next_offset = self.base_offset
-        try:
-            for _, header in self.read_headers(position, self._size):
-                next_offset = header.next_offset
-                if header.max_timestamp > self.max_timestamp_so_far:
-                    self.max_timestamp_so_far = header.max_timestamp
-                    self.offset_of_max_timestamp_so_far = header.last_offset
-        except CorruptRecordError as exc:
-            raise IndexCorruptError(f"{self.log_path}: tail does not parse: {exc}") from exc
-        if self.offset_index.entries > 0:
-            last_indexed, _ = self.offset_index.last_entry()
-            if last_indexed >= next_offset:
-                raise IndexCorruptError(f"{self.offset_index.path}: entry beyond the log")
-        if self.time_index.entries > 0:
-            _, last_timed = self.time_index.last_entry()
-            if last_timed >= max(next_offset, self.base_offset + 1):
-                raise IndexCorruptError(f"{self.time_index.path}: entry beyond the log")
+        for _, header in self.read_headers(position, self._size):
+            next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
         self.next_offset = next_offset
         self.bytes_since_last_index_entry = self._size - position
-        self._load_rolling_base()
 
-    def _load_rolling_base(self) -> None:
+    def load_rolling_base(self) -> None:
+        """segment.ms counts from the first batch's timestamp after a load."""
         if self._size == 0:
             self.rolling_based_ms = None
             return
@@ -247,120 +224,40 @@ class LogSegment:
             return
         self.rolling_based_ms = first.max_timestamp if first.max_timestamp >= 0 else None
 
-    def recover_indexes_only(self, index_interval_bytes: int) -> None:
-        """Rebuild the indexes from the valid prefix of the file without cutting it."""
-        self.recover(index_interval_bytes, cut=False)
-
-    def recover(
+    def recovered(
         self,
-        index_interval_bytes: int,
         *,
-        prev_last_offset: int | None = None,
-        cut: bool = True,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Rebuild both indexes from the ``.log`` file, cutting it at the first invalid byte.
-
-        Checks each batch's framing, magic, CRC and that offsets strictly increase and fit the
-        segment. Returns the number of bytes cut. The time index gets its final entry.
-        ``progress`` gets the bytes scanned so far now and then (``fileio.scan_batches``).
-        The rebuilt index entries are kept in memory only: the caller makes the segment the
-        active one or seals it (``seal`` writes them and cuts the files to them).
-        """
-        valid_bytes, reason, next_offset, max_ts, offset_of_max, entries = self._scan(
-            index_interval_bytes,
-            self.base_offset - 1 if prev_last_offset is None else prev_last_offset,
-            progress,
-        )
-        offsets, positions, timestamps, time_offsets = entries
-        with self.log_file.pinned() as fd:
-            self._size = os.fstat(fd).st_size
-        truncated = self._size - valid_bytes
-        if truncated > 0 and not cut:
-            logger.warning(
-                "segment %s has %d invalid bytes from position %d (%s); left in place",
-                self.log_path,
-                truncated,
-                valid_bytes,
-                reason,
-            )
-            truncated = 0
-        elif truncated > 0:
-            with self.log_file.pinned() as fd:
-                os.ftruncate(fd, valid_bytes)
-            self.log_file.mark_unsynced()
-            self._size = valid_bytes
-            self.dirty = True
-            logger.warning(
-                "recovered segment %s: cut %d bytes at position %d (%s)",
-                self.log_path,
-                truncated,
-                valid_bytes,
-                reason,
-            )
-        # The rebuilt entries stay in memory: the loader makes this segment either the active
-        # one (its index files are written when it stops being active, and rebuilt like this
-        # after any crash) or seals it at once (``seal`` writes them). The files are left as
-        # they are until then: after a SIGKILL of a broker with thousands of partitions,
-        # cutting and rewriting both index files of every active segment was most of the
-        # recovery (``_Index.forget_file``).
-        self.offset_index.replace_entries(offsets, positions, write=False)
-        self.time_index.replace_entries(timestamps, time_offsets, write=False)
-        self.unchecked.reset(valid_bytes, self._size)  # the scan checked every CRC before
+        size: int,
+        valid_bytes: int,
+        next_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        last_index_position: int,
+    ) -> None:
+        """The state after a recovery scan rebuilt the indexes (``segment_recovery.recover``):
+        the file holds ``size`` bytes, the first ``valid_bytes`` of them checked."""
+        self._size = size
+        self.unchecked.reset(valid_bytes, size)  # the scan checked every CRC before
         self.append_hint = (self.base_offset, 0)
         self.truncations += 1
         self.next_offset = next_offset
-        self.max_timestamp_so_far = max_ts
-        self.offset_of_max_timestamp_so_far = offset_of_max
-        last_position = positions[-1] if len(positions) else 0
-        self.bytes_since_last_index_entry = valid_bytes - last_position
-        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.max_timestamp_so_far = max_timestamp
+        self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        self.bytes_since_last_index_entry = valid_bytes - last_index_position
+        self.time_index.maybe_append(max_timestamp, offset_of_max_timestamp, skip_full_check=True)
         self.dirty = True
         # After a SIGKILL the bytes just validated may sit unsynced in the page cache: the
         # flush that follows recovery must fsync them even if nothing is written now.
         self.log_file.mark_unsynced()
-        self._load_rolling_base()
-        return truncated
+        self.load_rolling_base()
 
-    def _scan(
-        self,
-        index_interval_bytes: int,
-        prev_last_offset: int,
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[int, str, int, int, int, tuple[array[int], array[int], array[int], array[int]]]:
-        """The recovery scan over a read-only mmap: one unpack and one CRC per batch.
-
-        No per-batch allocation besides a memoryview slice; the page cache is read in place.
-        """
-        base = self.base_offset
-        offsets: array[int] = array("i")
-        positions: array[int] = array("i")
-        timestamps: array[int] = array("q")
-        time_offsets: array[int] = array("i")
+    def cut_file(self, position: int) -> None:
+        """Cut the ``.log`` file at ``position`` (the indexes are the caller's)."""
         with self.log_file.pinned() as fd:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                return 0, "", base, -1, base, (offsets, positions, timestamps, time_offsets)
-            mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)  # the map outlives the descriptor
-        try:
-            mapped.madvise(mmap.MADV_SEQUENTIAL)
-            view = memoryview(mapped)
-            try:
-                result = scan_batches(
-                    mapped,
-                    view,
-                    size,
-                    base,
-                    prev_last_offset,
-                    index_interval_bytes,
-                    (offsets, positions, timestamps, time_offsets),
-                    progress,
-                )
-            finally:
-                view.release()
-        finally:
-            mapped.close()
-        return (*result, (offsets, positions, timestamps, time_offsets))
+            os.ftruncate(fd, position)
+        self.log_file.mark_unsynced()
+        self._size = position
+        self.dirty = True
 
     # -- appending -----------------------------------------------------------------------------
     def should_roll(
@@ -596,8 +493,7 @@ class LogSegment:
         divergence: Kafka resizes a loaded active segment's indexes to ``segment.index.bytes``
         because it maps them; tidelog keeps entries in memory and writes them when the
         segment stops being active (``seal`` cuts the file to them), so the preallocation
-        is never read - and two ``open``+``ftruncate`` per partition were a tenth of the start
-        of 20,000 small partitions.
+        would never be read and would cost two ``open``+``ftruncate`` per partition at start-up.
         """
         self.offset_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
         self.time_index.make_writable(config.segment_index_bytes, preallocate=preallocate)
@@ -624,27 +520,11 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         cut = self._size - position
-        with self.log_file.pinned() as fd:
-            os.ftruncate(fd, position)
-        self.log_file.mark_unsynced()
-        self._size = position
+        self.cut_file(position)
         self.unchecked.truncate(position)
         self.append_hint = (self.base_offset, 0)
         self.truncations += 1  # after the cut: read hints from before it are void
-        self.dirty = True
-        # Recompute in-memory state from the (now shorter) indexes and tail.
-        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = (
-            self.time_index.last_entry()
-        )
-        _, last_position = self.offset_index.last_entry()
-        next_offset = self.base_offset
-        for _, header in self.read_headers(last_position, self._size):
-            next_offset = header.next_offset
-            if header.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = header.max_timestamp
-                self.offset_of_max_timestamp_so_far = header.last_offset
-        self.bytes_since_last_index_entry = self._size - last_position
-        self.next_offset = next_offset
+        self.reload_tail()  # from the (now shorter) indexes and tail
         if self._size == 0:
             self.rolling_based_ms = None
         return cut

@@ -21,7 +21,7 @@ until one answers complete; the client then drops the aborted producers' records
 
 Durability: the file is appended without fsync; ``flush`` fsyncs it (the log's flush of an
 inactive segment). After an unclean shutdown the index of every recovered segment is emptied
-by ``LogSegment.recover`` and rebuilt from the log by the producer-state replay
+by the loader (``storage.recovery``) and rebuilt from the log by the producer-state replay
 (``storage.transaction_state``). It is renamed and deleted with its segment.
 
 Threading: appends and truncation under the partition lock; ``collect`` from reader threads

@@ -23,7 +23,10 @@ records are decoded, and only their keys, and only when the log's ``cleanup.poli
 ``compact``.
 
 Varints are zigzag-encoded (Kafka's ByteUtils.readVarint / readVarlong). Every length is checked
-against the bytes present; damage raises ``CorruptRecordError``.
+against the bytes present; damage raises ``CorruptRecordError``. ``_scan`` and ``_map_keys`` read
+the record length with the same inline one- and two-byte paths as ``record_codec``'s decoder
+(longer varints go to ``storage.varint``): one shared function per record cost ``map_keys``
+about 1.1x on 1,000 records of 10 bytes (best of 5 runs, 2026-11-27).
 
 Threading: pure functions.
 """

@@ -26,6 +26,7 @@ from tests.crash.crash_workload import Ledger, Position, digest
 from tidelog.storage.batch import iter_batches
 from tidelog.storage.config import LogConfig
 from tidelog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from tidelog.storage.segment_recovery import recover
 
 __all__ = (
     "Findings",
@@ -246,8 +247,8 @@ def check_indexes(
     after it was killed), the active segment's index entries live in memory and are written
     when it rolls; recovery rebuilds it from the log after any crash. ``include_active=True``
     is for a broker stopped cleanly, which trims every index file. The rebuild runs
-    ``LogSegment.recover`` on a copy of the ``.log`` (which must need no cut). The offset index
-    must equal the rebuild; the time index must hold the rebuild's entries plus, at most,
+    ``segment_recovery.recover`` on a copy of the ``.log`` (which must need no cut). The offset
+    index must equal the rebuild; the time index must hold the rebuild's entries plus, at most,
     entries that are a real running maximum (see ``IndexCheck.recovery_time_entries``).
     Segments that retention renames while we look are skipped.
     """
@@ -325,7 +326,7 @@ def _compare_segment(
 ) -> None:
     segment = LogSegment(copy_dir, base, config, now_ms=0)
     try:
-        cut = segment.recover(config.index_interval_bytes)
+        cut = recover(segment, config.index_interval_bytes)
         offsets = segment.offset_index.all_entries()
         times = segment.time_index.all_entries()
     finally:

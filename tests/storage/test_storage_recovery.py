@@ -50,7 +50,7 @@ def _check_indexes(log: PartitionLog, *, then_close: bool = False) -> None:
 
 
 def _check_index_files(log: PartitionLog, *, active_on_disk: bool) -> None:
-    segments = list(log._segments)
+    segments = log.segments()
     for segment in segments:
         data = segment.log_path.read_bytes()
         offsets, times = expected_indexes(data, segment.base_offset, CONFIG.index_interval_bytes)
