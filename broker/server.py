@@ -31,10 +31,10 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Generator
 from typing import Any, cast
 
 from tidelog.broker.connection_quotas import ConnectionQuotas
+from tidelog.broker.eager import Ready, finish
 from tidelog.broker.handlers.base import Answer, Close
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.network_receive import FrameReader, FrameSizeError
@@ -55,52 +55,6 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 FAILED_AUTH_CLOSE_LINGER_S = 1.0
 
 
-class _Ready:
-    """An answer that needs no task (written when its turn comes)."""
-
-    __slots__ = ("answer",)
-
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-
-
-def _resume(coro: Any, waiting_on: Any) -> Generator[Any, Any, Answer]:
-    """Go on with a coroutine that already ran up to yielding ``waiting_on`` (what
-    ``yield from`` does, from the middle): the task running this waits on what it yields."""
-    while True:
-        try:
-            sent = yield waiting_on
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # cancellation or the awaited future's error
-            try:
-                waiting_on = coro.throw(exc)
-            except StopIteration as done:
-                return cast(Answer, done.value)
-            continue
-        try:
-            waiting_on = coro.send(sent)
-        except StopIteration as done:
-            return cast(Answer, done.value)
-
-
-class _Resume:
-    __slots__ = ("coro", "waiting_on")
-
-    def __init__(self, coro: Any, waiting_on: Any) -> None:
-        self.coro = coro
-        self.waiting_on = waiting_on
-
-    def __await__(self) -> Generator[Any, Any, Answer]:
-        return _resume(self.coro, self.waiting_on)
-
-
-async def _finish(coro: Any, waiting_on: Any) -> Answer:
-    """The rest of a handler that suspended during its eager first step (see ``_submit``)."""
-    return await _Resume(coro, waiting_on)
-
-
 class KafkaConnection(asyncio.Protocol):
     """One client connection: framing, in-order answers, backpressure."""
 
@@ -111,7 +65,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         #: Bytes in, frames out (sans-io; ``broker/network_receive.py``).
         self._reader = FrameReader(server.max_request_bytes)
-        self._pending: collections.deque[asyncio.Future[Answer] | _Ready] = collections.deque()
+        self._pending: collections.deque[asyncio.Future[Answer] | Ready] = collections.deque()
         self._write_paused = False
         self._reading_paused = False
         self._closing = False
@@ -326,7 +280,7 @@ class KafkaConnection(asyncio.Protocol):
             if not self._pending and self._sending is None:
                 self._write(outcome)
                 return
-            self._pending.append(_Ready(outcome))
+            self._pending.append(Ready(outcome))
             return
         if isinstance(outcome, asyncio.Future):  # a long poll answered by callbacks
             self._pending.append(outcome)
@@ -343,14 +297,14 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:
             self._submit(Close(f"request failed: {exc!r}"))
             return
-        task = asyncio.ensure_future(_finish(outcome, waiting_on))
+        task = asyncio.ensure_future(finish(outcome, waiting_on))
         self._pending.append(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, _task: asyncio.Future[Any] | None) -> None:
         while self._pending and self._sending is None:
             head = self._pending[0]
-            if isinstance(head, _Ready):
+            if isinstance(head, Ready):
                 answer = head.answer
             elif head.done():
                 if head.cancelled():

@@ -80,7 +80,10 @@ def _start(outcome: Any) -> Any:
     (a long poll) awaited, a coroutine stepped once and finished in a task if it waits."""
     if isinstance(outcome, asyncio.Future) or not asyncio.iscoroutine(outcome):
         return outcome
-    from tidelog.broker.server import _finish
+    try:
+        from tidelog.broker.eager import finish as _finish
+    except ImportError:  # a --tree from before broker/eager.py
+        from tidelog.broker.server import _finish  # type: ignore[attr-defined,no-redef]
 
     try:
         waiting_on = outcome.send(None)

@@ -25,9 +25,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 96 since
-#: ``broker/endpoints.py`` left ``broker/app.py``, issue 27: a module more, not more code).
-TIDELOG_MODULES_BUDGET = 96
+#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 101 since
+#: issue 27's splits of files over 600 lines: ``broker/endpoints.py``, ``broker/eager.py`` and
+#: four storage modules, ``storage/local_log.py`` among them: modules more, not more code).
+TIDELOG_MODULES_BUDGET = 101
 #: All modules, the standard library's and kio's included (measured: 324).
 ALL_MODULES_BUDGET = 335
 
