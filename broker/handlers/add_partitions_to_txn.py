@@ -17,7 +17,15 @@ here. A transactional id listed twice is answered INVALID_REQUEST for its partit
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.add_partitions_to_txn.v4.request import (
+    AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV4,
+)
+from kio.schema.add_partitions_to_txn.v5.request import (
+    AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV5,
+)
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import for_version, transactions
@@ -32,9 +40,35 @@ from tidelog.broker.security.access import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 
+#: v4+: the broker-to-broker batched form (KIP-890).
+BatchedRequest = _AddPartitionsToTxnRequestV4 | _AddPartitionsToTxnRequestV5
+BATCHED = (_AddPartitionsToTxnRequestV4, _AddPartitionsToTxnRequestV5)
+
+if TYPE_CHECKING:
+    from kio.schema.add_partitions_to_txn.v0.request import (
+        AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV0,
+    )
+    from kio.schema.add_partitions_to_txn.v1.request import (
+        AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV1,
+    )
+    from kio.schema.add_partitions_to_txn.v2.request import (
+        AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV2,
+    )
+    from kio.schema.add_partitions_to_txn.v3.request import (
+        AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV3,
+    )
+
+    #: v0-3: one transaction, what clients send.
+    ClientRequest = (
+        _AddPartitionsToTxnRequestV0
+        | _AddPartitionsToTxnRequestV1
+        | _AddPartitionsToTxnRequestV2
+        | _AddPartitionsToTxnRequestV3
+    )
+    #: The request versions this handler serves (kio's classes).
+    Request = ClientRequest | BatchedRequest
+
 API_KEY = 24
-#: The first version of the broker-to-broker batched form.
-BATCHED_SINCE = 4
 
 Errors = dict[tuple[str, int], ErrorCode]
 
@@ -44,7 +78,7 @@ async def _one(
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
-    wanted: list[tuple[str, int]],
+    wanted: Sequence[tuple[str, int]],
     *,
     verify_only: bool = False,
     client_txn_version: int = 0,
@@ -98,9 +132,9 @@ def _topic_results(ctx: RequestContext, types: Any, errors: Errors) -> tuple[Any
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    if ctx.api_version >= BATCHED_SINCE:
+    if isinstance(request, BATCHED):
         return await _batched(ctx, request, types)
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     errors = await _one(
@@ -117,7 +151,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-async def _batched(ctx: RequestContext, request: Any, types: Any) -> Any:
+async def _batched(ctx: RequestContext, request: BatchedRequest, types: Any) -> Any:
     """v4+: the broker-to-broker form, one result per transaction."""
     if not allowed(ctx, Operation.CLUSTER_ACTION, CLUSTER):
         return build(

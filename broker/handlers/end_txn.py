@@ -2,7 +2,8 @@
 
 The coordinator writes PrepareCommit/PrepareAbort and answers once it is durable (as Kafka);
 the markers to every partition of the transaction are appended before the answer and made
-durable afterwards, then CompleteCommit/CompleteAbort (``broker/txn/coordinator.py``). Errors as
+durable afterwards, then CompleteCommit/CompleteAbort (``broker/txn/coordinator.py``,
+``broker/txn/marker_channel.py``). Errors as
 Kafka: INVALID_PRODUCER_ID_MAPPING for an unknown id or producer id, PRODUCER_FENCED
 (INVALID_PRODUCER_EPOCH before v2) for a stale epoch, INVALID_TXN_STATE for an EndTxn that
 does not match the state (commit after abort, nothing open), CONCURRENT_TRANSACTIONS while a

@@ -1,31 +1,23 @@
 """The transaction coordinator: Kafka's TransactionCoordinator on one node.
 
-Every transactional id has a ``TransactionMetadata`` (``broker/txn/metadata.py``) kept in
-memory and made durable in ``__transaction_state``
-(``protocol/internal_topics/transaction_state.py``) before a
-transition counts: the new state's record is appended, the high watermark must cover it, and
-only then does memory change (meanwhile ``pending`` makes other requests for the id answer
-CONCURRENT_TRANSACTIONS). Start-up replays every partition (the last value of a key wins, a
-tombstone deletes); until then every API answers COORDINATOR_LOAD_IN_PROGRESS. A transaction
-left in PrepareCommit or PrepareAbort by a crash is completed after the replay.
+The request side of transactions: InitProducerId, AddPartitionsToTxn/AddOffsetsToTxn,
+EndTxn, the produce path's checks, the timeout abort. It composes the two other parts Kafka
+has: ``TransactionStateManager`` (``broker/txn/state_manager.py``: every id's metadata, its
+records in ``__transaction_state``, the replay at start, id expiration) and
+``TransactionMarkerChannelManager`` (``broker/txn/marker_channel.py``: the markers of a
+decided transaction, then its Complete record).
 
 Ending a transaction (EndTxn, a timeout, or fencing by a newer producer instance):
-PrepareCommit/PrepareAbort is written and awaited (the HW covers it), then a background task
-appends a COMMIT/ABORT marker to every partition of the transaction
-(``PartitionLog.append_end_txn_marker``: all appended first, so one group-commit fsync per
-partition covers them, the waits run side by side), waits for the HW to cover each, then writes
-CompleteCommit/CompleteAbort (no fsync of its own, see ``_complete``). EndTxn is answered, as
-Kafka does, once the Prepare record is durable; the markers are appended (not yet durable)
-before the answer leaves. Meanwhile the
-last stable offset of each partition keeps read_committed readers before the transaction, and
-a crash leaves Prepare*, which the next start completes.
+PrepareCommit/PrepareAbort is written and awaited (the HW covers it), then every marker is
+appended in the same turn of the loop and EndTxn is answered, as Kafka does, once the Prepare
+record is durable (the markers are in the logs, not yet durable, before the answer leaves).
+Meanwhile the last stable offset of each partition keeps read_committed readers before the
+transaction, and a crash leaves Prepare*, which the next start completes.
 
 Kafka divergence: while the markers of an id are in flight Kafka answers its next
 AddPartitionsToTxn (or EndTxn, InitProducerId) with CONCURRENT_TRANSACTIONS and the client
 retries after a backoff; here the request waits for the completion (at most
-``COMPLETION_WAIT_S``) and is then answered from the completed state, which saves the client
-a retry round and its backoff. The next transaction's Ongoing record is appended only after
-the markers are durable: a crash can never leave a later state on disk above lost markers.
+``COMPLETION_WAIT_S``) and is then answered from the completed state.
 
 Transaction version 2 (KIP-890 part 2; ``TransactionMetadata.client_txn_version`` 2): partitions
 are added implicitly (Produce v12, TxnOffsetCommit v5 call ``add_partitions``), EndTxn v5 bumps
@@ -42,56 +34,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.txn.add_partitions_to_txn_manager import AddPartitionsToTxnManager
+from tidelog.broker.txn.marker_channel import TransactionMarkerChannelManager, WriteMarkers
 from tidelog.broker.txn.metadata import (
     NO_PRODUCER_EPOCH,
     TransactionMetadata,
     TxnState,
     is_epoch_exhausted,
 )
+from tidelog.broker.txn.state_manager import TransactionStateManager, TxnConfig, WriteRecord
 from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
-__all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator", "TxnConfig"]
+__all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator"]
 
 log = logging.getLogger("tidelog.txn")
 
 COORDINATOR_EPOCH = 0
 NO_PRODUCER_ID = -1
-#: How long a request for an id waits for that id's markers before it is answered anyway
-#: (then from the Prepare* state: CONCURRENT_TRANSACTIONS, as Kafka, and the client retries).
-COMPLETION_WAIT_S = 10.0
-
-
-class WriteRecord(Protocol):
-    """Appends one record (value None = tombstone) for a transactional id at once (raising
-    when that fails) and returns an awaitable that resolves once the HW covers it (or raises).
-    ``lazy``: nobody waits for this record, so it needs no fsync of its own; the next record
-    of its partition (or the broker's periodic flush) makes it durable."""
-
-    def __call__(
-        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
-    ) -> Awaitable[None]: ...
-
-
-#: Writes the markers of a finished transaction to its partitions (and waits for them).
-WriteMarkers = Callable[[TransactionMetadata, bool], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class TxnConfig:
-    max_timeout_ms: int = 900_000
-    id_expiration_ms: int = 7 * 24 * 3600 * 1000
-    abort_interval_ms: int = 10_000
-    expiration_interval_ms: int = 3_600_000
-
-
-class TxnWriteError(Exception):
-    """The transaction log could not take a record."""
 
 
 class TransactionCoordinator:
@@ -105,49 +67,43 @@ class TransactionCoordinator:
         clock: Callable[[], int],
     ) -> None:
         self.config = config
-        self._write_record = write_record
-        self._write_markers = write_markers
         self._new_producer_id = new_producer_id
         self._clock = clock
-        self.status = "loading"
-        self.transactions: dict[str, TransactionMetadata] = {}
-        self._by_producer: dict[int, TransactionMetadata] = {}
-        self._tasks: set[asyncio.Task[object]] = set()
-        #: The marker writing of each id whose EndTxn was answered before its markers.
-        self._completions: dict[str, asyncio.Task[object]] = {}
+        self.state = TransactionStateManager(config, write_record=write_record, clock=clock)
+        self.markers = TransactionMarkerChannelManager(
+            self.state, write_markers=write_markers, clock=clock
+        )
         self._add_locks: dict[str, asyncio.Lock] = {}
         #: What Produce asks: transaction verification and implicit adds (v12+).
         self.add_partitions_manager = AddPartitionsToTxnManager(self)
 
-    # -- loading -------------------------------------------------------------------------------
+    # -- the state manager's, for the callers ---------------------------------------------------
+    @property
+    def status(self) -> str:
+        return self.state.status
+
+    @property
+    def transactions(self) -> dict[str, TransactionMetadata]:
+        return self.state.transactions
+
+    def inactive_error(self) -> ErrorCode | None:
+        return self.state.inactive_error()
+
+    def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
+        """The transactional id holding ``producer_id``."""
+        return self.state.by_producer_id(producer_id)
+
     def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
         """Replay ``__transaction_state`` records in log order."""
-        for transactional_id, value in records:
-            if value is None:
-                self.transactions.pop(transactional_id, None)
-                continue
-            state = TxnState(value.state_id) if 0 <= value.state_id <= 7 else TxnState.DEAD
-            if state is TxnState.DEAD:
-                self.transactions.pop(transactional_id, None)
-                continue
-            partitions = {(t, p) for t, ps in (value.partitions or {}).items() for p in ps}
-            self.transactions[transactional_id] = TransactionMetadata(
-                transactional_id,
-                value.producer_id,
-                value.producer_epoch,
-                value.transaction_timeout_ms,
-                state,
-                partitions if state is not TxnState.EMPTY else set(),
-                value.start_ms,
-                value.last_update_ms,
-                value.previous_producer_id,
-                client_txn_version=value.client_transaction_version,
-                next_producer_id=value.next_producer_id,
-            )
+        self.state.load(records)
+
+    async def expire_transactional_ids(self) -> int:
+        """Remove ids idle for ``transactional.id.expiration.ms`` (a tombstone each)."""
+        return await self.state.expire_transactional_ids()
 
     def activate(self) -> None:
         """Start answering; complete transactions a crash left prepared."""
-        self.status = "active"
+        self.state.status = "active"
         for md in list(self.transactions.values()):
             if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 log.info(
@@ -155,90 +111,11 @@ class TransactionCoordinator:
                     md.state.kafka_name,
                     md.transactional_id,
                 )
-                self._start_completion(md, md.state is TxnState.PREPARE_COMMIT)
+                self.markers.start_completion(md, md.state is TxnState.PREPARE_COMMIT)
 
     async def stop(self) -> None:
-        self.status = "stopped"
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    def _spawn(self, coro: Awaitable[object]) -> asyncio.Task[object]:
-        task: asyncio.Task[object] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _settled(self, transactional_id: str) -> None:
-        """Wait (bounded) for the markers of ``transactional_id`` still being written."""
-        task = self._completions.get(transactional_id)
-        if task is not None and not task.done():
-            await asyncio.wait({task}, timeout=COMPLETION_WAIT_S)  # never cancels the task
-
-    def inactive_error(self) -> ErrorCode | None:
-        if self.status == "loading":
-            return ErrorCode.coordinator_load_in_progress
-        if self.status != "active":
-            return ErrorCode.not_coordinator
-        return None
-
-    # -- persistence ---------------------------------------------------------------------------
-    def _value(
-        self,
-        md: TransactionMetadata,
-        state: TxnState,
-        now: int,
-        partitions: set[tuple[str, int]] | None = None,
-        start_ms: int | None = None,
-    ) -> TxnLogValue:
-        chosen = md.partitions if partitions is None else partitions
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(chosen):
-            by_topic.setdefault(topic, []).append(partition)
-        return TxnLogValue(
-            md.producer_id,
-            md.producer_epoch,
-            md.txn_timeout_ms,
-            int(state),
-            None if state is TxnState.EMPTY else by_topic,
-            now,
-            md.txn_start_ms if start_ms is None else start_ms,
-            md.previous_producer_id,
-            md.next_producer_id,
-            md.client_txn_version,
-        )
-
-    async def _persist(
-        self,
-        md: TransactionMetadata,
-        state: TxnState,
-        partitions: set[tuple[str, int]] | None = None,
-        start_ms: int | None = None,
-    ) -> ErrorCode:
-        """Write ``md`` in ``state`` (with ``partitions``/``start_ms`` when given); memory
-        changes (state, and those) only once the record is covered by the HW."""
-        now = self._clock()
-        md.pending = state
-        value = self._value(md, state, now, partitions, start_ms)
-        try:
-            await self._write_record(md.transactional_id, value)
-        except asyncio.CancelledError:
-            md.pending = None
-            raise
-        except Exception as exc:  # append errors: the client retries
-            log.warning("writing %s of %r failed: %s", state.kafka_name, md.transactional_id, exc)
-            md.pending = None
-            return ErrorCode.coordinator_not_available
-        md.pending = None
-        md.state = state
-        md.txn_last_update_ms = now
-        if partitions is not None:
-            md.partitions = partitions
-        if start_ms is not None:
-            md.txn_start_ms = start_ms
-        return ErrorCode.none
+        self.state.status = "stopped"
+        await self.markers.stop()
 
     # -- InitProducerId ------------------------------------------------------------------------
     async def init_producer_id(
@@ -256,7 +133,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return (ErrorCode.invalid_transaction_timeout, *fail)
         expected = expected_producer_id >= 0 or expected_epoch >= 0
-        await self._settled(transactional_id)
+        await self.markers.settled(transactional_id)
         md = self.transactions.get(transactional_id)
         if md is None:
             producer_id = await self._new_producer_id()
@@ -281,7 +158,8 @@ class TransactionCoordinator:
         if state is TxnState.ONGOING:
             # A newer instance: fence the old epoch and abort its transaction; the client
             # retries on CONCURRENT_TRANSACTIONS and then gets the epoch after the abort.
-            self._spawn(self._fence_and_abort(md, "a new producer instance called InitProducerId"))
+            why = "a new producer instance called InitProducerId"
+            self.markers.spawn(self._fence_and_abort(md, why))
             return (ErrorCode.concurrent_transactions, *fail)
         previous = (md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms)
         if is_epoch_exhausted(md.producer_epoch) and (
@@ -300,7 +178,7 @@ class TransactionCoordinator:
         md.txn_timeout_ms = timeout_ms
         md.partitions = set()
         md.txn_start_ms = -1
-        error = await self._persist(md, TxnState.EMPTY)
+        error = await self.state.persist(md, TxnState.EMPTY)
         if error is not ErrorCode.none:
             md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms = previous
             return (error, *fail)
@@ -338,7 +216,7 @@ class TransactionCoordinator:
         Kafka divergence: adds for one id run one after another (a lock per id), so pipelined
         implicit adds wait for each other instead of answering CONCURRENT_TRANSACTIONS (which
         Kafka answers while a write of the id is pending, costing the producer a retry)."""
-        await self._settled(transactional_id)
+        await self.markers.settled(transactional_id)
         lock = self._add_locks.get(transactional_id)
         if lock is None:
             lock = self._add_locks[transactional_id] = asyncio.Lock()
@@ -373,9 +251,9 @@ class TransactionCoordinator:
         md.client_txn_version = client_txn_version
         # The produce path sees a partition only once the record naming it is durable.
         if md.state is TxnState.ONGOING:
-            error = await self._persist(md, TxnState.ONGOING, md.partitions | wanted)
+            error = await self.state.persist(md, TxnState.ONGOING, md.partitions | wanted)
         else:
-            error = await self._persist(md, TxnState.ONGOING, wanted, self._clock())
+            error = await self.state.persist(md, TxnState.ONGOING, wanted, self._clock())
         if error is not ErrorCode.none:
             md.client_txn_version = previous_version
         return error
@@ -402,14 +280,6 @@ class TransactionCoordinator:
             else ErrorCode.invalid_txn_state
             for tp in wanted
         }
-
-    def by_producer_id(self, producer_id: int) -> TransactionMetadata | None:
-        """The transactional id holding ``producer_id`` (an index rebuilt when stale)."""
-        md = self._by_producer.get(producer_id)
-        if md is not None and md.producer_id == producer_id and md.state is not TxnState.DEAD:
-            return md
-        self._by_producer = {m.producer_id: m for m in self.transactions.values()}
-        return self._by_producer.get(producer_id)
 
     def partition_in_transaction(
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
@@ -463,7 +333,7 @@ class TransactionCoordinator:
         EndTxn whose answer was lost comes with the epoch before the bump and gets the same
         answer (Kafka's retryOnEpochBump / retryOnOverflow)."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-        await self._settled(transactional_id)
+        await self.markers.settled(transactional_id)
         error = self.inactive_error()
         if error is not None:
             return (error, *fail)
@@ -513,92 +383,16 @@ class TransactionCoordinator:
                 md.next_producer_id = await self._new_producer_id()
             md.last_producer_epoch = md.producer_epoch
             md.producer_epoch += 1
-        error = await self._persist(md, prepare)
+        error = await self.state.persist(md, prepare)
         if error is not ErrorCode.none:
             md.producer_epoch, md.last_producer_epoch, md.client_txn_version = previous
             md.next_producer_id = -1
             return error
         # The outcome is decided and durable: answer now, write the markers in the background.
-        self._start_completion(md, commit)
-        # One turn of the loop: the task's first step appends every marker (and sets
-        # ``pending``) before this answer leaves.
-        await asyncio.sleep(0)
+        # Every marker is appended now, in this turn of the loop: the answer leaves right
+        # after, with the markers already in the logs.
+        self.markers.start_completion(md, commit)
         return ErrorCode.none
-
-    def _start_completion(self, md: TransactionMetadata, commit: bool) -> None:
-        """``_complete`` as a task that later requests for the id wait for (``_settled``)."""
-        task = self._spawn(self._complete(md, commit))
-        transactional_id = md.transactional_id
-        self._completions[transactional_id] = task
-
-        def forget(done: asyncio.Task[object]) -> None:
-            if self._completions.get(transactional_id) is done:
-                del self._completions[transactional_id]
-
-        task.add_done_callback(forget)
-
-    async def _complete(self, md: TransactionMetadata, commit: bool) -> ErrorCode:
-        """Markers to every partition, then CompleteCommit/CompleteAbort."""
-        md.pending = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        try:
-            await self._write_markers(md, commit)
-        except Exception as exc:
-            # The Prepare state is durable: a retry (or the next start) completes it.
-            log.warning("markers of %r not written: %s", md.transactional_id, exc)
-            md.pending = None
-            self._spawn(self._retry_complete(md, commit))
-            return ErrorCode.none
-        md.pending = None
-        final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        partitions = md.partitions
-        md.partitions = set()
-        identity = (md.producer_id, md.producer_epoch, md.last_producer_epoch)
-        previous_id, next_id = md.previous_producer_id, md.next_producer_id
-        if md.next_producer_id >= 0:
-            # Transaction version 2 ran out of epochs: the markers carried the old producer id;
-            # the producer goes on with the new one (Kafka's prepareComplete).
-            md.previous_producer_id, md.producer_id = md.producer_id, md.next_producer_id
-            md.producer_epoch, md.last_producer_epoch, md.next_producer_id = (
-                0,
-                NO_PRODUCER_EPOCH,
-                -1,
-            )
-        now = self._clock()
-        try:
-            waiter = self._write_record(md.transactional_id, self._value(md, final, now), lazy=True)
-        except Exception as exc:
-            log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
-            md.partitions = partitions
-            md.producer_id, md.producer_epoch, md.last_producer_epoch = identity
-            md.previous_producer_id, md.next_producer_id = previous_id, next_id
-            self._spawn(self._retry_complete(md, commit))
-            return ErrorCode.none
-        # The Complete record need not be durable before the next transition: the markers are,
-        # and any later record of this id is appended after it (one partition, in order), so
-        # its HW wait covers this one too. So it gets no fsync of its own (``lazy``): the next
-        # record of the partition (typically the producer's next Ongoing) or the periodic
-        # flush covers it, which keeps one fsync off the next AddPartitionsToTxn. A crash
-        # before it is durable leaves Prepare*, which the next start completes again (markers
-        # written twice are harmless).
-        md.state = final
-        md.txn_last_update_ms = now
-        self._spawn(self._log_failure(waiter, md.transactional_id))
-        return ErrorCode.none
-
-    @staticmethod
-    async def _log_failure(waiter: Awaitable[None], transactional_id: str) -> None:
-        try:
-            await waiter
-        except Exception as exc:
-            log.warning("a record of %r did not become durable: %s", transactional_id, exc)
-
-    async def _retry_complete(self, md: TransactionMetadata, commit: bool) -> None:
-        await asyncio.sleep(1.0)
-        if self.status == "active" and md.state in (
-            TxnState.PREPARE_COMMIT,
-            TxnState.PREPARE_ABORT,
-        ):
-            await self._complete(md, commit)
 
     async def _fence_and_abort(self, md: TransactionMetadata, why: str) -> None:
         """Bump the epoch (fencing the producer) and abort its open transaction."""
@@ -616,41 +410,7 @@ class TransactionCoordinator:
         """Abort every Ongoing transaction older than its timeout; returns how many."""
         if self.status != "active":
             return 0
-        now = self._clock()
-        count = 0
-        for md in list(self.transactions.values()):
-            if (
-                md.state is TxnState.ONGOING
-                and md.pending is None
-                and md.txn_start_ms + md.txn_timeout_ms < now
-            ):
-                count += 1
-                self._spawn(self._fence_and_abort(md, "transaction timed out"))
-        return count
-
-    async def expire_transactional_ids(self) -> int:
-        """Remove ids idle for ``transactional.id.expiration.ms`` (a tombstone each)."""
-        if self.status != "active":
-            return 0
-        now = self._clock()
-        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-        expired = [
-            md
-            for md in self.transactions.values()
-            if md.state in idle
-            and md.pending is None
-            and md.txn_last_update_ms + self.config.id_expiration_ms <= now
-        ]
-        for md in expired:
-            md.pending = TxnState.DEAD
-            try:
-                await self._write_record(md.transactional_id, None)
-            except Exception as exc:
-                log.warning("expiring %r failed: %s", md.transactional_id, exc)
-                md.pending = None
-                continue
-            md.state = TxnState.DEAD
-            md.pending = None
-            if self.transactions.get(md.transactional_id) is md:
-                del self.transactions[md.transactional_id]
-        return len(expired)
+        timed_out = self.state.timed_out()
+        for md in timed_out:
+            self.markers.spawn(self._fence_and_abort(md, "transaction timed out"))
+        return len(timed_out)

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.group.log import encode_records
 from tidelog.broker.group.txn_offsets import TxnOffsets
 from tidelog.broker.topics import LEADER_EPOCH
-from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator, TxnConfig
+from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator
 from tidelog.broker.txn.metadata import TransactionMetadata
+from tidelog.broker.txn.state_manager import TxnConfig
 from tidelog.protocol.internal_topics.consumer_offsets import partition_for
 from tidelog.protocol.internal_topics.transaction_state import (
     TxnLogValue,
@@ -57,6 +58,20 @@ WRITE_TIMEOUT_S = 30.0
 
 class TxnWriteFailed(Exception):
     pass
+
+
+class _Resolved:
+    """An awaitable that is done already: awaiting it returns None at once (no coroutine,
+    no future, no loop turn)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield  # makes this a generator that ends at once
+
+
+_DONE = _Resolved()
 
 
 class TransactionService:
@@ -169,11 +184,18 @@ class TransactionService:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
+    def _covered(
+        self, topic: str, partition: int, partition_log: PartitionLog, end: int
+    ) -> Awaitable[None]:
+        """An awaitable resolved once the HW of the partition reaches ``end``: an already
+        resolved one when it does now (no coroutine, no wait), else ``_wait``."""
+        if partition_log.high_watermark >= end:
+            return _DONE
+        return self._wait(topic, partition, partition_log, end)
+
     async def _wait(
         self, topic: str, partition: int, partition_log: PartitionLog, end: int
     ) -> None:
-        if partition_log.high_watermark >= end:
-            return
         covered = await self.broker.partitions.wait_until(
             (topic, partition), lambda: partition_log.high_watermark >= end, WRITE_TIMEOUT_S
         )
@@ -185,8 +207,9 @@ class TransactionService:
     ) -> Awaitable[None]:
         """Append now (raises on failure); the awaitable resolves once the HW covers it.
 
-        ``lazy``: no flush is started for this record; the next append to the partition or
-        the broker's flush tick (``FLUSH_TICK_S``, the flush policy) covers it."""
+        ``lazy``: no flush is started for this record and nobody waits for it (the awaitable
+        is resolved already); the next append to the partition (whose wait covers this one)
+        or the broker's flush tick (``FLUSH_TICK_S``, the flush policy) makes it durable."""
         partition = self.partition_for(transactional_id)
         self._ensure_topic_now()
         partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
@@ -204,11 +227,16 @@ class TransactionService:
             self.broker.after_append(partition_log, hw_before)
         elif partition_log.high_watermark != hw_before:  # a topic without a flush policy
             self.broker.partitions.notify(TRANSACTION_STATE_TOPIC, partition)
-        return self._wait(TRANSACTION_STATE_TOPIC, partition, partition_log, info.last_offset + 1)
+        if lazy:
+            return _DONE
+        end = info.last_offset + 1
+        return self._covered(TRANSACTION_STATE_TOPIC, partition, partition_log, end)
 
-    async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:
+    def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
+        """Append a marker to every partition of ``md`` now; the awaitable resolves once
+        every one is durable (and the transaction's offsets, if any, are then applied)."""
         broker = self.broker
-        waits = []
+        waits: list[Awaitable[None]] = []
         offsets_partitions = False
         for topic, partition in sorted(md.partitions):
             partition_log = broker.topics.get_log(topic, partition)
@@ -231,11 +259,23 @@ class TransactionService:
                 )
                 continue
             broker.after_append(partition_log, hw_before)
-            waits.append(self._wait(topic, partition, partition_log, info.last_offset + 1))
+            waits.append(self._covered(topic, partition, partition_log, info.last_offset + 1))
             offsets_partitions = offsets_partitions or topic == OFFSETS_TOPIC
-        await asyncio.gather(*waits)
+        return self._markers_durable(waits, md.producer_id, commit, offsets_partitions)
+
+    async def _markers_durable(
+        self,
+        waits: list[Awaitable[None]],
+        producer_id: int,
+        commit: bool,
+        offsets_partitions: bool,
+    ) -> None:
+        if len(waits) == 1:  # the common case: no gather (a task per awaitable)
+            await waits[0]
+        elif waits:
+            await asyncio.gather(*waits)
         if offsets_partitions:
-            self.txn_offsets.complete(md.producer_id, commit)
+            self.txn_offsets.complete(producer_id, commit)
 
 
 def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, TxnLogValue | None]]:

@@ -1,6 +1,6 @@
 """Transactions at the wire: what one transaction costs with protocol v1 and v2 (KIP-890).
 
-    .venv/bin/python scripts/bench/transactions_wire.py [--transactions 300] [--runs 3]
+    .venv/bin/python scripts/bench/transactions_wire.py [--transactions 300] [--runs 3] [--tree DIR]
 
 One hand-built blocking client (``tests/kafka_wire.py``), the same for every mode, against
 ``tidelog serve`` (default settings), 100 records of 1 KiB per transaction, one partition:
@@ -189,11 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transactions", type=int, default=300)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--tree", type=Path, help="run the broker of another checkout (A/B)")
     args = p.parse_args(argv)
     results: dict[str, list[float]] = {m: [] for m in MODES}
     requests: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="tidelog-txn-wire-") as work:
         server = servers.Tidelog("tidelog", Path(work))
+        server.tree = args.tree
         server.start()
         try:
             for run in range(args.runs):

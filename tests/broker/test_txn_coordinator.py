@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from tidelog.broker.txn.coordinator import TransactionCoordinator
 from tidelog.broker.txn.metadata import TransactionMetadata, TxnState
+from tidelog.broker.txn.state_manager import TxnConfig
 from tidelog.protocol.internal_topics.transaction_state import (
     TxnLogValue,
     TxnSchemaError,
@@ -108,17 +109,21 @@ class Harness:
         self, txn_id: str, value: TxnLogValue | None, *, lazy: bool = False
     ) -> Awaitable[None]:
         self.records.append((txn_id, value))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)  # durable at once; a lazy record's may be dropped unawaited
+        return done
 
-        async def done() -> None:
-            return None
-
-        return done()
-
-    async def write_markers(self, md: TransactionMetadata, commit: bool) -> None:
+    def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
+        """Appends at once (as the broker's does), durable when awaited."""
         self.markers.append(
             (md.transactional_id, md.producer_id, md.producer_epoch, commit,
              frozenset(md.partitions))
         )  # fmt: skip
+
+        async def durable() -> None:
+            return None
+
+        return durable()
 
     async def new_id(self) -> int:
         self.next_id += 1
@@ -142,7 +147,9 @@ async def test_lifecycle_and_replay() -> None:
     assert c.transactions["tx"].state is TxnState.ONGOING
     assert c.partition_in_transaction(pid, epoch, "t", 1)
     assert (await c.end_txn("tx", pid, epoch, True))[0] is ErrorCode.none
+    # the markers are appended before EndTxn's answer; Complete once they are durable
     assert h.markers[-1] == ("tx", pid, epoch, True, frozenset({("t", 0), ("t", 1)}))
+    await c.markers.settled("tx")
     assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
     states = [v.state_id for _, v in h.records if v is not None]
     assert states == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
@@ -252,6 +259,7 @@ async def test_transaction_version_2_bumps_the_epoch_and_recognises_retries() ->
     error, new_pid, new_epoch = await c.end_txn("tx", pid, 32766, False, client_txn_version=2)
     assert (error, new_epoch) == (ErrorCode.none, 0) and new_pid != pid
     assert h.markers[-1][1:4] == (pid, 32767, False)  # markers: the old id, bumped epoch
+    await c.markers.settled("tx")
     assert (md.producer_id, md.producer_epoch, md.previous_producer_id) == (new_pid, 0, pid)
     assert await c.end_txn("tx", pid, 32766, False, client_txn_version=2) == (
         ErrorCode.none,

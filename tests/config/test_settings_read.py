@@ -91,7 +91,7 @@ def test_descriptions_of_read_settings_do_not_say_they_are_ignored() -> None:
 
 
 def test_transactional_id_expiration_is_accepted() -> None:
-    """The coordinator expires idle transactional ids (broker/txn/coordinator.py), so any value
+    """The coordinator expires idle transactional ids (broker/txn/state_manager.py), so any value
     loads (its description once said the broker refused to start with one)."""
     config = load_broker_config(overrides=["transactional.id.expiration.ms=60000"], environ={})
     assert config.get_int("transactional.id.expiration.ms") == 60000
