@@ -25,12 +25,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 101 since
-#: issue 27's splits of files over 600 lines: ``broker/endpoints.py``, ``broker/eager.py`` and
-#: four storage modules, ``storage/local_log.py`` among them: modules more, not more code).
-TIDELOG_MODULES_BUDGET = 101
-#: All modules, the standard library's and kio's included (measured: 324).
-ALL_MODULES_BUDGET = 335
+#: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 105 since
+#: issue 27's splits of files over 600 lines: ``broker/endpoints.py``, ``broker/eager.py``, four
+#: storage modules (``storage/local_log.py`` among them) and three settings modules
+#: (``config/config_def.py`` among them): modules more, not more code).
+TIDELOG_MODULES_BUDGET = 105
+#: All modules, the standard library's and kio's included (measured: 324; 337 with the modules
+#: of issue 27's splits above).
+ALL_MODULES_BUDGET = 340
 
 ROOT = Path(__file__).resolve().parents[2]
 
