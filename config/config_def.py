@@ -10,7 +10,7 @@ transactions), ``config/security_configs.py``, ``config/group_configs.py`` and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 __all__ = (
@@ -71,6 +71,8 @@ def broker_def(
     importance: Importance = "medium",
     read_only: bool = True,
 ) -> ConfigDef:
+    """A broker setting (read-only unless ``read_only=False``: Kafka's dynamic broker configs
+    are not served)."""
     return ConfigDef(
         name=name,
         type=type_,
@@ -95,14 +97,15 @@ def topic_def(
     max_value: float | None = None,
     choices: Sequence[str] | None = None,
 ) -> ConfigDef:
-    return ConfigDef(
-        name=name,
-        type=type_,
-        default=default,
-        doc=doc,
+    """A topic setting: writable (AlterConfigs), with the broker settings it falls back to."""
+    setting = broker_def(
+        name,
+        type_,
+        default,
+        doc,
         min_value=min_value,
         max_value=max_value,
-        choices=tuple(choices) if choices is not None else None,
-        synonyms=tuple(synonyms),
+        choices=choices,
         read_only=False,
     )
+    return replace(setting, synonyms=tuple(synonyms))

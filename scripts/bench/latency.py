@@ -250,23 +250,18 @@ def render(report: dict[str, Any]) -> str:
         ]
         if any(c != "-" for c in cells):
             out.append(f"| {title} | " + " | ".join(cells) + " |")
-    if disk:
-        out.append(
-            "| write 170 B + fsync on the same disk, p50 / p99, ms | "
-            + _spread([r["fsync_p50_ms"] for r in disk], "{:.3f}")
-            + " / "
-            + _spread([r["fsync_p99_ms"] for r in disk], "{:.3f}")
-            + " (min / median each) |"
-            + " |" * (len(labels) - 1)
-        )
-        paced = [r for r in disk if "paced_fsync_p50_ms" in r]
-        if paced:
+    paced_title = f"the same, paced ({PACED_GAP_S * 1e3:.1f} ms pause before each)"
+    for title, prefix in (
+        ("write 170 B + fsync on the same disk", "fsync"),
+        (paced_title, "paced_fsync"),
+    ):
+        measured = [r for r in disk if f"{prefix}_p50_ms" in r]
+        if measured:
             out.append(
-                f"| the same, paced ({PACED_GAP_S * 1e3:.1f} ms pause before each), "
-                "p50 / p99, ms | "
-                + _spread([r["paced_fsync_p50_ms"] for r in paced], "{:.3f}")
+                f"| {title}, p50 / p99, ms | "
+                + _spread([r[f"{prefix}_p50_ms"] for r in measured], "{:.3f}")
                 + " / "
-                + _spread([r["paced_fsync_p99_ms"] for r in paced], "{:.3f}")
+                + _spread([r[f"{prefix}_p99_ms"] for r in measured], "{:.3f}")
                 + " (min / median each) |"
                 + " |" * (len(labels) - 1)
             )
