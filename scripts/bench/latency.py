@@ -1,12 +1,15 @@
 """Latency and cost per request (issue 33), tidelog and the peers side by side in one run.
 
     .venv/bin/python scripts/bench/latency.py --runs 3
-    .venv/bin/python scripts/bench/latency.py --runs 1 --brokers tidelog --no-peers-strace
+    .venv/bin/python scripts/bench/latency.py --runs 1 --brokers tidelog,kafka --strace 0
 
 One process per broker for the whole run; each run visits every broker (the order rotates
 from run to run) and, for tidelog, both ack policies: ``page-cache`` (a topic with
 ``flush.messages=9223372036854775807``, as the peers, which never fsync) and ``durable`` (the
-default: the ack waits for the group-commit fsync). Per broker and policy:
+default: the ack waits for the group-commit fsync). Apache Kafka, when Java and the jars of
+``scripts/jvm-deps kafka`` are there, runs both too: its default (page-cache acks) and a topic
+with ``flush.messages=1`` (an fsync per append before the ack). The goals compare tidelog with
+the native peers (Tansu, noida-db). Per broker and policy:
 
 - sync produce: confluent-kafka, one 100 B record in flight (``produce(); flush()``),
   acks=all: p50 / p99, and the broker's CPU time per request (utime + stime of its process
@@ -46,6 +49,9 @@ POLICIES = {
     "tidelog": (("page-cache", {"flush.messages": PLAIN_FLUSH}), ("durable", {})),
     "tansu": (("memory", {}),),
     "noida": (("page-cache", {}),),
+    # Apache Kafka (the reference broker, from scripts/jvm-deps' jars): its default flush policy
+    # acknowledges from the page cache; flush.messages=1 fsyncs every append before the ack.
+    "kafka": (("page-cache", {}), ("durable", {"flush.messages": "1"})),
 }
 
 
@@ -146,7 +152,7 @@ def strace_figures(server: servers.Server, topic: str, count: int) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--brokers", default="tidelog,tansu,noida")
+    ap.add_argument("--brokers", default="tidelog,tansu,noida,kafka")
     ap.add_argument("--sync", type=int, default=3000, help="timed sync produces per run")
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--rate", type=int, default=100_000, help="1 KiB records per rate run")
