@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,41 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 from tidelog.analytics.logdir import read_checkpoint  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_broker import start_broker  # noqa: E402
+
 TOPIC = "bench-replay"
 
 
 def log(msg: str) -> None:
     print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def start_broker(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from broker.cli import main; sys.exit(main())",
-        "serve",
-        "--override",
-        f"log.dirs={log_dir}",
-        "--override",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        "--override",
-        "log.flush.offset.checkpoint.interval.ms=1000",
-        "--log-level",
-        "WARNING",
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("bench: the broker did not start")
 
 
 def produce(bootstrap: str, n: int, size: int, partitions: int) -> None:
@@ -159,7 +130,9 @@ def main() -> int:
         bootstrap, log_dir = args.bootstrap_server, Path(args.log_dir)
     else:
         log_dir = Path(tempfile.mkdtemp(prefix="tidelog-bench-"))
-        proc, bootstrap = start_broker(log_dir)
+        proc, bootstrap = start_broker(
+            log_dir, ["log.flush.offset.checkpoint.interval.ms=1000"], timeout_s=30
+        )
         log(f"broker at {bootstrap}, log dir {log_dir}")
     try:
         produce(bootstrap, args.records, args.size, args.partitions)

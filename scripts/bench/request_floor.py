@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce_cpu import produce_request
 from rawkafka import ProduceLatencyClient, record_batch
-from servers import Tidelog, free_port
+from servers import Tidelog, free_port, wait_port
 from workloads import create_topic
 
 _SIZE = struct.Struct(">i")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         broker = Tidelog("tidelog", Path(tmp) / "tidelog")
         try:
-            _wait_port(port)
+            wait_port(port, floor, 30.0)
             broker.start()
             create_topic(broker.bootstrap, TOPIC, {"flush.messages": "9223372036854775807"})
             for _ in range(args.runs):
@@ -191,19 +191,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{statistics.median(dispatch):.1f} us (runs: "
           + ", ".join(f"{d:.1f}" for d in dispatch) + ")")  # fmt: skip
     return 0
-
-
-def _wait_port(port: int, timeout_s: float = 30.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the floor server did not start")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -131,7 +131,7 @@ class Server:
                 start_new_session=True,
             )
         try:
-            _wait_port(self.port, self.proc, timeout)
+            wait_port(self.port, self.proc, timeout)
             self.after_start()
         except Exception:
             self.stop()
