@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from tidelog.broker.security.scram import ScramError
 
 __all__ = (
+    "InvalidClientFirst",
     "OAuthBearerRefused",
     "OAuthBearerServer",
     "TokenError",
@@ -50,6 +51,16 @@ _CLIENT_FIRST = re.compile(
 _AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)")
 _EXTENSION_KEY = re.compile(_KEY)
 _EXTENSION_VALUE = re.compile(_VALUE)
+
+
+class InvalidClientFirst(ScramError):
+    """A malformed client first message. Kafka answers its generic "invalid credentials"
+    message (``client_message``); the reason goes to the broker log only."""
+
+    client_message = (
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        "mechanism OAUTHBEARER"
+    )
 
 
 class TokenError(Exception):
@@ -89,14 +100,14 @@ class ClientFirst:
 
 
 def parse_client_first(message: bytes) -> ClientFirst:
-    """The client's first message; ScramError with Kafka's reason when malformed."""
+    """The client's first message; InvalidClientFirst with Kafka's reason when malformed."""
     try:
         text = message.decode("utf-8")
     except UnicodeDecodeError:
-        raise ScramError("Invalid OAUTHBEARER client first message") from None
+        raise InvalidClientFirst("Invalid OAUTHBEARER client first message") from None
     m = _CLIENT_FIRST.fullmatch(text)
     if m is None:
-        raise ScramError("Invalid OAUTHBEARER client first message")
+        raise InvalidClientFirst("Invalid OAUTHBEARER client first message")
     pairs: dict[str, str] = {}
     for pair in m.group("pairs").split(SEPARATOR):
         if pair:
@@ -104,15 +115,15 @@ def parse_client_first(message: bytes) -> ClientFirst:
             pairs[key] = value
     auth = pairs.pop("auth", None)
     if auth is None:
-        raise ScramError("Invalid OAUTHBEARER client first message: 'auth' not specified")
+        raise InvalidClientFirst("Invalid OAUTHBEARER client first message: 'auth' not specified")
     for key, value in pairs.items():
         if not _EXTENSION_KEY.fullmatch(key) or not _EXTENSION_VALUE.fullmatch(value):
-            raise ScramError(f"Invalid OAUTHBEARER client first message: extension {key!r}")
+            raise InvalidClientFirst(f"Invalid OAUTHBEARER client first message: extension {key!r}")
     am = _AUTH.fullmatch(auth)
     if am is None:
-        raise ScramError("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+        raise InvalidClientFirst("Invalid OAUTHBEARER client first message: invalid 'auth' format")
     if am.group("scheme").lower() != "bearer":
-        raise ScramError(
+        raise InvalidClientFirst(
             f"Invalid scheme in OAUTHBEARER client first message: {am.group('scheme')}"
         )
     authzid = (m.group("authzid") or "").replace("=2C", ",").replace("=3D", "=")
@@ -240,7 +251,7 @@ class UnsecuredValidator:
         issued_at = _number(claims, "iat")
         if issued_at is not None and issued_at * 1000 > now_ms + skew:
             raise TokenError(
-                f"the token was issued at {issued_at:.0f} s, after now ({now_ms} ms) plus the "
+                f"the token was issued at {issued_at:.3f} s, after now ({now_ms} ms) plus the "
                 f"allowed clock skew ({skew} ms)"
             )
         expires = _number(claims, "exp")

@@ -29,7 +29,11 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.router import Close
-from tidelog.broker.security.oauthbearer import OAuthBearerRefused, OAuthBearerServer
+from tidelog.broker.security.oauthbearer import (
+    InvalidClientFirst,
+    OAuthBearerRefused,
+    OAuthBearerServer,
+)
 from tidelog.broker.security.principal import ANONYMOUS, dn_of_peercert, user
 from tidelog.broker.security.scram import ScramError, ScramServer
 from tidelog.protocol import codec
@@ -215,6 +219,10 @@ class ConnectionSecurity:
                 self.security.authentication_failed(
                     self, self.mechanism or "?", self._server.user, message
                 )
+            if isinstance(exc, InvalidClientFirst):
+                message = exc.client_message
+                if self.previous is not None:
+                    message = message.replace("during authentication", "during re-authentication")
             return ErrorCode.sasl_authentication_failed, message, b""
         if self._server.complete:
             principal = user(str(self._server.user))

@@ -34,7 +34,7 @@ def unsecured_token(sub: str, lifetime_s: float = 3600, **claims: Any) -> str:
     def b64(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
-    now = time.time()
+    now = time.time_ns() // 1_000_000 / 1000  # whole ms, as Kafka's unsecured login writes it
     body = {"sub": sub, "iat": now, "exp": now + lifetime_s, **claims}
     return f"{b64({'alg': 'none'})}.{b64(body)}."
 
@@ -43,6 +43,8 @@ def unsecured_token(sub: str, lifetime_s: float = 3600, **claims: Any) -> str:
 class Provider:
     base_url: str
     key: rsa.RSAPrivateKey
+    #: The CA that signed the provider's HTTPS certificate (PEM).
+    ca: Path = Path()
     kid: str = "key-1"
     #: Lifetime of the tokens /token hands out (tests shorten it for re-authentication).
     token_lifetime_s: int = 3600
@@ -81,12 +83,13 @@ class Provider:
             **claims,
         }
         body = {k: v for k, v in body.items() if v is not None}
-        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
+        headers = {"kid": kid or self.kid}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers=headers)
 
 
 def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _json(self, status: int, value: dict[str, Any]) -> None:
@@ -97,14 +100,14 @@ def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(raw)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/jwks":
                 provider.jwks_fetches += 1
                 self._json(200, provider.jwks())
             else:
                 self._json(404, {"error": "not_found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             size = int(self.headers.get("Content-Length") or 0)
             form = urllib.parse.parse_qs(self.rfile.read(min(size, 65536)).decode())
             client_id = form.get("client_id", [""])[0]
@@ -146,7 +149,8 @@ def serve(certs: CertFiles) -> Iterator[Provider]:
     chain_file.write_bytes(certs.server_chain)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(chain_file), str(key_file))
-    provider = Provider("", rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    provider = Provider("", key, ca=certs.ca)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
     server.socket = context.wrap_socket(server.socket, server_side=True)
     provider.base_url = f"https://127.0.0.1:{server.server_address[1]}"
