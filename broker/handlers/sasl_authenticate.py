@@ -55,7 +55,8 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     return build(
         types.SaslAuthenticateResponse,
         error_code=error,
-        error_message=message,
+        # Kafka's answers carry "" (its default), not null, when there is no error.
+        error_message="" if message is None else message,
         auth_bytes=token,
         session_lifetime=timedelta(milliseconds=lifetime_ms),
     )
