@@ -152,6 +152,13 @@ SECURITY_CONFIGS: tuple[ConfigDef, ...] = (
         "configuration).",
     ),
     broker_def(
+        "sasl.oauthbearer.jwt.validator.class",
+        "string",
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+        "How OAuthBearerValidatorCallbackHandler checks a JWT: Kafka's DefaultJwtValidator or "
+        "BrokerJwtValidator (the same checks here: signature from the JWKS, then the claims).",
+    ),
+    broker_def(
         "sasl.oauthbearer.jwks.endpoint.url",
         "string",
         None,

@@ -132,6 +132,8 @@ class JwksSource:
             self._first = threading.Event()
             self._thread.start()
             # Kafka fetches the set while it configures the listener: wait for the first one.
+            # Kafka divergence: Kafka's listener fails when that fetch fails; we start and
+            # refuse OAUTHBEARER tokens until the keys arrive (docs/kafka-differences.md).
             self._first.wait(max(settings.retry_backoff_max_ms, 1000) / 1000)
             if not self.keys:
                 log.warning(

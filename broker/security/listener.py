@@ -36,6 +36,11 @@ JWT_VALIDATOR_CLASSES = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
 )
+#: ``sasl.oauthbearer.jwt.validator.class`` values (both check JWTs against the JWKS here).
+JWT_CHECKERS = (
+    "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+    "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
+)
 UNSECURED_VALIDATOR_CLASS = (
     "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
     "OAuthBearerUnsecuredValidatorCallbackHandler"
@@ -155,12 +160,20 @@ def _token_validator(
             return UnsecuredValidator(jaas.options)
         except ValueError as exc:
             raise ConfigError(prefix + "sasl.jaas.config", f"{where}: {exc}") from None
+    # Kafka divergence: no Java plug-ins: only Kafka's two OAUTHBEARER validators are known.
     if handler not in JWT_VALIDATOR_CLASSES:
         raise ConfigError(
             prefix + "sasl.server.callback.handler.class",
             f"{where}: unknown OAUTHBEARER validator {handler!r}: set "
             f"{prefix}sasl.server.callback.handler.class={JWT_VALIDATOR_CLASSES[0]} (signed "
             "JWTs) or leave it unset (unsecured tokens, for development).",
+        )
+    validator_class = str(get("sasl.oauthbearer.jwt.validator.class") or "").strip()
+    if validator_class not in JWT_CHECKERS:
+        raise ConfigError(
+            "sasl.oauthbearer.jwt.validator.class",
+            f"{where}: unknown JWT validator {validator_class!r}: set "
+            f"sasl.oauthbearer.jwt.validator.class to {' or '.join(JWT_CHECKERS)}.",
         )
     url = str(get("sasl.oauthbearer.jwks.endpoint.url") or "").strip()
     if not url:
