@@ -298,11 +298,26 @@ def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: 
     wait_for_log(broker, "Invalid scheme in OAUTHBEARER client first message: Basic")
     assert "client-secret" not in broker.log_text()
 
-    # The keys and ACLs survive a restart (the JWKS is fetched again at start-up).
-    fetches = provider.jwks_fetches
-    broker.restart()
-    assert provider.jwks_fetches > fetches
-    _produce_rdkafka(oidc, "payments", b"after restart")
+    # The ACLs survive a restart and a SIGKILL (the JWKS is fetched again at each start-up).
+    for stop in ("restart", "kill"):
+        fetches = provider.jwks_fetches
+        if stop == "kill":
+            broker.kill()
+            broker.start()
+        else:
+            broker.restart()
+        assert provider.jwks_fetches > fetches
+        _produce_rdkafka(oidc, "payments", f"after {stop}".encode())
+        assert _auth_error(
+            _rdkafka_conf(port, oauth_cb=lambda _c: (bad["expired"][0], time.time() + 3600))
+        )
+    bob = Producer(
+        _rdkafka_conf(port, oauth_cb=lambda _c: (provider.mint("bob"), time.time() + 3600))
+    )
+    outcome.clear()
+    bob.produce("payments", b"from bob", on_delivery=lambda err, msg: outcome.append(err))
+    bob.flush(30)
+    assert outcome and outcome[0] is not None and outcome[0].name() == "TOPIC_AUTHORIZATION_FAILED"
 
 
 def test_jwks_file_and_claim_names(broker_factory: Any, provider: Provider, tmp_path: Any) -> None:
