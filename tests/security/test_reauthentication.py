@@ -10,6 +10,7 @@ import logging
 import re
 import socket
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -125,18 +126,21 @@ def _kafka_python_keeps_its_connection(port: int) -> None:
     assert len(set(authenticated)) == 1, authenticated  # all on one connection
 
 
-def _java_keeps_its_connection(port: int) -> None:
+def _start_java(port: int) -> subprocess.Popen[str]:
     cp = jvm_set_classpath("clients")
     jaas = f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="java";'
-    done = subprocess.run(
+    return subprocess.Popen(
         [str(java_bin()), "-Xmx256m", "-XX:TieredStopAtLevel=1",
          "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "tidelog.jvm.SaslSessions",
          f"127.0.0.1:{port}", "OAUTHBEARER", jaas, str(RUN_S), "reauth"],
-        capture_output=True, text=True, timeout=180,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    lines = done.stdout.splitlines()
-    check = next((line for line in lines if line.startswith("CHECK ")), "")
-    assert done.returncode == 0 and " ok " in check, f"{done.stdout}\n{done.stderr[-3000:]}"
+
+
+def _java_kept_its_connection(java: subprocess.Popen[str]) -> None:
+    stdout, stderr = java.communicate(timeout=180)
+    check = next((line for line in stdout.splitlines() if line.startswith("CHECK ")), "")
+    assert java.returncode == 0 and " ok " in check, f"{stdout}\n{stderr[-3000:]}"
     counts = dict(kv.split("=") for kv in check.split(" ok ", 1)[1].split())
     assert int(counts["reauths"]) >= 2, check
     # The bootstrap connection is closed once the node's is open; no other close.
@@ -144,11 +148,27 @@ def _java_keeps_its_connection(port: int) -> None:
 
 
 def test_clients_reauthenticate_and_keep_their_connection(broker_factory: Any) -> None:
+    """The three clients run side by side (RUN_S seconds, about three sessions each)."""
     broker, port = _broker(broker_factory)
-    _librdkafka_keeps_its_connection(port)
-    _kafka_python_keeps_its_connection(port)
-    if java_bin() is not None:
-        _java_keeps_its_connection(port)
+    java = _start_java(port) if java_bin() is not None else None
+    failures: list[BaseException] = []
+
+    def librdkafka() -> None:
+        try:
+            _librdkafka_keeps_its_connection(port)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=librdkafka)
+    thread.start()
+    try:
+        _kafka_python_keeps_its_connection(port)
+    finally:
+        thread.join(60)
+    if failures:
+        raise failures[0]
+    if java is not None:
+        _java_kept_its_connection(java)
     assert "SASL session expired" not in broker.log_text()
 
 
