@@ -18,7 +18,7 @@ from tests.security import oauth_provider, sasl_wire
 from tests.security.certs import CertFiles
 from tests.security.oauth_provider import AUDIENCE, ISSUER, Provider, unsecured_token
 from tests.security.sasl_wire import oauthbearer_failure
-from tests.security.secure_broker import STANDARD_AUTHORIZER, start, wait_for_log
+from tests.security.secure_broker import STANDARD_AUTHORIZER, auth_error, start, wait_for_log
 from tests.support.net import free_port
 
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -44,6 +44,22 @@ class _TokenProvider:
                 return str(make())
 
         return Provider()
+
+
+def _oauthbearer_broker(
+    broker_factory: Any, jaas_options: str = "", jwt: bool = False, **settings: str
+) -> tuple[Any, int]:
+    """A broker with a SASL_PLAINTEXT listener for OAUTHBEARER (Kafka's JAAS login module with
+    ``jaas_options``); ``jwt``: signed tokens (OAuthBearerValidatorCallbackHandler)."""
+    port = free_port()
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    listener = {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        prefix + "sasl.jaas.config": f"{LOGIN_MODULE} required {jaas_options};",
+    }
+    if jwt:
+        listener[prefix + "sasl.server.callback.handler.class"] = JWT_VALIDATOR
+    return start(broker_factory, {"SASL_PLAINTEXT": port}, {**listener, **settings}), port
 
 
 def _rdkafka_conf(port: int, **extra: Any) -> dict[str, Any]:
@@ -106,32 +122,8 @@ def _consume_all(port: int, make_token: Any, topic: str, count: int) -> set[byte
     return got
 
 
-def _auth_error(conf: dict[str, Any]) -> str | None:
-    """The authentication error librdkafka reports for ``conf`` (None: none in 20 s)."""
-    from confluent_kafka import KafkaError, Producer
-
-    errors: list[Any] = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        producer.poll(0.2)
-        for error in errors:
-            if error.code() == KafkaError._AUTHENTICATION:
-                return str(error.str())
-    return None
-
-
 def test_unsecured_tokens_with_three_clients(broker_factory: Any) -> None:
-    port = free_port()
-    jaas = f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="admin";'
-    broker = start(
-        broker_factory,
-        {"SASL_PLAINTEXT": port},
-        {
-            "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-        },
-    )
+    broker, port = _oauthbearer_broker(broker_factory, 'unsecuredLoginStringClaim_sub="admin"')
     topic = "unsecured"
     # librdkafka's own unsecured tokens (principal=...), and a token from oauth_cb.
     _produce_rdkafka(
@@ -171,24 +163,17 @@ def test_unsecured_tokens_with_three_clients(broker_factory: Any) -> None:
 
 
 def _jwt_broker(broker_factory: Any, provider: Provider, **settings: str) -> tuple[Any, int]:
-    port = free_port()
-    jaas = f'{LOGIN_MODULE} required ssl.truststore.location="{provider.ca}";'
-    broker = start(
+    return _oauthbearer_broker(
         broker_factory,
-        {"SASL_PLAINTEXT": port},
-        {
-            "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": (
-                JWT_VALIDATOR
-            ),
+        f'ssl.truststore.location="{provider.ca}"',
+        jwt=True,
+        **{
             "sasl.oauthbearer.jwks.endpoint.url": provider.jwks_url,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.expected.issuer": ISSUER,
             **settings,
         },
     )
-    return broker, port
 
 
 def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: Provider) -> None:
@@ -282,7 +267,7 @@ def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: 
         log = wait_for_log(broker, reason)
         assert token not in log, case
     # The same through a real client: librdkafka reports the authentication failure.
-    error = _auth_error(
+    error = auth_error(
         _rdkafka_conf(port, oauth_cb=lambda _c: (bad["wrong audience"][0], time.time() + 3600))
     )
     assert error is not None and "invalid_token" in error, error
@@ -308,7 +293,7 @@ def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: 
             broker.restart()
         assert provider.jwks_fetches > fetches
         _produce_rdkafka(oidc, "payments", f"after {stop}".encode())
-        assert _auth_error(
+        assert auth_error(
             _rdkafka_conf(port, oauth_cb=lambda _c: (bad["expired"][0], time.time() + 3600))
         )
     bob = Producer(
@@ -323,18 +308,10 @@ def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: 
 def test_jwks_file_and_claim_names(broker_factory: Any, provider: Provider, tmp_path: Any) -> None:
     """A JWKS read from a file:// URL; the principal from sasl.oauthbearer.sub.claim.name."""
     path = oauth_provider.jwks_file(provider, tmp_path)
-    port = free_port()
-    start(
+    _, port = _oauthbearer_broker(
         broker_factory,
-        {"SASL_PLAINTEXT": port},
-        {
-            "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
-                f"{LOGIN_MODULE} required;"
-            ),
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": (
-                JWT_VALIDATOR
-            ),
+        jwt=True,
+        **{
             "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.sub.claim.name": "client_id",

@@ -6,7 +6,6 @@ its token expires."""
 from __future__ import annotations
 
 import json
-import logging
 import re
 import socket
 import subprocess
@@ -16,7 +15,14 @@ from typing import Any
 
 from tests.security.oauth_provider import unsecured_token
 from tests.security.sasl_wire import authenticate, bearer, handshake, metadata_frame
-from tests.security.secure_broker import PLAIN_JAAS, closed_by_peer, read_frame, start, wait_for_log
+from tests.security.secure_broker import (
+    PLAIN_JAAS,
+    LogRecords,
+    closed_by_peer,
+    read_frame,
+    start,
+    wait_for_log,
+)
 from tests.support.jvm import java_bin, jvm_set_classpath
 from tests.support.net import free_port
 
@@ -41,26 +47,6 @@ def _broker(broker_factory: Any) -> tuple[Any, int]:
         },
     )
     return broker, port
-
-
-class _Records(logging.Handler):
-    def __init__(self, logger: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.logger = logging.getLogger(logger)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-    def __enter__(self) -> _Records:
-        self.logger.addHandler(self)
-        self._level = self.logger.level
-        self.logger.setLevel(logging.DEBUG)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.logger.removeHandler(self)
-        self.logger.setLevel(self._level)
 
 
 def _librdkafka_keeps_its_connection(port: int) -> None:
@@ -102,7 +88,7 @@ def _kafka_python_keeps_its_connection(port: int) -> None:
         def token(self) -> str:
             return unsecured_token("carol", lifetime_s=3)
 
-    with _Records("kafka.net.connection") as records:
+    with LogRecords("kafka.net.connection") as records:
         producer = KafkaProducer(
             bootstrap_servers=f"127.0.0.1:{port}",
             security_protocol="SASL_PLAINTEXT",
