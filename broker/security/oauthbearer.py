@@ -31,6 +31,7 @@ __all__ = (
     "OAuthBearerRefused",
     "OAuthBearerServer",
     "TokenError",
+    "TokenRefused",
     "TokenValidator",
     "UnsecuredValidator",
     "ValidatedToken",
@@ -61,6 +62,11 @@ class InvalidClientFirst(ScramError):
         "Authentication failed during authentication due to invalid credentials with SASL "
         "mechanism OAUTHBEARER"
     )
+
+
+class TokenRefused(ScramError):
+    """The client acknowledged our error JSON: the exchange fails with it (already logged
+    when the token was refused)."""
 
 
 class TokenError(Exception):
@@ -151,7 +157,7 @@ class OAuthBearerServer:
     def step(self, message: bytes) -> bytes:
         if message == SEPARATOR.encode() and self._error is not None:
             # The client acknowledged our error: the exchange fails with it.
-            raise ScramError(self._error.error_json())
+            raise TokenRefused(self._error.error_json())
         self._error = None
         first = parse_client_first(message)
         try:

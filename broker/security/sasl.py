@@ -33,6 +33,7 @@ from tidelog.broker.security.oauthbearer import (
     InvalidClientFirst,
     OAuthBearerRefused,
     OAuthBearerServer,
+    TokenRefused,
 )
 from tidelog.broker.security.principal import ANONYMOUS, dn_of_peercert, user
 from tidelog.broker.security.scram import ScramError, ScramServer
@@ -215,7 +216,7 @@ class ConnectionSecurity:
         except ScramError as exc:
             message = str(exc)
             self.failed = message
-            if not message.startswith("{"):  # an OAUTHBEARER error JSON was logged already
+            if not isinstance(exc, TokenRefused):  # logged when the token was refused
                 self.security.authentication_failed(
                     self, self.mechanism or "?", self._server.user, message
                 )
