@@ -5,6 +5,7 @@ checks them; bad tokens fail with Kafka's error flow; ACLs apply to the token's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -97,6 +98,30 @@ def _kafka_python_produce(port: int, make_token: Any, topic: str, value: bytes) 
         producer.send(topic, value).get(timeout=30)
     finally:
         producer.close()
+
+
+def _aiokafka_produce(port: int, make_token: Any, topic: str, value: bytes) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider
+
+    class Provider(AbstractTokenProvider):
+        async def token(self) -> str:
+            return str(make_token())
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=Provider(),
+        )
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
 
 
 def _consume_all(port: int, make_token: Any, topic: str, count: int) -> set[bytes]:
@@ -206,10 +231,12 @@ def test_signed_tokens_from_an_identity_provider(broker_factory: Any, provider: 
         b"oauth_cb",
     )
     _kafka_python_produce(port, lambda: provider.mint("carol"), "signed", b"kafka-python")
-    assert _consume_all(port, lambda: provider.mint("carol"), "signed", 3) == {
+    _aiokafka_produce(port, lambda: provider.mint("dave"), "signed", b"aiokafka")
+    assert _consume_all(port, lambda: provider.mint("carol"), "signed", 4) == {
         b"oidc",
         b"oauth_cb",
         b"kafka-python",
+        b"aiokafka",
     }
 
     # ACLs apply to the token's subject: only alice may write to "payments".
