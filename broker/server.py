@@ -255,6 +255,12 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(f"request size {frame.size} is outside 0..{frame.limit} ({limit})")
                 return
             session = self._session
+            if session is not None and session.authenticated and session.expires_at is not None:
+                # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
+                refused = session.check_session(frame)
+                if refused is not None:
+                    self._submit(refused)
+                    return
             if session is not None and not session.authenticated:
                 self._before_authentication(frame)
             else:

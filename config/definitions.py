@@ -483,9 +483,7 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
 #: Settings defined (so Kafka configs load and DescribeConfigs lists them) but not implemented:
 #: start-up refuses a value other than the default, with this reason. A setting leaves this map
 #: when it is implemented (tests/config/test_settings_read.py checks every other one is read).
-NOT_IMPLEMENTED: dict[str, str] = {
-    "connections.max.reauth.ms": "SASL re-authentication (KIP-368) is not done",
-}
+NOT_IMPLEMENTED: dict[str, str] = {}
 
 #: Settings accepted for compatibility with Kafka configs and deliberately not read: a single
 #: node has one copy of each partition and no elections. Their docs say so.
@@ -516,7 +514,9 @@ LISTENER_SETTINGS: frozenset[str] = frozenset(
     n for n in BROKER_CONFIGS if n.startswith(("ssl.", "sasl.")) and n != "ssl.protocol"
 ) | {"connection.failed.authentication.delay.ms", "connections.max.reauth.ms"}
 #: ``listener.name.<listener>.<mechanism>.<setting>``: per mechanism (JAAS).
-MECHANISM_SETTINGS: frozenset[str] = frozenset({"sasl.jaas.config"})
+MECHANISM_SETTINGS: frozenset[str] = frozenset(
+    {"sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms"}
+) | frozenset(n for n in BROKER_CONFIGS if n.startswith("sasl.oauthbearer."))
 
 
 def listener_setting_base(name: str) -> str | None:

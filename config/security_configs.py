@@ -104,7 +104,8 @@ SECURITY_CONFIGS: tuple[ConfigDef, ...] = (
         "sasl.enabled.mechanisms",
         "list",
         ["GSSAPI"],
-        "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER.",
         importance="high",
     ),
     broker_def(
@@ -132,9 +133,91 @@ SECURITY_CONFIGS: tuple[ConfigDef, ...] = (
         "connections.max.reauth.ms",
         "long",
         0,
-        "Re-authentication of SASL connections (KIP-368). Not implemented: a value other than 0 is "
-        "refused at start-up.",
+        "Longest SASL session (KIP-368): SaslAuthenticate v1+ tells the client, which must "
+        "re-authenticate within it; a connection that sends any other request after its session "
+        "expired is closed. 0: no limit (an OAUTHBEARER session still ends when its token "
+        "expires). Per listener and mechanism as "
+        "listener.name.<listener>.<mechanism>.connections.max.reauth.ms.",
         min_value=0,
+    ),
+    broker_def(
+        "sasl.server.callback.handler.class",
+        "string",
+        None,
+        "Validator of OAUTHBEARER tokens, per listener and mechanism as "
+        "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class: "
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler "
+        "checks signed JWTs against sasl.oauthbearer.jwks.endpoint.url; unset: the unsecured "
+        "validator (unsigned tokens, for development; options unsecuredValidator* in the JAAS "
+        "configuration).",
+    ),
+    broker_def(
+        "sasl.oauthbearer.jwt.validator.class",
+        "string",
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+        "How OAuthBearerValidatorCallbackHandler checks a JWT: Kafka's DefaultJwtValidator or "
+        "BrokerJwtValidator (the same checks here: signature from the JWKS, then the claims).",
+    ),
+    broker_def(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "string",
+        None,
+        "Where the OAUTHBEARER validator gets the keys of its JWKS: an https:// (or http://) URL, "
+        "refreshed every sasl.oauthbearer.jwks.endpoint.refresh.ms and when a token names an "
+        "unknown key id, or a file:// URL read at start-up.",
+    ),
+    broker_def(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "long",
+        3600000,
+        "Wait between two fetches of the JWKS from its URL.",
+        min_value=0,
+    ),
+    broker_def(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "long",
+        100,
+        "First wait before retrying a failed JWKS fetch (doubled each attempt).",
+        min_value=0,
+    ),
+    broker_def(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "long",
+        10000,
+        "Longest wait between attempts to fetch the JWKS.",
+        min_value=0,
+    ),
+    broker_def(
+        "sasl.oauthbearer.expected.audience",
+        "list",
+        [],
+        "Audiences a token's aud claim must contain one of; empty: a token with an aud claim "
+        "is refused (as Kafka's jose4j does).",
+    ),
+    broker_def(
+        "sasl.oauthbearer.expected.issuer",
+        "string",
+        None,
+        "The iss claim a token must have; unset: not checked.",
+    ),
+    broker_def(
+        "sasl.oauthbearer.clock.skew.seconds",
+        "int",
+        30,
+        "Clock difference allowed when checking a token's exp, iat and nbf claims.",
+        min_value=0,
+    ),
+    broker_def(
+        "sasl.oauthbearer.scope.claim.name",
+        "string",
+        "scope",
+        "Claim holding a token's scopes.",
+    ),
+    broker_def(
+        "sasl.oauthbearer.sub.claim.name",
+        "string",
+        "sub",
+        "Claim holding a token's subject: the principal is User:<subject>.",
     ),
     broker_def(
         "authorizer.class.name",

@@ -2,7 +2,9 @@
 
 The token goes to the connection's mechanism (``broker/security/sasl.py``). A failure answers
 SASL_AUTHENTICATION_FAILED with Kafka's message after ``connection.failed.authentication.delay.ms``;
-the connection then closes. Re-authentication (KIP-368) is not offered: ``session_lifetime`` is 0.
+the connection then closes. v1+ answers the session lifetime once the exchange completes
+(KIP-368: ``connections.max.reauth.ms`` or the OAUTHBEARER token's expiry, whichever is first;
+0: no limit); the client re-authenticates on the same connection before it ends.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         delay_ms = session.listener.failed_auth_delay_ms
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
+    lifetime_ms = session.session_lifetime_ms if session.authenticated else 0
     return build(
         types.SaslAuthenticateResponse,
         error_code=error,
-        error_message=message,
+        # Kafka's answers carry "" (its default), not null, when there is no error.
+        error_message="" if message is None else message,
         auth_bytes=token,
-        session_lifetime=timedelta(0),
+        session_lifetime=timedelta(milliseconds=lifetime_ms),
     )
 
 

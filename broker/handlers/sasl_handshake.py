@@ -4,7 +4,8 @@ v1 is followed by SaslAuthenticate requests (KIP-152); v0 by raw size-prefixed t
 legacy framing, read by the connection: ``broker/security/sasl.py``). Mechanisms not enabled on
 the listener get UNSUPPORTED_SASL_MECHANISM with the list of enabled ones after
 ``connection.failed.authentication.delay.ms``, then the connection closes; a handshake on a
-non-SASL listener or a second one gets ILLEGAL_SASL_STATE.
+non-SASL listener or a second one gets ILLEGAL_SASL_STATE, unless it begins a re-authentication
+(KIP-368, ``broker/security/sasl.py``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,14 @@ anything else before authentication completes closes the connection, as Kafka do
 authentication is answered with SASL_AUTHENTICATION_FAILED (or UNSUPPORTED_SASL_MECHANISM),
 then the connection is closed after ``connection.failed.authentication.delay.ms``. Frames
 before authentication are limited to ``sasl.server.max.receive.size``.
+
+Re-authentication (KIP-368): a session lasts ``connections.max.reauth.ms`` (of the listener and
+mechanism) or until its credential expires (an OAUTHBEARER token's ``exp``), whichever is first;
+SaslAuthenticate v1+ tells the client how long (``session_lifetime_ms``). Once authenticated, a
+SaslHandshake on the connection begins a re-authentication (at most one a second, the same
+mechanism and then the same principal, else the connection closes); requests answered meanwhile
+keep the principal. A connection whose session has expired is closed when it sends any request
+other than that SaslHandshake, as Kafka's SocketServer does.
 """
 
 from __future__ import annotations
@@ -21,6 +29,12 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.router import Close
+from tidelog.broker.security.oauthbearer import (
+    InvalidClientFirst,
+    OAuthBearerRefused,
+    OAuthBearerServer,
+    TokenRefused,
+)
 from tidelog.broker.security.principal import ANONYMOUS, dn_of_peercert, user
 from tidelog.broker.security.scram import ScramError, ScramServer
 from tidelog.protocol import codec
@@ -35,6 +49,8 @@ __all__ = ("ConnectionSecurity",)
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+#: Kafka lets a connection begin a re-authentication at most once a second.
+MIN_REAUTH_INTERVAL_S = 1.0
 
 
 class _PlainServer:
@@ -74,16 +90,20 @@ class ConnectionSecurity:
     """The authentication state of one connection (created by the listener on accept)."""
 
     __slots__ = (
+        "_reauth_started",
         "_server",
         "authenticated",
+        "expires_at",
         "failed",
         "host",
         "listener",
         "mechanism",
         "port",
+        "previous",
         "principal",
         "raw_tokens",
         "security",
+        "session_lifetime_ms",
         "state",
     )
 
@@ -102,6 +122,13 @@ class ConnectionSecurity:
         self.mechanism: str | None = None
         self.raw_tokens = False
         self._server: Any = None
+        #: When the session ends (``security.monotonic`` seconds); None: never.
+        self.expires_at: float | None = None
+        #: The session lifetime the last completed SaslAuthenticate told the client (ms).
+        self.session_lifetime_ms = 0
+        #: (mechanism, principal) of the session being re-authenticated, else None.
+        self.previous: tuple[str, str] | None = None
+        self._reauth_started: float | None = None
 
     def __repr__(self) -> str:
         return f"<ConnectionSecurity {self.host}:{self.port} {self.principal} {self.state}>"
@@ -146,6 +173,15 @@ class ConnectionSecurity:
     def handshake(self, mechanism: str, version: int) -> ErrorCode:
         if not self.listener.uses_sasl or self.authenticated or self.state != "handshake":
             return ErrorCode.illegal_sasl_state
+        if self.previous is not None and mechanism != self.previous[0]:
+            # Kafka answers the handshake, then fails the re-authentication and closes.
+            reason = (
+                f"SASL mechanism {mechanism!r} requested by client is not supported for "
+                f"re-authentication of mechanism {self.previous[0]!r}"
+            )
+            self.security.authentication_failed(self, mechanism, None, reason)
+            self.failed = reason
+            return ErrorCode.none
         if mechanism not in self.listener.mechanisms:
             self.security.authentication_failed(
                 self, mechanism, None, f"unsupported SASL mechanism {mechanism!r}"
@@ -155,6 +191,9 @@ class ConnectionSecurity:
         self.mechanism = mechanism
         if mechanism == "PLAIN":
             self._server = _PlainServer(self.listener.plain_users)
+        elif mechanism == "OAUTHBEARER":
+            assert self.listener.oauthbearer is not None
+            self._server = OAuthBearerServer(self.listener.oauthbearer, self.security.wall_ms)
         else:
             self._server = ScramServer(mechanism, self.security.scram)
         self.state = "authenticate"
@@ -168,20 +207,84 @@ class ConnectionSecurity:
             return ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake", b""
         try:
             answer: bytes = self._server.step(token)
+        except OAuthBearerRefused as refused:
+            # RFC 7628: the error JSON as a challenge; the client's "\x01" then fails it.
+            self.security.authentication_failed(
+                self, self.mechanism or "?", None, f"invalid token: {refused}"
+            )
+            return ErrorCode.none, None, refused.error.error_json().encode()
         except ScramError as exc:
             message = str(exc)
             self.failed = message
-            self.security.authentication_failed(
-                self, self.mechanism or "?", self._server.user, message
-            )
+            if not isinstance(exc, TokenRefused):  # logged when the token was refused
+                self.security.authentication_failed(
+                    self, self.mechanism or "?", self._server.user, message
+                )
+            if isinstance(exc, InvalidClientFirst):
+                message = exc.client_message
+                if self.previous is not None:
+                    message = message.replace("during authentication", "during re-authentication")
             return ErrorCode.sasl_authentication_failed, message, b""
         if self._server.complete:
-            self.principal = user(str(self._server.user))
+            principal = user(str(self._server.user))
+            if self.previous is not None and principal != self.previous[1]:
+                message = (
+                    "Cannot change principals during re-authentication from "
+                    f"{self.previous[1].replace(':', '.', 1)}: {principal.replace(':', '.', 1)}"
+                )
+                self.failed = message
+                self.security.authentication_failed(self, self.mechanism or "?", None, message)
+                return ErrorCode.sasl_authentication_failed, message, b""
+            self.principal = principal
             self.state = "done"
             self.authenticated = True
             self.raw_tokens = False
-            self.security.authenticated(self)
+            self._start_session()
+            self.security.authenticated(self, reauthenticated=self.previous is not None)
+            self.previous = None
         return ErrorCode.none, None, answer
+
+    def _start_session(self) -> None:
+        """The session's lifetime, as Kafka computes it: the shorter of
+        ``connections.max.reauth.ms`` (when > 0) and the credential's remaining life."""
+        max_reauth_ms = self.listener.max_reauth_ms.get(self.mechanism or "", 0)
+        server = self._server
+        expiry_ms = server.lifetime_ms if isinstance(server, OAuthBearerServer) else None
+        lifetimes = [max_reauth_ms] if max_reauth_ms > 0 else []
+        if expiry_ms is not None:
+            lifetimes.append(expiry_ms - self.security.wall_ms())
+        if not lifetimes:
+            self.session_lifetime_ms = 0
+            self.expires_at = None
+            return
+        self.session_lifetime_ms = max(min(lifetimes), 0)
+        self.expires_at = self.security.monotonic() + self.session_lifetime_ms / 1000
+
+    # ------------------------------------------------------------------ after authentication
+
+    def check_session(self, frame: bytes | memoryview) -> Close | None:
+        """A frame of an authenticated connection whose session has an end (``expires_at``):
+        a SaslHandshake begins a re-authentication; any other request after the end closes the
+        connection; None lets the frame through."""
+        now = self.security.monotonic()
+        try:
+            api_key, _, _ = codec.peek_request_header(frame)
+        except FrameDecodeError as exc:
+            return Close(str(exc))
+        if api_key == SASL_HANDSHAKE and (
+            self._reauth_started is None or now - self._reauth_started >= MIN_REAUTH_INTERVAL_S
+        ):
+            self._reauth_started = now
+            self.previous = (self.mechanism or "", self.principal)
+            self.authenticated = False
+            self.state = "handshake"
+            self._server = None
+            return None
+        assert self.expires_at is not None
+        if now > self.expires_at:
+            self.security.session_expired(self)
+            return Close("")
+        return None
 
     def _raw_token(self, token: bytes) -> Any:
         """Legacy framing (after SaslHandshake v0): a token in, a size-prefixed token out;

@@ -45,9 +45,12 @@ class BrokerSecurity:
         log_dir: Path,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.config = config
+        #: Clocks: session expiry (monotonic s) and token lifetimes (ms since the epoch).
         self.monotonic = monotonic
+        self.wall_ms = wall_ms
         self.listeners: dict[str, ListenerSecurity] = {}
         self.scram = ScramCredentialStore(log_dir / STORE_FILE)
         self.authorizer: Authorizer | None = None
@@ -66,6 +69,10 @@ class BrokerSecurity:
             )
         self.authentication_failures = 0
         self.authentications = 0
+        self.reauthentications = 0
+        #: Connections closed because their session ended without a re-authentication
+        #: (Kafka's expired-connections-killed-count).
+        self.expired_connections_killed = 0
         self.denials = 0
         self._last_logged: dict[tuple[str, ...], float] = {}
 
@@ -114,16 +121,31 @@ class BrokerSecurity:
         self.authentication_failures += 1
         return self._should_log(("tls", host, reason))
 
-    def authenticated(self, session: ConnectionSecurity) -> None:
+    def authenticated(self, session: ConnectionSecurity, *, reauthenticated: bool = False) -> None:
         self.authentications += 1
+        if reauthenticated:
+            self.reauthentications += 1
         log.debug(
-            "%s:%d authenticated as %s with %s on listener %s",
+            "%s:%d %s as %s with %s on listener %s (session lifetime %d ms)",
             session.host,
             session.port,
+            "re-authenticated" if reauthenticated else "authenticated",
             session.principal,
             session.mechanism,
             session.listener.name,
+            session.session_lifetime_ms,
         )
+
+    def session_expired(self, session: ConnectionSecurity) -> None:
+        self.expired_connections_killed += 1
+        if self._should_log(("expired", session.host, session.principal)):
+            log.info(
+                "closing connection from %s:%d (%s): its SASL session expired without a "
+                "re-authentication (connections.max.reauth.ms, or the token's expiry)",
+                session.host,
+                session.port,
+                session.principal,
+            )
 
     def denied(
         self,

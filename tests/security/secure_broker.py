@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -80,3 +81,45 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def auth_error(conf: Mapping[str, Any], timeout: float = 20.0) -> str | None:
+    """The authentication error librdkafka reports for ``conf`` (None: none in ``timeout``)."""
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list[Any] = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        producer.poll(0.2)
+        for error in errors:
+            if error.code() == KafkaError._AUTHENTICATION:
+                return str(error.str())
+    return None
+
+
+class LogRecords(logging.Handler):
+    """The messages a client library logs while it runs (``with LogRecords("kafka") as r``),
+    at DEBUG and above."""
+
+    def __init__(self, logger: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.logger = logging.getLogger(logger)
+        self.lines: list[str] = []
+        self._level = self.logger.level
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def __enter__(self) -> LogRecords:
+        self.logger.addHandler(self)
+        self._level = self.logger.level
+        self.logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self._level)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)

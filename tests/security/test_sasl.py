@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
 from tests.security.certs import CertFiles, ssl_settings
@@ -18,6 +17,7 @@ from tests.security.secure_broker import (
     PLAIN_JAAS,
     SCRAM_JAAS,
     api_versions_frame,
+    auth_error,
     closed_by_peer,
     kstring,
     read_frame,
@@ -150,7 +150,7 @@ def test_bad_sasl_clients_close_only_their_connection(broker_factory: Any) -> No
             "sasl.username": user,
             "sasl.password": password,
         }
-        assert _auth_error(conf), f"{user} authenticated"
+        assert auth_error(conf) is not None, f"{user} authenticated"
     log = wait_for_log(broker, "user 'nobody'")
     assert "Invalid username or password" in log
     assert "'wrong'" not in log
@@ -239,20 +239,6 @@ def _scram_clients(bootstrap: str, certs: CertFiles, mechanism: str, user: str, 
     consumer.close()
 
 
-def _auth_error(conf: dict[str, str]) -> bool:
-    """True when librdkafka reports an authentication error for ``conf``."""
-    from confluent_kafka import KafkaError, Producer
-
-    errors: list[Any] = []
-    p = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        p.poll(0.2)
-        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-            return True
-    return False
-
-
 def test_scram_over_sasl_ssl(broker_factory: Any, certs: CertFiles) -> None:
     from confluent_kafka.admin import (
         AdminClient,
@@ -339,7 +325,7 @@ def test_scram_over_sasl_ssl(broker_factory: Any, certs: CertFiles) -> None:
             "sasl.username": user,
             "sasl.password": password,
         }
-        assert _auth_error(conf), f"{user}/{mechanism} authenticated"
+        assert auth_error(conf) is not None, f"{user}/{mechanism} authenticated"
     log = wait_for_log(broker, "invalid credentials with SASL mechanism SCRAM-SHA-256")
     assert "Invalid user credentials" in log
     for secret in ("alice-secret", "bob-secret", "admin-secret"):

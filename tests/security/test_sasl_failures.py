@@ -10,7 +10,6 @@ the answer.
 from __future__ import annotations
 
 import asyncio
-import logging
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.security.certs import CertFiles, ssl_settings
-from tests.security.secure_broker import PLAIN_JAAS, SCRAM_JAAS, start
+from tests.security.secure_broker import PLAIN_JAAS, SCRAM_JAAS, LogRecords, start
 from tests.support.net import free_port
 
 #: Each client must report the failure within this many seconds (its timeouts are 20-30 s).
@@ -69,28 +68,6 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory, certs: CertFiles) -> A
     _stop_all(started)
 
 
-class _Records(logging.Handler):
-    """The messages a client library logs while it runs (``with _Records("kafka") as r``)."""
-
-    def __init__(self, logger: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.logger = logging.getLogger(logger)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-    def __enter__(self) -> _Records:
-        self.logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.logger.removeHandler(self)
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
 def _kafka_python_error(bootstrap: str, auth: dict[str, Any], certs: CertFiles) -> str:
     """What kafka-python got: its bootstrap retries any error, an authentication failure
     too, until bootstrap_timeout_ms, then raises "Unable to bootstrap"; the error it got is
@@ -99,7 +76,7 @@ def _kafka_python_error(bootstrap: str, auth: dict[str, Any], certs: CertFiles) 
     from kafka.errors import KafkaError
 
     extra = {"ssl_cafile": str(certs.ca)} if auth["security_protocol"] == "SASL_SSL" else {}
-    with _Records("kafka") as records, pytest.raises(KafkaError):
+    with LogRecords("kafka") as records, pytest.raises(KafkaError):
         KafkaProducer(bootstrap_servers=bootstrap, bootstrap_timeout_ms=3000, **auth, **extra)
     return records.text()
 
@@ -145,7 +122,7 @@ def _aiokafka_error(bootstrap: str, auth: dict[str, Any], certs: CertFiles) -> s
         finally:
             await producer.stop()
 
-    with _Records("aiokafka") as records, pytest.raises(KafkaConnectionError):
+    with LogRecords("aiokafka") as records, pytest.raises(KafkaConnectionError):
         asyncio.run(attempt())
     return records.text()
 
