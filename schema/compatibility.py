@@ -83,12 +83,29 @@ def _avro_reads(reader: Any, writer: Any, reader_is_new: bool) -> list[str]:
         name = kind.name.upper()
         info = infos[min(index, len(infos) - 1)]
         path = locations[min(index, len(locations) - 1)]
-        out.append(
-            f"{{errorType:'{name}', description:'The {role} schema at path '{path}' cannot read "
-            f"data written with the {other} schema ({kind.value.replace('_', ' ')})', "
-            f"additionalInfo:'{info}'}}"
+        template = _AVRO_DESCRIPTIONS.get(
+            name,
+            "The {role} schema cannot read data written with the {other} schema at path '{path}'",
         )
+        text = template.format(role=role, other=other, path=path, info=info)
+        out.append(f"{{errorType:'{name}', description:'{text}', additionalInfo:'{info}'}}")
     return out
+
+
+#: Descriptions worded as Confluent's registry words them (``{role}``: the reader's side).
+_AVRO_DESCRIPTIONS = {
+    "READER_FIELD_MISSING_DEFAULT_VALUE": "The field '{info}' at path '{path}' in the {role} "
+    "schema has no default value and is missing in the {other} schema",
+    "TYPE_MISMATCH": "The type (path '{path}') of a field in the {role} schema does not match "
+    "with the {other} schema",
+    "MISSING_ENUM_SYMBOLS": "The {role} schema is missing enum symbols '{info}' at path "
+    "'{path}' in the {other} schema",
+    "MISSING_UNION_BRANCH": "The {role} schema is missing a type inside a union field at path "
+    "'{path}' in the {other} schema",
+    "NAME_MISMATCH": "The name of the schema has changed (path '{path}')",
+    "FIXED_SIZE_MISMATCH": "The size of FIXED type field at path '{path}' in the {role} schema "
+    "does not match with the {other} schema",
+}
 
 
 # -- Protobuf ------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ Authenticate = Callable[[str, str], bool]
 def _answer(body: Any, status: int = 200) -> web.Response:
     return web.Response(
         status=status,
-        text=json.dumps(body, ensure_ascii=False),
+        text=json.dumps(body, ensure_ascii=False, separators=(",", ":")),
         content_type="application/vnd.schemaregistry.v1+json",
         charset="utf-8",
     )
