@@ -20,7 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext  # 
 
 def roundtrip(
     registry: Registry, topic: str, values: list[Any], serializer: Any, deserializer: Any
-) -> list[Any]:  # noqa: E501
+) -> list[Any]:
     producer = Producer({"bootstrap.servers": registry.broker.bootstrap})
     for value in values:
         ctx = SerializationContext(topic, MessageField.VALUE)
