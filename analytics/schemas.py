@@ -28,7 +28,7 @@ import io
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,6 +258,66 @@ class _AvroTypes:
             return T.MapType(T.StringType(), value_type, True)
         raise DecodeError(f"unsupported Avro type {kind!r}")
 
+    def converter(self) -> Callable[[Any], Any]:
+        """``convert`` compiled once for the reader schema: a function per schema node, the
+        identity where fastavro's value is Spark-ready already (most of them)."""
+        compiled = self._compile(self.schema, "", 0)
+        return compiled if compiled is not None else _identity
+
+    def _compile(self, schema: Any, namespace: str, depth: int) -> Callable[[Any], Any] | None:
+        schema, namespace = self._resolve(schema, namespace)
+        if depth > 32:
+            return lambda v: self.convert(v, schema, namespace)
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            if len(branches) != 1:
+                return lambda v: None if v is None else json.dumps(v, default=str, sort_keys=True)
+            return self._compile(branches[0], namespace, depth + 1)  # None passes through
+        if isinstance(schema, str):
+            schema = {"type": schema}
+        kind = schema.get("type")
+        if isinstance(kind, dict | list):
+            return self._compile(kind, namespace, depth + 1)
+        if kind in ("record", "error"):
+            subs = [
+                (f["name"], self._compile(f["type"], namespace, depth + 1))
+                for f in schema["fields"]
+            ]
+            active = [(n, c) for n, c in subs if c is not None]
+            if not active:
+                return None
+
+            def record(v: Any) -> Any:
+                if v is None:
+                    return None
+                for name, sub in active:
+                    if v[name] is not None:
+                        v[name] = sub(v[name])
+                return v
+
+            return record
+        if kind == "array":
+            item = self._compile(schema["items"], namespace, depth + 1)
+            if item is None:
+                return None
+            return lambda v: None if v is None else [None if x is None else item(x) for x in v]
+        if kind == "map":
+            sub = self._compile(schema["values"], namespace, depth + 1)
+            if sub is None:
+                return None
+            return lambda v: (
+                None if v is None else {k: None if x is None else sub(x) for k, x in v.items()}
+            )
+        logical = schema.get("logicalType")
+        if logical in ("time-millis", "time-micros", "uuid"):
+            return lambda v: self.convert(v, schema, namespace)
+        if logical is not None:
+            # a reader default arrives without fastavro's logical conversion
+            return lambda v: (
+                _avro_logical_default(v, logical, schema) if isinstance(v, int | str | bytes) else v
+            )
+        return None
+
     def convert(self, value: Any, schema: Any = None, namespace: str = "") -> Any:
         if schema is None:
             schema = self.schema
@@ -375,6 +435,64 @@ def _pb_field_type(fd: Any, seen: tuple[str, ...]) -> Any:
     if _is_repeated(fd):
         return T.ArrayType(_pb_scalar_type(fd, seen), True)
     return _pb_scalar_type(fd, seen)
+
+
+def _pb_converter(desc: Any, seen: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+    """``_pb_convert`` for one message type, planned once: per field its name and how its
+    value becomes a Spark value."""
+    if desc.full_name == "google.protobuf.Timestamp" or desc.full_name in seen:
+        return lambda m: _pb_convert(m, seen)
+    if len(seen) > MAX_DEPTH:
+        return lambda m: _pb_convert(m, seen)
+    inner = (*seen, desc.full_name)
+    plan: list[tuple[str, int, Any]] = []
+    for fd in desc.fields:
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            plan.append((fd.name, 0, _pb_field_converter(value_fd, inner)))
+        elif _is_repeated(fd):
+            plan.append((fd.name, 1, _pb_field_converter(fd, inner)))
+        elif fd.type == 11 or getattr(fd, "has_presence", False):
+            plan.append((fd.name, 2, _pb_field_converter(fd, inner)))
+        else:
+            plan.append((fd.name, 3, _pb_field_converter(fd, inner)))
+
+    # Unset fields keep these (ListFields gives only the set ones, in one call into C).
+    template: dict[str, Any] = {}
+    by_number: dict[int, tuple[str, int, Any]] = {}
+    for fd, (name, how, sub) in zip(desc.fields, plan, strict=True):
+        by_number[fd.number] = (name, how, sub)
+        if how == 3:
+            template[name] = fd.default_value if sub is None else sub(fd.default_value)
+        else:
+            template[name] = None if how == 2 else [] if how == 1 else {}
+
+    def convert(message: Any) -> Any:
+        out = dict(template)
+        for fd, value in message.ListFields():
+            name, how, sub = by_number[fd.number]
+            if how >= 2:
+                out[name] = value if sub is None else sub(value)
+            elif how == 1:
+                out[name] = list(value) if sub is None else [sub(v) for v in value]
+            else:
+                out[name] = dict(value) if sub is None else {k: sub(v) for k, v in value.items()}
+        return out
+
+    return convert
+
+
+def _pb_field_converter(fd: Any, seen: tuple[str, ...]) -> Callable[[Any], Any] | None:
+    if fd.type == 11:
+        return _pb_converter(fd.message_type, seen)
+    if fd.type == 14:
+        names = {v.number: v.name for v in fd.enum_type.values}
+        return lambda v: names.get(v, str(v))
+    return None
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def _pb_convert(message: Any, seen: tuple[str, ...] = ()) -> Any:
@@ -505,6 +623,7 @@ class FieldDecoder:
         self._cache: dict[int, Any] = {}
         self._reader_parsed: Any = None
         self._reader_fast: Any = None
+        self._avro_convert: Callable[[Any], Any] | None = None
         self.spark_type = self._spark_type()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -512,6 +631,7 @@ class FieldDecoder:
         state["_cache"] = {}
         state["_reader_parsed"] = None
         state["_reader_fast"] = None
+        state["_avro_convert"] = None
         return state
 
     def _spark_type(self) -> Any:
@@ -563,8 +683,8 @@ class FieldDecoder:
             if kind == AVRO:
                 return self._decode_avro(writer, payload), frame.schema_id
             if kind == PROTOBUF:
-                desc = _pb_message(self._protobuf(self.reader), frame.message_indexes)
-                return self._decode_protobuf(desc, payload), frame.schema_id
+                cls, convert = self._message_class(frame.message_indexes)
+                return convert(cls.FromString(payload)), frame.schema_id
             value = json.loads(payload)
             return _json_convert(value, self.spark_type), frame.schema_id
         except DecodeError:
@@ -580,18 +700,26 @@ class FieldDecoder:
         if self._reader_fast is None:
             self._reader_fast = self._avro_parsed(self.reader)
         buffer = io.BytesIO(payload)
-        value = fastavro.schemaless_reader(buffer, self._cache[writer.id], self._reader_fast)
+        # the reader schema only when it differs: fastavro resolves schemas on every call
+        reader = None if writer.id == self.reader.id else self._reader_fast
+        value = fastavro.schemaless_reader(buffer, self._cache[writer.id], reader)
         if buffer.tell() != len(payload):
             raise DecodeError(f"{len(payload) - buffer.tell()} bytes left after the record")
-        return self._avro_types().convert(value)
+        if self._avro_convert is None:
+            self._avro_convert = self._avro_types().converter()
+        return self._avro_convert(value)
 
-    @staticmethod
-    def _decode_protobuf(desc: Any, payload: bytes) -> Any:
-        from google.protobuf import message_factory
+    def _message_class(self, indexes: tuple[int, ...]) -> Any:
+        """The latest schema's message class for ``indexes`` (made once per process)."""
+        key = ("message", indexes)
+        cls = self._cache.get(key)  # type: ignore[call-overload]
+        if cls is None:
+            from google.protobuf import message_factory
 
-        message = message_factory.GetMessageClass(desc)()
-        message.ParseFromString(payload)
-        return _pb_convert(message)
+            desc = _pb_message(self._protobuf(self.reader), indexes)
+            cls = (message_factory.GetMessageClass(desc), _pb_converter(desc))
+            self._cache[key] = cls  # type: ignore[index]
+        return cls
 
 
 @dataclass
