@@ -56,6 +56,9 @@ __all__ = (
     "TopicDecoder",
     "decode",
     "parse_decode_option",
+    "source_decoder",
+    "source_schema",
+    "decode_batch",
 )
 
 MODES = ("raw", "decoded", "both")
@@ -855,3 +858,136 @@ def schema_versions(df: Any, catalog: SchemaCatalog, topics: list[str]) -> list[
             )
     out.sort(key=lambda r: (r["topic"], r["field"], r["version"]))
     return out
+
+
+# -- the tidelog Spark source: options decode and schemaRegistryUrl --------------------------------
+_BASE_FIELDS = (
+    ("key", "binary"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "long"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+)
+
+
+def source_decoder(options: dict[str, str]) -> TopicDecoder | None:
+    """The decoder the ``tidelog`` source's options ask for (``decode=TOPIC=MODE``, the
+    registry at ``schemaRegistryUrl`` or the ``_schemas`` topic of ``path``), or None."""
+    from tidelog.analytics.options import OptionError
+
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    try:
+        modes = parse_decode_option(opts.get("decode"))
+    except ValueError as exc:
+        raise OptionError(f"option {exc}") from None
+    wanted = {t: m for t, m in modes.items() if m != "raw"}
+    if not wanted:
+        return None
+    topics = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
+    if len(topics) != 1 or set(wanted) - {topics[0], "*"}:
+        raise OptionError(
+            "option decode: a read with typed columns reads one topic (its columns are that "
+            "topic's schema): set subscribe=<that topic> and decode=<that topic>=decoded|both"
+        )
+    topic = topics[0]
+    url = opts.get("schemaregistryurl")
+    if url:
+        catalog = SchemaCatalog.from_url(url)
+    elif opts.get("path"):
+        catalog = SchemaCatalog.from_log_dir(opts["path"])
+    else:
+        raise OptionError(
+            "option decode needs schemaRegistryUrl (or path: the log dir's _schemas topic)"
+        )
+    decoder = TopicDecoder.for_topic(catalog, topic, wanted.get(topic, wanted.get("*", "raw")))
+    if decoder.key is None and decoder.value is None:
+        raise OptionError(
+            f"option decode: the registry has no subject {topic}-key or {topic}-value"
+        )
+    return decoder
+
+
+def _source_extra(decoder: TopicDecoder) -> list[tuple[str, Any]]:
+    from pyspark.sql import types as T
+
+    out: list[tuple[str, Any]] = []
+    for name, field_decoder in (("key", decoder.key), ("value", decoder.value)):
+        if field_decoder is None:
+            continue
+        if decoder.mode == "both":
+            out.append((f"{name}_decoded", field_decoder.spark_type))
+        else:
+            out.append((f"undecoded_{name}", T.BinaryType()))
+        out.append((f"{name}_schema_id", T.IntegerType()))
+    out.append(("decode_error", T.StringType()))
+    return out
+
+
+def source_schema(decoder: TopicDecoder, include_headers: bool) -> Any:
+    """The source's columns with typed ones: ``decoded`` replaces ``key``/``value`` by their
+    types and keeps an undecodable record's bytes in ``undecoded_key``/``undecoded_value``;
+    ``both`` adds ``key_decoded``/``value_decoded``. ``*_schema_id`` and ``decode_error``
+    always (a record that does not decode is kept, with the reason)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        "binary": T.BinaryType(),
+        "string": T.StringType(),
+        "int": T.IntegerType(),
+        "long": T.LongType(),
+        "timestamp": T.TimestampType(),
+    }
+    fields = []
+    typed = {"key": decoder.key, "value": decoder.value} if decoder.mode == "decoded" else {}
+    for name, kind in _BASE_FIELDS:
+        field_decoder = typed.get(name)
+        data_type = field_decoder.spark_type if field_decoder is not None else simple[kind]
+        fields.append(T.StructField(name, data_type, True))
+    if include_headers:
+        header = T.StructType(
+            [
+                T.StructField("key", T.StringType(), True),
+                T.StructField("value", T.BinaryType(), True),
+            ]
+        )
+        fields.append(T.StructField("headers", T.ArrayType(header, True), True))
+    fields += [T.StructField(n, t, True) for n, t in _source_extra(decoder)]
+    return T.StructType(fields)
+
+
+def decode_batch(decoder: TopicDecoder, batch: Any) -> Any:
+    """One Arrow batch of the source's base columns -> the batch of ``source_schema``."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    columns: dict[str, Any] = {n: batch.column(n) for n in batch.schema.names}
+    errors: list[list[str]] = [[] for _ in range(batch.num_rows)]
+    for name, field_decoder in (("key", decoder.key), ("value", decoder.value)):
+        if field_decoder is None:
+            continue
+        raw = columns[name].to_pylist()
+        decoded: list[Any] = []
+        ids: list[int | None] = []
+        kept: list[bytes | None] = []
+        for i, data in enumerate(raw):
+            value = schema_id = None
+            if data is not None:
+                try:
+                    value, schema_id = field_decoder.decode(bytes(data))
+                except DecodeError as exc:
+                    errors[i].append(f"{name}: {exc}")
+            decoded.append(value)
+            ids.append(schema_id)
+            kept.append(data if data is not None and schema_id is None else None)
+        typed = pa.array(decoded, type=to_arrow_type(field_decoder.spark_type, timezone="UTC"))
+        if decoder.mode == "both":
+            columns[f"{name}_decoded"] = typed
+        else:
+            columns[name] = typed
+            columns[f"undecoded_{name}"] = pa.array(kept, type=pa.binary())
+        columns[f"{name}_schema_id"] = pa.array(ids, type=pa.int32())
+    columns["decode_error"] = pa.array(["; ".join(e) or None for e in errors], type=pa.string())
+    order = [n for n in batch.schema.names] + [n for n, _ in _source_extra(decoder)]
+    return pa.RecordBatch.from_arrays([columns[n] for n in order], names=order)

@@ -61,3 +61,36 @@ def test_replay_decodes_into_typed_columns(broker_factory, tmp_path: Path) -> No
         ("payments", 4, 2),
     }
     assert "Schemas over time" in (out / "report.html").read_text()
+
+
+def test_source_options_give_typed_columns(spark, broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """The ``tidelog`` source itself: ``decode`` and ``schemaRegistryUrl`` (over the wire) or
+    the log dir's _schemas (files); undecodable records stay, with ``decode_error``."""
+    registry = start_registry(broker_factory)
+    produce(registry.broker.bootstrap, registry.url)
+    df = (
+        spark.read.format("tidelog")
+        .option("kafka.bootstrap.servers", registry.broker.bootstrap)
+        .option("subscribe", "payments")
+        .option("decode", "payments=decoded")
+        .option("schemaRegistryUrl", registry.url)
+        .load()
+    )
+    assert df.schema["value"].dataType.simpleString().startswith("struct<id:string,cents:bigint")
+    rows = sorted(df.collect(), key=lambda r: r["offset"])
+    assert [r["value"]["id"] if r["value"] else None for r in rows] == [
+        "a0", "a1", "a2", "b0", None, None,
+    ]  # fmt: skip
+    assert [r["value_schema_id"] for r in rows] == [1, 1, 1, 2, None, None]
+    assert [bool(r["decode_error"]) for r in rows] == [False] * 4 + [True] * 2
+    assert rows[5]["undecoded_value"] == b"not framed at all"
+    assert registry.broker.stop() == 0
+    both = (
+        spark.read.format("tidelog")
+        .option("path", str(registry.broker.log_dir))
+        .option("subscribe", "orders")
+        .option("decode", "orders=both")
+        .load()
+    )
+    got = sorted((r["value_decoded"]["id"], r["value_schema_id"]) for r in both.collect())
+    assert got == [("o0", 3), ("o1", 3)]
