@@ -4,6 +4,6 @@
 classes, as JSON); ``state``: the registry's state, changed only by replaying those records;
 ``wire``: the serializers' framing (magic byte, schema id, Protobuf message indexes);
 ``formats``: parsing Avro, Protobuf and JSON Schema text; ``compatibility``: the compatibility
-rules. Nothing here does I/O or imports the broker, the protocol layer, storage or analytics
-(import-linter contract "schema is a leaf"), so both sides of the project can use it.
+rules. Nothing here does I/O or imports the broker, the protocol layer, config or analytics
+(only storage's varints; an import-linter contract), so both sides of the project can use it.
 """

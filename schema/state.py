@@ -11,7 +11,7 @@ every version up to its ``version``, CLEAR_SUBJECT removes every version, CONFIG
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tidelog.schema.records import (
     ConfigValue,
@@ -60,7 +60,7 @@ class RegistryState:
             versions = self.subjects.get(value.subject, {})
             for version, schema in list(versions.items()):
                 if version <= value.version and not schema.deleted:
-                    versions[version] = _with_deleted(schema)
+                    versions[version] = replace(schema, deleted=True)
         elif kind == "CLEAR_SUBJECT" and isinstance(value, DeleteSubjectValue):
             for version in list(self.subjects.get(value.subject, {})):
                 self._remove(value.subject, version)
@@ -111,15 +111,3 @@ class RegistryState:
                     if (ref.subject, ref.version) == (subject, version):
                         ids.add(value.id)
         return sorted(ids)
-
-
-def _with_deleted(value: SchemaValue) -> SchemaValue:
-    return SchemaValue(
-        subject=value.subject,
-        version=value.version,
-        id=value.id,
-        schema=value.schema,
-        schema_type=value.schema_type,
-        references=value.references,
-        deleted=True,
-    )

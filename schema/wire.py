@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from tidelog.storage.varint import VarintError, read_varint, write_varint
+
 __all__ = ("MAGIC", "Frame", "FrameError", "encode_frame", "parse_frame")
 
 MAGIC = 0
@@ -33,18 +35,10 @@ class Frame:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(data):
-            raise FrameError("truncated varint in the message indexes")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise FrameError("varint longer than 10 bytes")
+    try:
+        return read_varint(data, pos, len(data))
+    except VarintError as exc:
+        raise FrameError(f"message indexes: {exc}") from None
 
 
 def parse_frame(data: bytes, *, protobuf: bool = False) -> Frame:
@@ -67,24 +61,12 @@ def parse_frame(data: bytes, *, protobuf: bool = False) -> Frame:
     return Frame(schema_id, tuple(indexes), pos)
 
 
-def _zigzag(value: int) -> bytes:
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_frame(schema_id: int, payload: bytes, message_indexes: tuple[int, ...] = ()) -> bytes:
-    head = bytes([MAGIC]) + _ID.pack(schema_id)
+    out = bytearray([MAGIC]) + _ID.pack(schema_id)
     if message_indexes == (0,):
-        return head + b"\x00" + payload
-    if message_indexes:
-        body = _zigzag(len(message_indexes)) + b"".join(_zigzag(i) for i in message_indexes)
-        return head + body + payload
-    return head + payload
+        out.append(0)  # the usual case, one byte
+    elif message_indexes:
+        write_varint(len(message_indexes), out)
+        for index in message_indexes:
+            write_varint(index, out)
+    return bytes(out + payload)

@@ -8,6 +8,7 @@ and replayed into the state: the state changes only by replay), then answer from
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -420,15 +421,7 @@ class SchemaRegistry:
             if value.deleted:
                 raise RegistryError.version_soft_deleted(subject, number)
             self._not_referenced(value)
-            soft = SchemaValue(
-                subject=value.subject,
-                version=value.version,
-                id=value.id,
-                schema=value.schema,
-                schema_type=value.schema_type,
-                references=value.references,
-                deleted=True,
-            )
+            soft = dataclasses.replace(value, deleted=True)
             await self._write([(RegistryKey.schema(subject, number), soft)])
             return number
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.schema_registry.conftest import Registry
+from tests.schema_registry.typed_data import order_class
 
 pytestmark = pytest.mark.integration
 
@@ -141,26 +142,12 @@ def test_json_serializer(module_registry: Registry) -> None:
     assert got == values
 
 
-def _order_class() -> Any:
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    fdp = descriptor_pb2.FileDescriptorProto(name="tidelog_test_order.proto", package="shop")
-    fdp.syntax = "proto3"
-    message = fdp.message_type.add(name="Order")
-    message.field.add(name="id", number=1, type=9, label=1)
-    message.field.add(name="cents", number=2, type=3, label=1)
-    message.field.add(name="items", number=3, type=9, label=3)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
-
-
 def test_protobuf_serializer(module_registry: Registry) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 
     client = sr.SchemaRegistryClient({"url": module_registry.url})
-    order = _order_class()
-    values = [order(id="o1", cents=990, items=["a"]), order(id="o2", cents=5, items=[])]
+    order = order_class()
+    values = [order(id="o1", cents=990, skus=["a"]), order(id="o2", cents=5, skus=[])]
     got = roundtrip(
         module_registry,
         "orders-proto",
@@ -168,6 +155,6 @@ def test_protobuf_serializer(module_registry: Registry) -> None:
         ProtobufSerializer(order, client, {"use.deprecated.format": False}),
         ProtobufDeserializer(order, {"use.deprecated.format": False}, client),
     )
-    assert [(o.id, o.cents, list(o.items)) for o in got] == [("o1", 990, ["a"]), ("o2", 5, [])]
+    assert [(o.id, o.cents, list(o.skus)) for o in got] == [("o1", 990, ["a"]), ("o2", 5, [])]
     text = client.get_latest_version("orders-proto-value").schema.schema_str
-    assert "message Order" in text and "repeated string items = 3;" in text
+    assert "message Order" in text and "repeated string skus = 3;" in text
