@@ -208,22 +208,18 @@ def test_restart_keeps_everything(registry: Registry, sig: int) -> None:
     r.ok("PUT", "/mode/b-value", {"mode": "READONLY"})
     r.ok("POST", "/subjects/c-value/versions", {"schema": V1})
     r.ok("DELETE", "/subjects/c-value")
-    before = {
-        "schemas": r.ok("GET", "/schemas", deleted="true"),
-        "subjects": r.ok("GET", "/subjects", deleted="true"),
-        "config": r.ok("GET", "/config/a-value"),
-        "mode": r.ok("GET", "/mode/b-value"),
-        "live": r.ok("GET", "/subjects"),
-    }
+    def everything() -> dict[str, object]:
+        return {
+            "schemas": r.ok("GET", "/schemas", deleted="true"),
+            "subjects": r.ok("GET", "/subjects", deleted="true"),
+            "config": r.ok("GET", "/config/a-value"),
+            "mode": r.ok("GET", "/mode/b-value"),
+            "live": r.ok("GET", "/subjects"),
+        }
+
+    before = everything()
     r.broker.stop(sig)
     r.broker.start()
-    after = {
-        "schemas": r.ok("GET", "/schemas", deleted="true"),
-        "subjects": r.ok("GET", "/subjects", deleted="true"),
-        "config": r.ok("GET", "/config/a-value"),
-        "mode": r.ok("GET", "/mode/b-value"),
-        "live": r.ok("GET", "/subjects"),
-    }
-    assert after == before
+    assert everything() == before
     # ids keep growing after a restart
     assert r.ok("POST", "/subjects/d-value/versions", {"schema": avro(("z", "long"))}) == {"id": 3}
