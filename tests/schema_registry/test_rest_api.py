@@ -208,6 +208,7 @@ def test_restart_keeps_everything(registry: Registry, sig: int) -> None:
     r.ok("PUT", "/mode/b-value", {"mode": "READONLY"})
     r.ok("POST", "/subjects/c-value/versions", {"schema": V1})
     r.ok("DELETE", "/subjects/c-value")
+
     def everything() -> dict[str, object]:
         return {
             "schemas": r.ok("GET", "/schemas", deleted="true"),
