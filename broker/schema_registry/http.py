@@ -137,7 +137,7 @@ def make_app(registry: SchemaRegistry, authenticate: Authenticate | None = None)
 
     async def lookup(request: web.Request) -> web.Response:
         body = await _body(request)
-        return _answer(r.lookup(_subject(request), body, q(request)))
+        return _answer(await r.lookup(_subject(request), body, q(request)))
 
     async def delete_subject(request: web.Request) -> web.Response:
         return _answer(await r.delete_subject(_subject(request), q(request)))
@@ -161,11 +161,11 @@ def make_app(registry: SchemaRegistry, authenticate: Authenticate | None = None)
     async def check_version(request: web.Request) -> web.Response:
         body = await _body(request)
         version_text = request.match_info["version"]
-        return _answer(r.check(_subject(request), version_text, body, q(request)))
+        return _answer(await r.check(_subject(request), version_text, body, q(request)))
 
     async def check_all(request: web.Request) -> web.Response:
         body = await _body(request)
-        return _answer(r.check(_subject(request), None, body, q(request)))
+        return _answer(await r.check(_subject(request), None, body, q(request)))
 
     def subject_or_global(request: web.Request) -> str | None:
         return request.match_info.get("subject")

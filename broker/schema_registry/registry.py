@@ -38,6 +38,7 @@ from tidelog.schema.state import RegistryState
 __all__ = ("MODES", "SchemaRegistry")
 
 Write = Callable[[list[tuple[RegistryKey, Value]]], Awaitable[None]]
+RunBlocking = Callable[..., Awaitable[Any]]
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 _MAX_VERSION = 2**31 - 1
 #: Parsed schemas kept (by type, text and references).
@@ -63,10 +64,18 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
 
 class SchemaRegistry:
     def __init__(
-        self, state: RegistryState, write: Write, *, default_compatibility: str = "BACKWARD"
+        self,
+        state: RegistryState,
+        write: Write,
+        *,
+        default_compatibility: str = "BACKWARD",
+        run_blocking: RunBlocking | None = None,
     ) -> None:
         self.state = state
         self._write = write
+        #: Parsing a schema and checking compatibility run here (a worker thread in the broker:
+        #: a large schema must not stall the event loop).
+        self._run_blocking = run_blocking
         self.default_compatibility = default_compatibility
         self._lock = asyncio.Lock()
         self._parsed: dict[Identity, ParsedSchema] = {}
@@ -180,14 +189,29 @@ class SchemaRegistry:
             references.append(SchemaReference(name, subject, version))
         return schema, str(schema_type), tuple(references)
 
-    def _parse_body(
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._run_blocking is None:
+            return fn(*args)
+        return await self._run_blocking(fn, *args)
+
+    async def _parse_body(
         self, body: Mapping[str, Any]
     ) -> tuple[ParsedSchema, tuple[SchemaReference, ...]]:
+        """The request's schema, parsed off the loop (its references resolved on it)."""
         schema, schema_type, references = self._body_schema(body)
+        key = (schema_type, schema, references)
+        cached = self._parsed.get(key)
+        if cached is not None:
+            return cached, references
         try:
-            return self._parse(schema_type, schema, references), references
+            deps = self._dependencies(references, set())
+            parsed: ParsedSchema = await self._off_loop(parse_schema, schema_type, schema, deps)
         except InvalidSchemaError as exc:
             raise RegistryError.invalid_schema(str(exc)) from None
+        if len(self._parsed) >= _PARSED_CACHE:
+            self._parsed.pop(next(iter(self._parsed)))
+        self._parsed[key] = parsed
+        return parsed, references
 
     def _identity(self, value: SchemaValue) -> Identity | None:
         try:
@@ -269,13 +293,13 @@ class SchemaRegistry:
         value = self._version(subject, version)
         return self.state.referenced_by(subject, value.version)
 
-    def lookup(
+    async def lookup(
         self, subject: str, body: Mapping[str, Any], query: Mapping[str, str]
     ) -> dict[str, Any]:
         deleted = _flag(query, "deleted")
         if not self.state.versions(subject, deleted=deleted):
             raise RegistryError.subject_not_found(subject)
-        parsed, references = self._parse_body(body)
+        parsed, references = await self._parse_body(body)
         wanted = (parsed.schema_type, parsed.canonical, references)
         for value in reversed(self.state.versions(subject, deleted=deleted)):
             if self._identity(value) == wanted:
@@ -291,7 +315,7 @@ class SchemaRegistry:
             mode = self.mode(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise RegistryError.not_permitted(f"Subject {subject} is in read-only mode")
-            parsed, references = self._parse_body(body)
+            parsed, references = await self._parse_body(body)
             wanted = (parsed.schema_type, parsed.canonical, references)
             live = self.state.versions(subject)
             for value in reversed(live):
@@ -305,7 +329,7 @@ class SchemaRegistry:
                         earlier.append((value.version, self._parsed_value(value)))
                     except InvalidSchemaError:
                         continue  # a version this build cannot read (written elsewhere)
-                messages = check_compatibility(level, parsed, earlier)
+                messages = await self._off_loop(check_compatibility, level, parsed, earlier)
                 if messages:
                     raise RegistryError.incompatible(subject, messages)
             schema_id = self._id_for(wanted, body, mode)
@@ -342,26 +366,21 @@ class SchemaRegistry:
                     return value.id
         return self.state.max_id + 1
 
-    def check(
+    async def check(
         self, subject: str, version: str | None, body: Mapping[str, Any], query: Mapping[str, str]
     ) -> dict[str, Any]:
-        parsed, _references = self._parse_body(body)
+        parsed, _references = await self._parse_body(body)
         live = self.state.versions(subject)
         level = self.compatibility_level(subject)
+        earlier: list[tuple[int, ParsedSchema]] = []
         if version is not None:
-            if not live and self._version_number(version) is None:
-                messages: list[str] = []  # "latest" of a new subject: nothing to be against
-            else:
-                target = self._version(subject, version)
-                messages = check_compatibility(
-                    level.removesuffix("_TRANSITIVE"),
-                    parsed,
-                    [(target.version, self._parsed_value(target))],
-                )
+            level = level.removesuffix("_TRANSITIVE")  # against that one version
+            if live or self._version_number(version) is not None:
+                target = self._version(subject, version)  # "latest" of a new subject: none
+                earlier = [(target.version, self._parsed_value(target))]
         else:
-            messages = check_compatibility(
-                level, parsed, [(v.version, self._parsed_value(v)) for v in live]
-            )
+            earlier = [(v.version, self._parsed_value(v)) for v in live]
+        messages: list[str] = await self._off_loop(check_compatibility, level, parsed, earlier)
         out: dict[str, Any] = {"is_compatible": not messages}
         if _flag(query, "verbose"):
             out["messages"] = messages

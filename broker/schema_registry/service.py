@@ -55,7 +55,9 @@ class SchemaRegistryService:
         self.listeners = [parse_registry_listener(item) for item in listeners]
         self.state = RegistryState()
         self.topic = SchemasTopic(broker, self.state)
-        self.registry = SchemaRegistry(self.state, self.topic.write)
+        self.registry = SchemaRegistry(
+            self.state, self.topic.write, run_blocking=broker.run_blocking
+        )
         self._runners: list[Any] = []
         self.addresses: list[str] = []
 
