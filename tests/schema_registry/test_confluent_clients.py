@@ -158,3 +158,49 @@ def test_protobuf_serializer(module_registry: Registry) -> None:
     assert [(o.id, o.cents, list(o.skus)) for o in got] == [("o1", 990, ["a"]), ("o2", 5, [])]
     text = client.get_latest_version("orders-proto-value").schema.schema_str
     assert "message Order" in text and "repeated string skus = 3;" in text
+
+
+def test_protobuf_references_and_well_known_imports(module_registry: Registry) -> None:
+    """An import of another file becomes a reference (registered under its own subject by
+    the serializer); google/protobuf/*.proto imports resolve without one."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    well_known = descriptor_pb2.FileDescriptorProto()
+    timestamp_pb2.DESCRIPTOR.CopyToProto(well_known)
+    pool.Add(well_known)
+    money = descriptor_pb2.FileDescriptorProto(name="shop/money.proto", package="shop")
+    money.syntax = "proto3"
+    money.message_type.add(name="Money").field.add(name="cents", number=1, type=3, label=1)
+    pool.Add(money)
+    order = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop")
+    order.syntax = "proto3"
+    order.dependency.extend(["google/protobuf/timestamp.proto", "shop/money.proto"])
+    message = order.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=9, label=1)
+    message.field.add(name="at", number=2, type=11, label=1, type_name=".google.protobuf.Timestamp")
+    message.field.add(name="total", number=3, type=11, label=1, type_name=".shop.Money")
+    pool.Add(order)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    value = cls(id="x")
+    value.at.seconds = 1_700_000_000
+    value.total.cents = 5
+    client = sr.SchemaRegistryClient({"url": module_registry.url})
+    conf = {"use.deprecated.format": False}
+    got = roundtrip(
+        module_registry,
+        "refs-proto",
+        [value],
+        ProtobufSerializer(cls, client, conf),
+        ProtobufDeserializer(cls, conf, client),
+    )
+    assert [(v.id, v.at.seconds, v.total.cents) for v in got] == [("x", 1_700_000_000, 5)]
+    latest = client.get_latest_version("refs-proto-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [
+        ("shop/money.proto", "shop/money.proto")
+    ]
+    # the referenced schema cannot go while the reference exists
+    with pytest.raises(sr.error.SchemaRegistryError) as caught:
+        client.delete_subject("shop/money.proto")
+    assert caught.value.error_code == 42206
