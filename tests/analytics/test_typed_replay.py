@@ -17,10 +17,13 @@ from tests.schema_registry.typed_data import produce
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-def test_replay_decodes_into_typed_columns(broker_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_replay_decodes_into_typed_columns(spark, broker_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import pyarrow.parquet as pq
 
     from tidelog.analytics.replay import main as replay_main
+
+    # ``spark``: the module's session (with the connector jars) is the one replay gets, as only
+    # the first session of a process puts jars on the driver's classpath
 
     registry = start_registry(broker_factory)
     produce(registry.broker.bootstrap, registry.url)
