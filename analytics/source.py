@@ -122,6 +122,11 @@ class TidelogDataSource(DataSource):  # type: ignore[misc]
         return TidelogBatchReader(parse_options(dict(self.options)), self._decoder())
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        if any(k.lower() == "decode" and v for k, v in dict(self.options).items()):
+            raise OptionError(
+                "option decode is for batch reads (spark.read); in a stream, decode with "
+                "tidelog.analytics.schemas.decode in foreachBatch"
+            )
         return TidelogStreamReader(parse_options(dict(self.options), streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
