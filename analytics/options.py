@@ -80,6 +80,9 @@ _KNOWN = {
     "includeheaders",
     "maxrecordsperpartition",
     "maxoffsetspertrigger",
+    # typed columns from a Schema Registry (analytics/schemas.py: source_decoder)
+    "decode",
+    "schemaregistryurl",
 }
 
 
@@ -244,7 +247,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sou
         raise OptionError(
             f"unknown option {key!r}: tidelog takes path or kafka.bootstrap.servers, subscribe, "
             "subscribePattern, assign, startingOffsets, endingOffsets, startingTimestamp, "
-            "endingTimestamp, includeHeaders, maxRecordsPerPartition, maxOffsetsPerTrigger"
+            "endingTimestamp, includeHeaders, maxRecordsPerPartition, maxOffsetsPerTrigger, "
+            "decode, schemaRegistryUrl"
         )
     path, bootstrap = opts.get("path"), opts.get("kafka.bootstrap.servers")
     if bool(path) == bool(bootstrap):

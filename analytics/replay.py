@@ -8,6 +8,7 @@ view and prints the result.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -124,6 +125,19 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="split a partition's range into Spark tasks of at most N offsets",
     )
     p.add_argument("--no-report", action="store_true", help="skip analytics and report.html")
+    p.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="Schema Registry to look schema ids up in (default with --log-dir: the log dir's "
+        "_schemas topic, offline); its subjects and versions go into the report",
+    )
+    p.add_argument(
+        "--decode",
+        metavar="TOPIC=MODE,...",
+        help="registry-encoded keys/values per topic: raw (bytes only, the default), decoded "
+        "(typed columns instead of bytes), both; * names every other topic. Decoded topics "
+        "are written to decoded/<topic>/, records that do not decode to undecodable/",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,7 +229,7 @@ def ship_code(spark: Any) -> None:
     path = Path(tempfile.mkdtemp(prefix="tidelog-")) / "tidelog_analytics.zip"
     with zipfile.ZipFile(path, "w") as z:
         z.write(pkg / "__init__.py", "tidelog/__init__.py")
-        for sub in ("analytics", "storage"):
+        for sub in ("analytics", "storage", "schema"):
             base = (pkg / sub).resolve()  # a link to the top-level folder in a checkout
             for f in sorted(base.rglob("*.py")):
                 z.write(f, f"tidelog/{sub}/{f.relative_to(base)}")
@@ -338,6 +352,56 @@ def precheck(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _typed_replay(
+    args: argparse.Namespace, df: Any, topics: list[str], out: Path, progress: Progress
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """--decode and --schema-registry: typed topics into decoded/<topic>/, what does not decode
+    into undecodable/; returns the report's (schema versions, decoding) tables, or None when
+    no registry is in reach."""
+    from tidelog.analytics import schemas
+
+    modes = schemas.parse_decode_option(getattr(args, "decode", None))
+    url = getattr(args, "schema_registry", None)
+    if url:
+        catalog = schemas.SchemaCatalog.from_url(url)
+        where = f"registry {url}"
+    elif args.log_dir:
+        catalog = schemas.SchemaCatalog.from_log_dir(args.log_dir)
+        where = f"{schemas.SCHEMAS_TOPIC} in {args.log_dir}"
+    elif any(m != "raw" for m in modes.values()):
+        raise OptionError("--decode needs --schema-registry URL (or --log-dir with _schemas)")
+    else:
+        return None
+    progress.say(f"  schemas: {len(catalog.state.by_id)} from {where}")
+    versions = schemas.schema_versions(df, catalog, topics)
+    decoding: list[dict[str, Any]] = []
+    bads = []
+    fmt = "json" if args.format == "csv" else args.format  # CSV holds no struct columns
+    for topic in topics:
+        mode = modes.get(topic, modes.get("*", "raw"))
+        if mode == "raw":
+            continue
+        decoder = schemas.TopicDecoder.for_topic(catalog, topic, mode)
+        if decoder.key is None and decoder.value is None:
+            progress.say(f"  {topic}: no subject {topic}-key or {topic}-value: left as bytes")
+            continue
+        good, bad = schemas.decode(df, decoder)
+        good = good.persist()
+        bad = bad.persist()
+        target = out / "decoded" / topic
+        good.write.mode("overwrite").format(fmt).save(str(target))
+        decoded, failed = good.count(), bad.count()
+        progress.say(f"  {topic}: {decoded:,} decoded -> {target}, {failed:,} undecodable")
+        decoding.append({"topic": topic, "mode": mode, "decoded": decoded, "undecodable": failed})
+        bads.append(bad)
+    if bads:
+        side = bads[0]
+        for other in bads[1:]:
+            side = side.unionByName(other, allowMissingColumns=True)
+        side.write.mode("overwrite").partitionBy("topic").format(fmt).save(str(out / "undecodable"))
+    return versions, decoding
+
+
 def run(args: argparse.Namespace) -> int:
     problem = precheck(args)
     if problem is not None:
@@ -377,6 +441,11 @@ def run(args: argparse.Namespace) -> int:
     _write_records(df, records_dir, args.format, args.csv_binary)
     count = df.count()
     progress.say(f"  {count:,} records -> {records_dir}")
+    try:
+        typed = _typed_replay(args, df, sorted({t for t, _ in tps}), out, progress)
+    except (OptionError, ValueError, OSError) as e:
+        print(f"replay: {e}", file=sys.stderr)
+        return 2
     written: list[Path] = []
     page = None
     if not args.no_report:
@@ -393,6 +462,8 @@ def run(args: argparse.Namespace) -> int:
             if err:
                 notes.append(err)
         t = tables.compute(df, lag, tps)
+        if typed is not None:
+            t = dataclasses.replace(t, schema_versions=typed[0], decoding=typed[1])
         written = tables.write(t, out / "analytics")
         progress.step("drawing the report")
         page = report.write_report(

@@ -234,9 +234,12 @@ def write_report(
         ("Key skew", t.key_skew),
         ("Top keys", t.top_keys),
         ("Consumer group lag", t.group_lag),
+        ("Schemas over time", t.schema_versions),
+        ("Decoded records", t.decoding),
     ]
+    optional = ("Consumer group lag", "Schemas over time", "Decoded records")
     for name, rows in sections:
-        if rows or name != "Consumer group lag":
+        if rows or name not in optional:
             parts.append(f"<h2>{name}</h2>{_table(rows)}")
     parts.append(
         "<p class='sub'>Size = len(key) + len(value). Key skew = records of the "

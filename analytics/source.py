@@ -98,16 +98,35 @@ class TidelogDataSource(DataSource):  # type: ignore[misc]
     def name(cls) -> str:
         return "tidelog"
 
-    def schema(self) -> str:
+    def schema(self) -> Any:
         value = str(self.options.get("includeHeaders", "false")).strip().lower()
         if value not in ("true", "false"):
             raise OptionError(f"option includeHeaders={value!r}: use true or false")
+        decoder = self._decoder()
+        if decoder is not None:
+            from tidelog.analytics.schemas import source_schema
+
+            return source_schema(decoder, value == "true")
         return schema_ddl(value == "true")
 
+    def _decoder(self) -> Any:
+        """Typed columns (options decode, schemaRegistryUrl: analytics/schemas.py), or None."""
+        options = {k.lower(): v for k, v in dict(self.options).items()}
+        if not options.get("decode"):
+            return None
+        from tidelog.analytics.schemas import source_decoder
+
+        return source_decoder(options)
+
     def reader(self, schema: Any) -> DataSourceReader:
-        return TidelogBatchReader(parse_options(dict(self.options)))
+        return TidelogBatchReader(parse_options(dict(self.options)), self._decoder())
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        if any(k.lower() == "decode" and v for k, v in dict(self.options).items()):
+            raise OptionError(
+                "option decode is for batch reads (spark.read); in a stream, decode with "
+                "tidelog.analytics.schemas.decode in foreachBatch"
+            )
         return TidelogStreamReader(parse_options(dict(self.options), streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
@@ -122,8 +141,9 @@ class TidelogDataSource(DataSource):  # type: ignore[misc]
 
 
 class TidelogBatchReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, decoder: Any = None) -> None:
         self.opts = opts
+        self.decoder = decoder
 
     def partitions(self) -> Sequence[InputPartition]:
         backend = open_backend(self.opts)
@@ -136,8 +156,15 @@ class TidelogBatchReader(DataSourceReader):  # type: ignore[misc]
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         r = partition.range
-        if r.size:
+        if not r.size:
+            return
+        if self.decoder is None:
             yield from read_range(self.opts, r)
+            return
+        from tidelog.analytics.schemas import decode_batch
+
+        for batch in read_range(self.opts, r):
+            yield decode_batch(self.decoder, batch)
 
 
 Offsets = dict[str, dict[str, int]]

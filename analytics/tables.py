@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,11 @@ class Tables:
     top_keys: list[dict[str, Any]]
     key_skew: list[dict[str, Any]]
     group_lag: list[dict[str, Any]]
+    #: Per topic and field: the registry subject, version and schema id of the records, with
+    #: their counts and first/last offsets and times (typed replay; empty without a registry).
+    schema_versions: list[dict[str, Any]] = field(default_factory=list)
+    #: Per topic: records decoded and records kept in the side table (typed replay).
+    decoding: list[dict[str, Any]] = field(default_factory=list)
 
     def named(self) -> dict[str, list[dict[str, Any]]]:
         return {f: getattr(self, f) for f in self.__slots__}

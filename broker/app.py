@@ -394,7 +394,7 @@ class Broker:
         ApiVersions already: the coordinators' and handlers' modules are imported in a worker
         thread meanwhile, so the loop is free to answer."""
         await self.run_blocking(
-            coordinators.import_modules, (*coordinators.MODULES, *self.router.modules())
+            coordinators.import_modules, (*coordinators.modules_for(self), *self.router.modules())
         )
         coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions

@@ -25,6 +25,17 @@ MODULES = (
 )
 
 
+#: Imported (with aiohttp and the schema libraries) only when ``schema.registry.listeners`` is set.
+SCHEMA_REGISTRY_MODULE = "tidelog.broker.schema_registry.service"
+
+
+def modules_for(broker: Broker) -> tuple[str, ...]:
+    """``MODULES``, and the Schema Registry's when it is configured."""
+    if broker.config.get("schema.registry.listeners"):
+        return (*MODULES, SCHEMA_REGISTRY_MODULE)
+    return MODULES
+
+
 def import_modules(names: Iterable[str]) -> None:
     """Import ``names`` (in a worker thread: the loop goes on answering meanwhile)."""
     for name in names:
@@ -44,3 +55,7 @@ def install(broker: Broker) -> None:
     broker.services.append(broker.producer_ids)
     install_transaction_coordinator(broker)  # sets broker.transactions and txn_offsets
     install_share_coordinator(broker)  # share groups (KIP-932): sets broker.share_groups
+    if broker.config.get("schema.registry.listeners"):
+        from tidelog.broker.schema_registry.service import install as install_schema_registry
+
+        install_schema_registry(broker)  # last: it may create _schemas, as a client could

@@ -137,6 +137,16 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         max_value=65535,
         importance="low",
     ),
+    broker_def(
+        "schema.registry.listeners",
+        "list",
+        None,
+        "Listeners of the Schema Registry served by the broker (Confluent's REST API v1), as "
+        "http://host:port or https://host:port (https uses the broker's ssl.* key store); off "
+        "when unset. State is kept in the compacted _schemas topic. (tidelog setting, named "
+        "after Confluent's listeners setting; docs/schema-registry.md.)",
+        importance="low",
+    ),
     *SECURITY_CONFIGS,
     # Topics.
     broker_def("num.partitions", "int", 1, "Partitions of auto-created topics.", min_value=1),

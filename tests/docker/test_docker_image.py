@@ -173,6 +173,9 @@ def test_image_environment_is_a_valid_broker_config(
     assert config.advertised_listeners
     port = parse_listener(config.listeners[0])[1]
     assert config.get("metrics.port") in exposed  # the metrics port is exposed too
+    registry = config.get("schema.registry.listeners")  # the Schema Registry, on 8081
+    assert registry and [int(x.rsplit(":", 1)[1]) for x in registry] == [8081]
+    assert 8081 in exposed
     from tidelog.tools.probe import configured_address
 
     with pytest.MonkeyPatch.context() as mp:
@@ -228,6 +231,8 @@ def test_compose_broker_agrees_with_the_image(
     metrics_port = config.get("metrics.port")
     if metrics_port is not None:
         assert metrics_port in published
+    for registry in config.get("schema.registry.listeners") or []:
+        assert published[int(registry.rsplit(":", 1)[1])] == 8081
     volume = json_list(broker_stage.last("VOLUME"))[0]
     assert any(v.split(":")[1] == volume for v in broker["volumes"])
     assert config.log_dirs == [volume]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import ROOT, PageRun
+from tests.docs.examples import REGISTRY, ROOT, PageRun
 from tests.support.broker_process import BrokerProcess
+from tests.support.net import free_port
 
 PageRuns = dict[Path, tuple[PageRun, BrokerProcess]]
 
@@ -29,9 +30,16 @@ def page_run(runs: PageRuns, page: Path) -> PageRun:
         workdir = Path(tempfile.mkdtemp(prefix=f"tidelog-docs-{page.stem}-"))
         log_dir = workdir / ".broker" / "data"
         log_dir.mkdir(parents=True)
-        broker = BrokerProcess(log_dir, config_path=ROOT / "config" / "broker.yaml").start()
+        registry = ""
+        overrides = {}
+        if REGISTRY in page.read_text(encoding="utf-8"):
+            registry = f"127.0.0.1:{free_port()}"
+            overrides["schema.registry.listeners"] = f"http://{registry}"
+        broker = BrokerProcess(
+            log_dir, overrides, config_path=ROOT / "config" / "broker.yaml"
+        ).start()
         (workdir / "data").symlink_to(log_dir)
-        runs[page] = (PageRun(workdir, log_dir, broker.bootstrap), broker)
+        runs[page] = (PageRun(workdir, log_dir, broker.bootstrap, registry=registry), broker)
     return runs[page][0]
 
 

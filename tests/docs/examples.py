@@ -20,7 +20,8 @@ What a run sees: one broker per page, started as ``./scripts/serve`` starts it (
 config/broker.yaml``) on a free 127.0.0.1 port with a temporary log dir; one working directory
 per page in which ``data`` is that log dir; ``tidelog``, ``pytest`` and ``python`` of this
 environment first on ``PATH``. ``127.0.0.1:9092`` in a command or a Python example is replaced
-by the broker's address, and the broker's address in the output by ``127.0.0.1:9092``. The
+by the broker's address, and the broker's address in the output by ``127.0.0.1:9092``; a page
+that names ``127.0.0.1:8081`` gets the broker's Schema Registry on a free port, replaced alike. The
 blocks of a page run in page order and may build on each other.
 
 Output comparison (both sides normalised, see ``normalise``): runs of blanks are one space;
@@ -43,6 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 BOOTSTRAP = "127.0.0.1:9092"
+#: A page that names this address gets a broker with its Schema Registry on
+#: (``schema.registry.listeners``) at a free port, replaced as ``BOOTSTRAP`` is.
+REGISTRY = "127.0.0.1:8081"
 COMMAND_TIMEOUT_S = 180.0
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)(.*)$")
@@ -210,6 +214,7 @@ class PageRun:
     log_dir: Path
     bootstrap: str
     done: set[int] = field(default_factory=set)
+    registry: str = ""  # host:port of the page's Schema Registry, when the page uses one
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -225,9 +230,13 @@ class PageRun:
         return env
 
     def to_broker(self, text: str) -> str:
+        if self.registry:
+            text = text.replace(REGISTRY, self.registry)
         return text.replace(BOOTSTRAP, self.bootstrap)
 
     def from_broker(self, text: str) -> str:
+        if self.registry:
+            text = text.replace(self.registry, REGISTRY)
         text = text.replace(self.bootstrap, BOOTSTRAP)
         text = text.replace(str(self.log_dir), "data")
         return text.replace(str(self.workdir) + "/", "")

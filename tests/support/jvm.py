@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ("java_bin", "jvm_cache", "jvm_set_classpath", "spark_connector_jars")
+__all__ = (
+    "java_bin",
+    "jvm_cache",
+    "jvm_set_classpath",
+    "spark_avro_fetched",
+    "spark_connector_jars",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,15 +52,28 @@ def jvm_set_classpath(set_name: str) -> str:
 
 
 def spark_connector_jars() -> str:
-    """Spark's Kafka connector jars for ``spark.jars`` (comma-separated; "" when not fetched),
-    without the jars pyspark already ships (same artifact name)."""
-    entries = _set_entries("spark-kafka")
+    """Spark's Kafka connector jars and its Avro functions' (``from_avro``) for ``spark.jars``
+    (comma-separated; "" when neither is fetched), without the jars pyspark already ships (same
+    artifact name)."""
+    entries = [e for name in ("spark-kafka", "spark-avro") for e in _set_entries(name) or []]
     if not entries:
         return ""
     import pyspark
 
     shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return ",".join(str(p) for p in entries if _artifact(p.name) not in shipped)
+    seen: set[str] = set()
+    out = []
+    for path in entries:
+        artifact = _artifact(path.name)
+        if artifact not in shipped and artifact not in seen:
+            seen.add(artifact)
+            out.append(str(path))
+    return ",".join(out)
+
+
+def spark_avro_fetched() -> bool:
+    """Whether ``tests/jvm/spark-avro`` (``org.apache.spark:spark-avro_2.13``) was fetched."""
+    return bool(_set_entries("spark-avro"))
 
 
 def _artifact(jar_name: str) -> str:
