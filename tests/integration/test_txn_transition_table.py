@@ -1,0 +1,46 @@
+"""The transaction coordinator's transition table (tests/support/txn_table.py) against tidelog,
+over the wire, with restarts (SIGTERM and SIGKILL) between steps: every (state, request, epoch)
+row gets Kafka 4.4's answer (tests/kafkaref/test_txn_transition_table.py proves the table is
+Kafka's) and the state is rebuilt from ``__transaction_state`` identically."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_wire import WireClient
+from tests.support.txn_table import ROWS, Row, prepare_broker, run_row
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    log_dir: Path = tmp_path_factory.mktemp("txn-table") / "data"
+    log_dir.mkdir()
+    process = BrokerProcess(
+        log_dir, {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    ).start()
+    with WireClient(process.bootstrap, timeout=30.0) as client:
+        prepare_broker(client)
+    yield process
+    assert process.stop() == 0, process.log_text()[-3000:]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_row(broker: BrokerProcess, row: Row) -> None:
+    def restart(kill: bool) -> None:
+        if kill:
+            broker.stop(signal.SIGKILL)
+        else:
+            assert broker.stop() == 0, broker.log_text()[-3000:]
+        broker.start()
+
+    problems = run_row(
+        row, lambda: WireClient(broker.bootstrap, timeout=30.0), restart, prefix="tidelog"
+    )
+    assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
