@@ -32,6 +32,7 @@ __all__ = (
     "End",
     "Init",
     "Producer",
+    "Producers",
     "Restart",
     "Row",
     "WaitState",
@@ -108,13 +109,21 @@ class Describe:
 
 
 @dataclass(frozen=True)
+class Producers:
+    """DescribeProducers of the row partition: the producer's entry carries the epoch of the
+    markers (relative to the producer's; None: no entry)."""
+
+    epoch: int | None = 0
+
+
+@dataclass(frozen=True)
 class Restart:
     """Restart the broker: SIGTERM (``kill`` False) or SIGKILL."""
 
     kill: bool = False
 
 
-Step = Init | Add | End | WaitState | Describe | Restart
+Step = Init | Add | End | WaitState | Describe | Producers | Restart
 
 
 @dataclass(frozen=True)
@@ -153,9 +162,12 @@ ROWS: tuple[Row, ...] = (
     _row(
         "ongoing-commit",
         *ONGOING,
+        Producers(None),
         End(True, answer_epoch=1),
         WaitState("CompleteCommit"),
         Describe("CompleteCommit"),
+        Producers(0),
+        why="the markers carry the bumped epoch (what the partition's producer state shows)",
     ),
     _row(
         "ongoing-abort",
@@ -441,6 +453,20 @@ def run_row(
                 state = describe(client, producer.transactional_id)
                 check("state", state["transaction_state"], step.state)
                 check("coordinator epoch", state["producer_epoch"] - producer.epoch, step.epoch)
+            elif isinstance(step, Producers):
+                answer = _request(
+                    client,
+                    "describe_producers",
+                    0,
+                    {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+                )
+                entries = answer["topics"][0]["partitions"][0]["active_producers"]
+                mine = [e for e in entries if e["producer_id"] == producer.producer_id]
+                check(
+                    "DescribeProducers epoch",
+                    mine[0]["producer_epoch"] - producer.epoch if mine else None,
+                    step.epoch,
+                )
             elif isinstance(step, Restart):
                 if restart is None:
                     continue
