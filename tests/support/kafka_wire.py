@@ -92,71 +92,36 @@ DESCRIBE_TRANSACTIONS = 65
 
 
 def read_describe_transactions_v0(frame: bytes, offset: int) -> Any:
-    """DescribeTransactions v0's answer, read field by field: kio reads
-    ``transaction_start_time_ms`` as a datetime and refuses the -1 both Kafka and tidelog send
-    for an id whose transaction has not started; here -1 reads as the instant 1 ms before the
-    epoch, which ``plain`` (tests/support/differential.py) turns back into -1."""
+    """DescribeTransactions v0's answer as kio's response (kio's own reader refuses the -1
+    start time of an id whose transaction has not started: tidelog's reader reads the frame,
+    and -1 becomes the instant 1 ms before the epoch, which ``plain``
+    (tests/support/differential.py) turns back into -1)."""
     from kio.schema.describe_transactions.v0 import response as v0
     from kio.schema.errors import ErrorCode
-    from kio.serial import readers
 
-    def uvarint() -> int:
-        nonlocal offset
-        value, size = readers.read_unsigned_varint(frame, offset)
-        offset += size
-        return int(value)
+    from tidelog.protocol.describe_transactions import read_describe_transactions_v0 as read
 
-    def fixed(fmt: str) -> int:
-        nonlocal offset
-        (value,) = struct.unpack_from(fmt, frame, offset)
-        offset += struct.calcsize(fmt)
-        return int(value)
-
-    def string() -> str:
-        nonlocal offset
-        size = uvarint() - 1
-        value = frame[offset : offset + size].decode()
-        offset += size
-        return value
-
-    def no_tags() -> None:
-        for _ in range(uvarint()):
-            uvarint()
-            skip = uvarint()
-            nonlocal offset
-            offset += skip
-
-    throttle_ms = fixed(">i")
-    states = []
-    for _ in range(uvarint() - 1):
-        error, transactional_id, state = ErrorCode(fixed(">h")), string(), string()
-        timeout_ms, start_ms = fixed(">i"), fixed(">q")
-        producer_id, producer_epoch = fixed(">q"), fixed(">h")
-        topics = []
-        for _ in range(uvarint() - 1):
-            topic = string()
-            partitions = tuple(fixed(">i") for _ in range(uvarint() - 1))
-            no_tags()
-            topics.append(v0.TopicData(topic=topic, partitions=partitions))
-        no_tags()
-        states.append(
-            v0.TransactionState(
-                error_code=error,
-                transactional_id=transactional_id,
-                transaction_state=state,
-                transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
-                transaction_start_time=datetime.datetime.fromtimestamp(
-                    start_ms / 1000, datetime.UTC
-                ),
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                topics=tuple(topics),
-            )
+    (throttle_ms,) = struct.unpack_from(">i", frame, offset)
+    states = tuple(
+        v0.TransactionState(
+            error_code=ErrorCode(e.error_code),
+            transactional_id=e.transactional_id,
+            transaction_state=e.transaction_state,
+            transaction_timeout=datetime.timedelta(milliseconds=e.transaction_timeout_ms),
+            transaction_start_time=datetime.datetime.fromtimestamp(
+                e.transaction_start_ms / 1000, datetime.UTC
+            ),
+            producer_id=e.producer_id,
+            producer_epoch=e.producer_epoch,
+            topics=tuple(
+                v0.TopicData(topic=topic, partitions=tuple(parts))
+                for topic, parts in e.topics.items()
+            ),
         )
-    no_tags()
+        for e in read(frame, offset)
+    )
     return v0.DescribeTransactionsResponse(
-        throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-        transaction_states=tuple(states),
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms), transaction_states=states
     )
 
 
