@@ -21,9 +21,13 @@ retries after a backoff; here the request waits for the completion (at most
 
 Transaction version 2 (KIP-890 part 2; ``TransactionMetadata.client_txn_version`` 2): partitions
 are added implicitly (Produce v12, TxnOffsetCommit v5 call ``add_partitions``), EndTxn v5 bumps
-the epoch in the Prepare record (``_end``), its retries are told apart from fenced producers by
-``TransactionMetadata.end_txn_producer_error``, and an exhausted epoch moves the id to a new
-producer id at completion (Kafka's nextProducerId).
+the epoch in the Prepare record (``_end``), what it answers in each state for each epoch is the
+table ``END_TXN`` of ``broker/txn/metadata.py`` (``END_TXN_TV1`` for older clients), and an
+exhausted epoch moves the id to a new producer id at completion (Kafka's nextProducerId).
+
+Every change of an id is prepared (``TransactionMetadata.prepare_transition``, Kafka's
+validPreviousStates checked), written to ``__transaction_state`` and then replayed into memory by
+the function that loads the log at start (``TransactionStateManager.replay``).
 
 Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
 carry coordinator epoch 0.

@@ -6,24 +6,31 @@ Kafka's) and the state is rebuilt from ``__transaction_state`` identically."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_wire import WireClient
-from tests.support.txn_table import ROWS, Row, prepare_broker, run_row
+from tests.support.txn_table import (
+    EXPIRY_CONFIG,
+    EXPIRY_ROWS,
+    ROWS,
+    Row,
+    prepare_broker,
+    run_row,
+)
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    log_dir: Path = tmp_path_factory.mktemp("txn-table") / "data"
+def _broker(
+    tmp_path_factory: pytest.TempPathFactory, overrides: Mapping[str, str]
+) -> Iterator[BrokerProcess]:
+    log_dir = tmp_path_factory.mktemp("txn-table") / "data"
     log_dir.mkdir()
     process = BrokerProcess(
-        log_dir, {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+        log_dir, {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", **overrides}
     ).start()
     with WireClient(process.bootstrap, timeout=30.0) as client:
         prepare_broker(client)
@@ -31,8 +38,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     assert process.stop() == 0, process.log_text()[-3000:]
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
-def test_row(broker: BrokerProcess, row: Row) -> None:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _broker(tmp_path_factory, {})
+
+
+@pytest.fixture(scope="module")
+def expiring_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _broker(tmp_path_factory, EXPIRY_CONFIG)
+
+
+def _run(broker: BrokerProcess, row: Row) -> None:
     def restart(kill: bool) -> None:
         if kill:
             broker.stop(signal.SIGKILL)
@@ -44,3 +60,13 @@ def test_row(broker: BrokerProcess, row: Row) -> None:
         row, lambda: WireClient(broker.bootstrap, timeout=30.0), restart, prefix="tidelog"
     )
     assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_row(broker: BrokerProcess, row: Row) -> None:
+    _run(broker, row)
+
+
+@pytest.mark.parametrize("row", EXPIRY_ROWS, ids=[r.name for r in EXPIRY_ROWS])
+def test_expiry_row(expiring_broker: BrokerProcess, row: Row) -> None:
+    _run(expiring_broker, row)

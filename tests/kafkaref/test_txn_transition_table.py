@@ -1,17 +1,26 @@
 """The transaction coordinator's transition table (tests/support/txn_table.py) against Apache
 Kafka 4.4: every row must get the answers the table says, which makes it Kafka's table
 (tests/integration/test_txn_transition_table.py holds tidelog to it). Restart steps are left
-out here (the reference broker is shared by the session)."""
+out here. The expiry rows get a Kafka of their own (ids idle for a second expire there)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support.jvm import jvm_set_classpath
 from tests.support.kafka_reference import KafkaProcess
 from tests.support.kafka_wire import WireClient
-from tests.support.txn_table import ROWS, Row, prepare_broker, run_row
+from tests.support.txn_table import (
+    EXPIRY_CONFIG,
+    EXPIRY_ROWS,
+    ROWS,
+    Row,
+    prepare_broker,
+    run_row,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -19,16 +28,34 @@ _prepared: set[str] = set()
 _runs = itertools.count()
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
-def test_row_is_kafkas(kafka_broker: KafkaProcess, row: Row) -> None:
-    if kafka_broker.bootstrap not in _prepared:
-        with WireClient(kafka_broker.bootstrap, timeout=30.0) as client:
+@pytest.fixture(scope="module")
+def expiring_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaProcess]:
+    kafka = KafkaProcess(
+        jvm_set_classpath("kafka"), tmp_path_factory.mktemp("kafka_expiry"), EXPIRY_CONFIG
+    )
+    yield kafka.start()
+    kafka.stop()
+
+
+def _run(kafka: KafkaProcess, row: Row) -> None:
+    if kafka.bootstrap not in _prepared:
+        with WireClient(kafka.bootstrap, timeout=30.0) as client:
             prepare_broker(client)
-        _prepared.add(kafka_broker.bootstrap)
+        _prepared.add(kafka.bootstrap)
     problems = run_row(
         row,
-        lambda: WireClient(kafka_broker.bootstrap, timeout=30.0),
+        lambda: WireClient(kafka.bootstrap, timeout=30.0),
         None,
         prefix=f"kafka{next(_runs)}",
     )
     assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_row_is_kafkas(kafka_broker: KafkaProcess, row: Row) -> None:
+    _run(kafka_broker, row)
+
+
+@pytest.mark.parametrize("row", EXPIRY_ROWS, ids=[r.name for r in EXPIRY_ROWS])
+def test_expiry_row_is_kafkas(expiring_kafka: KafkaProcess, row: Row) -> None:
+    _run(expiring_kafka, row)

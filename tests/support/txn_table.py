@@ -25,9 +25,12 @@ from tests.support.differential import build, plain, request_class
 from tests.support.kafka_wire import WireClient
 
 __all__ = (
+    "EXPIRY_CONFIG",
+    "EXPIRY_ROWS",
     "ROWS",
     "TOPIC",
     "Add",
+    "AddOffsets",
     "Describe",
     "End",
     "Init",
@@ -35,6 +38,7 @@ __all__ = (
     "Producers",
     "Restart",
     "Row",
+    "WaitGone",
     "WaitState",
     "prepare_broker",
     "run_row",
@@ -78,6 +82,15 @@ class Add:
     """AddPartitionsToTxn v3 of partition 0 (the transaction becomes Ongoing)."""
 
     error: str = "none"
+    epoch: int = 0
+    pid_offset: int = 0
+
+
+@dataclass(frozen=True)
+class AddOffsets:
+    """AddOffsetsToTxn v3 (the group's ``__consumer_offsets`` partition joins the transaction)."""
+
+    error: str = "none"
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,11 @@ class WaitState:
     """Wait until DescribeTransactions shows ``state`` (markers written, a timeout's abort)."""
 
     state: str
+
+
+@dataclass(frozen=True)
+class WaitGone:
+    """Wait until DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND (the id expired)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +141,7 @@ class Restart:
     kill: bool = False
 
 
-Step = Init | Add | End | WaitState | Describe | Producers | Restart
+Step = Init | Add | AddOffsets | End | WaitState | WaitGone | Describe | Producers | Restart
 
 
 @dataclass(frozen=True)
@@ -245,6 +263,35 @@ ROWS: tuple[Row, ...] = (
         End(True, answer_epoch=1),
         WaitState("CompleteCommit"),
     ),
+    _row(
+        "complete-abort-next-transaction",
+        *COMPLETE_ABORT,
+        Add(),
+        Describe("Ongoing"),
+        End(False, answer_epoch=1),
+        WaitState("CompleteAbort"),
+    ),
+    _row("end-unknown-transactional-id", End(False, error="invalid_producer_id_mapping")),
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
+    _row("add-older-epoch", *EMPTY, Add(epoch=-1, error="producer_fenced"), Describe("Empty")),
+    _row("add-newer-epoch", *EMPTY, Add(epoch=1, error="producer_fenced")),
+    _row(
+        "add-other-producer-id", *EMPTY, Add(pid_offset=1000, error="invalid_producer_id_mapping")
+    ),
+    _row(
+        "add-offsets-starts-transaction",
+        *EMPTY,
+        AddOffsets(),
+        Describe("Ongoing"),
+        End(True, answer_epoch=1),
+        WaitState("CompleteCommit"),
+    ),
+    _row(
+        "add-after-commit-retry-epoch",
+        *COMPLETE_COMMIT,
+        Add(epoch=-1, error="producer_fenced"),
+        Describe("CompleteCommit"),
+    ),
     # -- transaction version 0/1 (EndTxn v4): the epoch never moves ---------------------------
     _row("tv1-empty-abort", *EMPTY, End(False, version=4, error="invalid_txn_state")),
     _row("tv1-empty-commit", *EMPTY, End(True, version=4, error="invalid_txn_state")),
@@ -297,6 +344,12 @@ ROWS: tuple[Row, ...] = (
         Describe("Empty"),
     ),
     _row(
+        "init-unknown-id-with-producer",
+        Init(expected=5, expected_pid_offset=1001),
+        Describe("Empty"),
+        why="KIP-360: a producer whose id the coordinator lost gets a new id at epoch 0",
+    ),
+    _row(
         "timeout-aborts-with-epoch-bump",
         Init(timeout_ms=SHORT_TIMEOUT_MS),
         Add(),
@@ -309,6 +362,31 @@ ROWS: tuple[Row, ...] = (
         Describe("CompleteAbort"),
         Init(answer_epoch=1),
         why="the coordinator aborts with the epoch bumped once: the producer's abort is a retry",
+    ),
+)
+
+
+#: The broker settings of ``EXPIRY_ROWS`` (ids idle for a second are removed).
+EXPIRY_CONFIG = {
+    "transactional.id.expiration.ms": "1000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+}
+
+#: Rows that need ``EXPIRY_CONFIG`` (Dead: Kafka's removeExpiredTransactionalIds).
+EXPIRY_ROWS: tuple[Row, ...] = (
+    _row(
+        "expired-id-is-gone",
+        Init(),
+        Add(),
+        End(True, answer_epoch=1),
+        WaitState("CompleteCommit"),
+        WaitGone(),
+        End(False, error="invalid_producer_id_mapping"),
+        Add(error="invalid_producer_id_mapping"),
+        Restart(kill=True),
+        Init(),
+        Describe("Empty"),
+        why="an idle id expires (a tombstone): it is unknown, and InitProducerId starts afresh",
     ),
 )
 
@@ -410,8 +488,8 @@ def run_row(
                     3,
                     {
                         "v3_and_below_transactional_id": producer.transactional_id,
-                        "v3_and_below_producer_id": producer.producer_id,
-                        "v3_and_below_producer_epoch": producer.epoch,
+                        "v3_and_below_producer_id": producer.producer_id + step.pid_offset,
+                        "v3_and_below_producer_epoch": producer.epoch + step.epoch,
                         "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}],
                     },
                 )
@@ -419,6 +497,19 @@ def run_row(
                     "partition_error_code"
                 ]
                 check("AddPartitionsToTxn error", error, step.error)
+            elif isinstance(step, AddOffsets):
+                answer = _request(
+                    client,
+                    "add_offsets_to_txn",
+                    3,
+                    {
+                        "transactional_id": producer.transactional_id,
+                        "producer_id": producer.producer_id,
+                        "producer_epoch": producer.epoch,
+                        "group_id": f"{producer.transactional_id}-group",
+                    },
+                )
+                check("AddOffsetsToTxn error", answer["error_code"], step.error)
             elif isinstance(step, End):
                 answer = _request(
                     client,
@@ -447,6 +538,15 @@ def run_row(
                 ] != step.state:
                     if time.monotonic() > deadline:
                         problems.append(f"step {index}: never {step.state}: {state}")
+                        return problems
+                    time.sleep(0.1)
+            elif isinstance(step, WaitGone):
+                deadline = time.monotonic() + WAIT_S
+                while (state := describe(client, producer.transactional_id))[
+                    "error_code"
+                ] != "transactional_id_not_found":
+                    if time.monotonic() > deadline:
+                        problems.append(f"step {index}: never expired: {state}")
                         return problems
                     time.sleep(0.1)
             elif isinstance(step, Describe):
