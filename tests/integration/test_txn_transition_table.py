@@ -70,3 +70,13 @@ def test_row(broker: BrokerProcess, row: Row) -> None:
 @pytest.mark.parametrize("row", EXPIRY_ROWS, ids=[r.name for r in EXPIRY_ROWS])
 def test_expiry_row(expiring_broker: BrokerProcess, row: Row) -> None:
     _run(expiring_broker, row)
+
+
+_ANYWHERE = [r for r in ROWS if r.restart_anywhere]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", _ANYWHERE, ids=[r.name for r in _ANYWHERE])
+def test_row_with_a_restart_at_every_step(broker: BrokerProcess, row: Row) -> None:
+    """The same answers with the broker restarted between every two steps (about 3 minutes)."""
+    _run(broker, row.restarting_at_every_step())

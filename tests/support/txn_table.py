@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tests.support.differential import build, plain, request_class
@@ -149,11 +149,22 @@ class Row:
     name: str
     steps: tuple[Step, ...]
     why: str = ""
-    tags: frozenset[str] = field(default_factory=frozenset)
+    #: False: a restart between some steps changes the answer (the last epoch, which Kafka's
+    #: record does not hold either, is lost at a restart).
+    restart_anywhere: bool = True
+
+    def restarting_at_every_step(self) -> Row:
+        """This row with a restart between every two steps (SIGTERM and SIGKILL in turn)."""
+        steps: list[Step] = []
+        for index, step in enumerate(self.steps):
+            if index and not isinstance(step, Restart):
+                steps.append(Restart(kill=index % 2 == 1))
+            steps.append(step)
+        return Row(self.name, tuple(steps), self.why, self.restart_anywhere)
 
 
-def _row(name: str, *steps: Step, why: str = "") -> Row:
-    return Row(name, steps, why)
+def _row(name: str, *steps: Step, why: str = "", restart_anywhere: bool = True) -> Row:
+    return Row(name, steps, why, restart_anywhere)
 
 
 # Setups: the states a row starts from.
@@ -342,6 +353,7 @@ ROWS: tuple[Row, ...] = (
         Init(expected=-2, error="producer_fenced"),
         Init(expected=0, expected_pid_offset=1000, error="producer_fenced"),
         Describe("Empty"),
+        restart_anywhere=False,
     ),
     _row(
         "init-unknown-id-with-producer",
@@ -584,6 +596,10 @@ def run_row(
                 ):
                     assert time.monotonic() < deadline, f"the coordinator never loaded: {after}"
                     time.sleep(0.1)
+                if before["transaction_state"].startswith("Prepare"):
+                    # markers in flight at the restart: the start completes the transaction
+                    state = before["transaction_state"].replace("Prepare", "Complete")
+                    before = {**before, "transaction_state": state, "topics": []}
                 check("DescribeTransactions across the restart", after, before)
     finally:
         client.close()
