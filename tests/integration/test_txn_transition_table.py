@@ -48,7 +48,7 @@ def expiring_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
     yield from _broker(tmp_path_factory, EXPIRY_CONFIG)
 
 
-def _run(broker: BrokerProcess, row: Row) -> None:
+def _run(broker: BrokerProcess, row: Row, prefix: str = "tidelog") -> None:
     def restart(kill: bool) -> None:
         if kill:
             broker.stop(signal.SIGKILL)
@@ -57,7 +57,7 @@ def _run(broker: BrokerProcess, row: Row) -> None:
         broker.start()
 
     problems = run_row(
-        row, lambda: WireClient(broker.bootstrap, timeout=30.0), restart, prefix="tidelog"
+        row, lambda: WireClient(broker.bootstrap, timeout=30.0), restart, prefix=prefix
     )
     assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
 
@@ -79,4 +79,4 @@ _ANYWHERE = [r for r in ROWS if r.restart_anywhere]
 @pytest.mark.parametrize("row", _ANYWHERE, ids=[r.name for r in _ANYWHERE])
 def test_row_with_a_restart_at_every_step(broker: BrokerProcess, row: Row) -> None:
     """The same answers with the broker restarted between every two steps (about 3 minutes)."""
-    _run(broker, row.restarting_at_every_step())
+    _run(broker, row.restarting_at_every_step(), prefix="tidelog-every-step")
