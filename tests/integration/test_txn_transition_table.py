@@ -17,8 +17,9 @@ from tests.support.txn_table import (
     EXPIRY_ROWS,
     ROWS,
     Row,
+    assert_row,
+    params,
     prepare_broker,
-    run_row,
 )
 
 pytestmark = pytest.mark.integration
@@ -56,18 +57,15 @@ def _run(broker: BrokerProcess, row: Row, prefix: str = "tidelog") -> None:
             assert broker.stop() == 0, broker.log_text()[-3000:]
         broker.start()
 
-    problems = run_row(
-        row, lambda: WireClient(broker.bootstrap, timeout=30.0), restart, prefix=prefix
-    )
-    assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
+    assert_row(row, broker.bootstrap, restart, prefix)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+@pytest.mark.parametrize("row", params(ROWS))
 def test_row(broker: BrokerProcess, row: Row) -> None:
     _run(broker, row)
 
 
-@pytest.mark.parametrize("row", EXPIRY_ROWS, ids=[r.name for r in EXPIRY_ROWS])
+@pytest.mark.parametrize("row", params(EXPIRY_ROWS))
 def test_expiry_row(expiring_broker: BrokerProcess, row: Row) -> None:
     _run(expiring_broker, row)
 
@@ -76,7 +74,7 @@ _ANYWHERE = [r for r in ROWS if r.restart_anywhere]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", _ANYWHERE, ids=[r.name for r in _ANYWHERE])
+@pytest.mark.parametrize("row", params(_ANYWHERE))
 def test_row_with_a_restart_at_every_step(broker: BrokerProcess, row: Row) -> None:
     """The same answers with the broker restarted between every two steps (about 3 minutes)."""
     _run(broker, row.restarting_at_every_step(), prefix="tidelog-every-step")

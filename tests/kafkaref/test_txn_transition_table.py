@@ -18,8 +18,9 @@ from tests.support.txn_table import (
     EXPIRY_ROWS,
     ROWS,
     Row,
+    assert_row,
+    params,
     prepare_broker,
-    run_row,
 )
 
 pytestmark = pytest.mark.integration
@@ -42,20 +43,14 @@ def _run(kafka: KafkaProcess, row: Row) -> None:
         with WireClient(kafka.bootstrap, timeout=30.0) as client:
             prepare_broker(client)
         _prepared.add(kafka.bootstrap)
-    problems = run_row(
-        row,
-        lambda: WireClient(kafka.bootstrap, timeout=30.0),
-        None,
-        prefix=f"kafka{next(_runs)}",
-    )
-    assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
+    assert_row(row, kafka.bootstrap, None, f"kafka{next(_runs)}")
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+@pytest.mark.parametrize("row", params(ROWS))
 def test_row_is_kafkas(kafka_broker: KafkaProcess, row: Row) -> None:
     _run(kafka_broker, row)
 
 
-@pytest.mark.parametrize("row", EXPIRY_ROWS, ids=[r.name for r in EXPIRY_ROWS])
+@pytest.mark.parametrize("row", params(EXPIRY_ROWS))
 def test_expiry_row_is_kafkas(expiring_kafka: KafkaProcess, row: Row) -> None:
     _run(expiring_kafka, row)

@@ -17,9 +17,11 @@ transaction version 2 client retrying the EndTxn whose answer it lost), ``-2`` a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import pytest
 
 from tests.support.differential import build, plain, request_class
 from tests.support.kafka_wire import WireClient
@@ -40,6 +42,8 @@ __all__ = (
     "Row",
     "WaitGone",
     "WaitState",
+    "assert_row",
+    "params",
     "prepare_broker",
     "run_row",
 )
@@ -604,3 +608,16 @@ def run_row(
     finally:
         client.close()
     return problems
+
+
+def params(rows: Iterable[Row]) -> list[Any]:
+    """``rows`` as pytest parameters named by the rows."""
+    return [pytest.param(row, id=row.name) for row in rows]
+
+
+def assert_row(
+    row: Row, bootstrap: str, restart: Callable[[bool], None] | None, prefix: str
+) -> None:
+    """Run ``row`` against the broker at ``bootstrap``; fail with every difference."""
+    problems = run_row(row, lambda: WireClient(bootstrap, timeout=30.0), restart, prefix)
+    assert not problems, f"{row.name} ({row.why}):\n" + "\n".join(problems)
