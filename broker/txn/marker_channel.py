@@ -84,8 +84,9 @@ class TransactionMarkerChannelManager:
 
     def start_completion(self, md: TransactionMetadata, commit: bool) -> None:
         """Append every marker now; a task waits for them and writes the Complete record.
-        Later requests for the id wait for that task (``settled``)."""
-        md.pending = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        Later requests for the id wait for that task (``settled``); meanwhile the state is
+        Prepare*, which answers them as Kafka does (nothing is pending: Kafka marks the Complete
+        transition pending only while its record is written)."""
         try:
             durable = self._write_markers(md, commit)
         except Exception as exc:
@@ -104,7 +105,6 @@ class TransactionMarkerChannelManager:
     def _failed(self, md: TransactionMetadata, commit: bool, exc: Exception) -> None:
         # The Prepare state is durable: a retry (or the next start) completes it.
         log.warning("markers of %r not written: %s", md.transactional_id, exc)
-        md.pending = None
         self.spawn(self._retry_complete(md, commit))
 
     async def _complete(
@@ -116,7 +116,6 @@ class TransactionMarkerChannelManager:
         except Exception as exc:
             self._failed(md, commit, exc)
             return ErrorCode.none
-        md.pending = None
         final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         # Transaction version 2 ran out of epochs: the markers carried the old producer id;
         # the producer goes on with the new one, epoch 0 (Kafka's prepareComplete).
