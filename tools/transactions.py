@@ -20,9 +20,12 @@ import io
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from tidelog.protocol.describe_transactions import (
+    TransactionStateEntry,
+    read_describe_transactions_v0,
+)
 from tidelog.tools._common import (
     EXIT_OK,
     SubParsers,
@@ -170,75 +173,9 @@ def _list(client: _Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@dataclass(frozen=True, slots=True)
-class _TxnState:
-    error_code: int
-    transactional_id: str
-    transaction_state: str
-    transaction_timeout_ms: int
-    transaction_start_ms: int
-    producer_id: int
-    producer_epoch: int
-    topics: dict[str, list[int]]
-
-
-def _describe_txn(client: _Client, transactional_id: str) -> _TxnState:
+def _describe_txn(client: _Client, transactional_id: str) -> TransactionStateEntry:
     frame = client.call(DESCRIBE_TXNS, 0, raw=True, transactional_ids=(transactional_id,))
-    return _parse_describe_transactions(frame)[0]
-
-
-def _parse_describe_transactions(frame: bytes) -> list[_TxnState]:
-    """DescribeTransactions v0's answer, read by hand: kio refuses the start time -1 that Kafka
-    sends for an id with no transaction yet."""
-    pos = 4 + 1 + 4  # correlation id, header tags, throttle time
-
-    def uvarint() -> int:
-        nonlocal pos
-        shift = value = 0
-        while True:
-            byte = frame[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    def string() -> str:
-        nonlocal pos
-        n = uvarint() - 1
-        text = frame[pos : pos + max(n, 0)].decode()
-        pos += max(n, 0)
-        return text
-
-    def fixed(fmt: str) -> int:
-        nonlocal pos
-        (value,) = struct.unpack_from(fmt, frame, pos)
-        pos += struct.calcsize(fmt)
-        return int(value)
-
-    def skip_tags() -> None:
-        nonlocal pos
-        for _ in range(uvarint()):
-            uvarint()
-            pos += uvarint()
-
-    states = []
-    for _ in range(uvarint() - 1):
-        error = fixed(">h")
-        txn_id = string()
-        state = string()
-        timeout = fixed(">i")
-        start = fixed(">q")
-        producer_id = fixed(">q")
-        epoch = fixed(">h")
-        topics: dict[str, list[int]] = {}
-        for _ in range(uvarint() - 1):
-            topic = string()
-            topics[topic] = [fixed(">i") for _ in range(uvarint() - 1)]
-            skip_tags()
-        skip_tags()
-        states.append(_TxnState(error, txn_id, state, timeout, start, producer_id, epoch, topics))
-    return states
+    return read_describe_transactions_v0(frame, 4 + 1)[0]  # correlation id, header tags
 
 
 def _describe(client: _Client, args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 For each id: its state by Kafka's name (``Ongoing``, ``CompleteCommit``...), timeout, start
 time (-1 when no transaction ran), producer id and epoch, and the partitions of the current
 transaction. An unknown id answers TRANSACTIONAL_ID_NOT_FOUND; while the coordinator loads,
-COORDINATOR_LOAD_IN_PROGRESS (as Kafka).
+COORDINATOR_LOAD_IN_PROGRESS (as Kafka, the other fields of an error at 0).
 """
 
 from __future__ import annotations
@@ -40,15 +40,16 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         elif error is None and md is None:
             error = ErrorCode.transactional_id_not_found
         if md is None:
+            # Kafka leaves the other fields at the message's defaults (0), not -1.
             states.append(
                 types.TransactionState(
                     error_code=error,
                     transactional_id=transactional_id,
                     transaction_state="",
                     transaction_timeout=timedelta(0),
-                    transaction_start_time=tz_aware_from_i64(i64(-1)),
-                    producer_id=-1,
-                    producer_epoch=-1,
+                    transaction_start_time=tz_aware_from_i64(i64(0)),
+                    producer_id=0,
+                    producer_epoch=0,
                     topics=(),
                 )
             )

@@ -6,8 +6,9 @@ durable afterwards, then CompleteCommit/CompleteAbort (``broker/txn/coordinator.
 ``broker/txn/marker_channel.py``). Errors as
 Kafka: INVALID_PRODUCER_ID_MAPPING for an unknown id or producer id, PRODUCER_FENCED
 (INVALID_PRODUCER_EPOCH before v2) for a stale epoch, INVALID_TXN_STATE for an EndTxn that
-does not match the state (commit after abort, nothing open), CONCURRENT_TRANSACTIONS while a
-transition is being written.
+does not match the state (commit after abort, commit with nothing open), CONCURRENT_TRANSACTIONS
+while a transition is being written: the table of ``broker/txn/metadata.py`` (``END_TXN``),
+shown in docs/transactions.md.
 
 v5 is transaction version 2 (KIP-890 part 2): the commit/abort bumps the producer epoch (the
 markers carry the bumped epoch, fencing every batch of the old one) and the answer carries the

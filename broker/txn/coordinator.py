@@ -21,9 +21,13 @@ retries after a backoff; here the request waits for the completion (at most
 
 Transaction version 2 (KIP-890 part 2; ``TransactionMetadata.client_txn_version`` 2): partitions
 are added implicitly (Produce v12, TxnOffsetCommit v5 call ``add_partitions``), EndTxn v5 bumps
-the epoch in the Prepare record (``_end``), its retries are told apart from fenced producers by
-``TransactionMetadata.end_txn_producer_error``, and an exhausted epoch moves the id to a new
-producer id at completion (Kafka's nextProducerId).
+the epoch in the Prepare record (``_end``), what it answers in each state for each epoch is the
+table ``END_TXN`` of ``broker/txn/metadata.py`` (``END_TXN_TV1`` for older clients), and an
+exhausted epoch moves the id to a new producer id at completion (Kafka's nextProducerId).
+
+Every change of an id is prepared (``TransactionMetadata.prepare_transition``, Kafka's
+validPreviousStates checked), written to ``__transaction_state`` and then replayed into memory by
+the function that loads the log at start (``TransactionStateManager.replay``).
 
 Coordinator epoch: a single node never changes leadership of ``__transaction_state``; markers
 carry coordinator epoch 0.
@@ -40,9 +44,16 @@ from kio.schema.errors import ErrorCode
 from tidelog.broker.txn.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tidelog.broker.txn.marker_channel import TransactionMarkerChannelManager, WriteMarkers
 from tidelog.broker.txn.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TRANSACTION_VERSION,
+    EndTxnAction,
+    IllegalTransition,
     TransactionMetadata,
     TxnState,
+    TxnTransit,
+    end_txn_outcome,
     is_epoch_exhausted,
 )
 from tidelog.broker.txn.state_manager import TransactionStateManager, TxnConfig, WriteRecord
@@ -53,7 +64,6 @@ __all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator"]
 log = logging.getLogger("tidelog.txn")
 
 COORDINATOR_EPOCH = 0
-NO_PRODUCER_ID = -1
 
 
 class TransactionCoordinator:
@@ -125,7 +135,13 @@ class TransactionCoordinator:
         expected_producer_id: int,
         expected_epoch: int,
     ) -> tuple[ErrorCode, int, int]:
-        """Kafka's handleInitProducerId for a transactional id."""
+        """Kafka's handleInitProducerId for a transactional id (``expected_*`` -1: none given).
+
+        Empty/Complete*: the epoch bumped (a new producer id once it is exhausted); with the
+        producer's id and epoch given (KIP-360), its current epoch gets the next one and the
+        epoch before (the retry of a bump whose answer was lost) the same one again.
+        Ongoing: an older instance's transaction is aborted with its epoch fenced, and the
+        caller told CONCURRENT_TRANSACTIONS (it retries). Prepare*: CONCURRENT_TRANSACTIONS."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         error = self.inactive_error()
         if error is not None:
@@ -141,6 +157,8 @@ class TransactionCoordinator:
                 transactional_id,
                 TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms),
             )
+        if md.pending is not None:
+            return (ErrorCode.concurrent_transactions, *fail)
         if expected and not (
             md.producer_epoch == NO_PRODUCER_EPOCH
             or expected_producer_id == md.producer_id
@@ -150,37 +168,62 @@ class TransactionCoordinator:
             )
         ):
             return (ErrorCode.producer_fenced, *fail)
-        if md.pending is not None:
-            return (ErrorCode.concurrent_transactions, *fail)
         state = md.state
-        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.DEAD):
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return (ErrorCode.concurrent_transactions, *fail)
         if state is TxnState.ONGOING:
             # A newer instance: fence the old epoch and abort its transaction; the client
             # retries on CONCURRENT_TRANSACTIONS and then gets the epoch after the abort.
-            why = "a new producer instance called InitProducerId"
-            self.markers.spawn(self._fence_and_abort(md, why))
+            error = await self._fence_and_abort(md, "a new producer instance called InitProducerId")
+            return (
+                error if error is not ErrorCode.none else ErrorCode.concurrent_transactions,
+                *fail,
+            )
+        if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            # Dead / PrepareEpochFence are never a stored state a request sees (Kafka fails).
+            return (ErrorCode.invalid_txn_state, *fail)
+        now = self._clock()
+
+        def empty(**changes: int) -> TxnTransit:
+            """Empty with a fresh transaction (Kafka's prepareIncrementProducerEpoch and
+            prepareProducerIdRotation)."""
+            assert md is not None
+            return md.prepare_transition(
+                TxnState.EMPTY,
+                now,
+                txn_timeout_ms=timeout_ms,
+                partitions=set(),
+                start_ms=-1,
+                **changes,
+            )
+
+        try:
+            if is_epoch_exhausted(md.producer_epoch) and (
+                not expected or expected_epoch == md.producer_epoch
+            ):
+                transit = empty(
+                    producer_id=await self._new_producer_id(),
+                    producer_epoch=0,
+                    last_producer_epoch=md.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                )
+            elif not expected or md.producer_epoch in (NO_PRODUCER_EPOCH, expected_epoch):
+                if is_epoch_exhausted(md.producer_epoch):
+                    # Kafka divergence: Kafka fails with an unexpected error here (an exhausted
+                    # epoch, an expected epoch that is not it); an older epoch is fenced here.
+                    return (ErrorCode.producer_fenced, *fail)
+                transit = empty(
+                    producer_epoch=md.producer_epoch + 1,
+                    last_producer_epoch=md.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                )
+            elif expected_epoch == md.last_producer_epoch:
+                # the retry of a bump whose answer was lost: the same epoch again
+                transit = empty()
+            else:
+                return (ErrorCode.producer_fenced, *fail)
+        except IllegalTransition:  # a write of the id began meanwhile
             return (ErrorCode.concurrent_transactions, *fail)
-        previous = (md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms)
-        if is_epoch_exhausted(md.producer_epoch) and (
-            not expected or expected_epoch == md.producer_epoch
-        ):
-            md.previous_producer_id = md.producer_id if expected else -1
-            md.producer_id = await self._new_producer_id()
-            md.producer_epoch, md.last_producer_epoch = 0, NO_PRODUCER_EPOCH
-        elif not expected or md.producer_epoch in (NO_PRODUCER_EPOCH, expected_epoch):
-            md.last_producer_epoch = md.producer_epoch if expected else NO_PRODUCER_EPOCH
-            md.producer_epoch += 1
-        elif expected_epoch == md.last_producer_epoch:
-            pass  # a retry of a bump whose answer was lost: the same epoch again
-        else:
-            return (ErrorCode.producer_fenced, *fail)
-        md.txn_timeout_ms = timeout_ms
-        md.partitions = set()
-        md.txn_start_ms = -1
-        error = await self.state.persist(md, TxnState.EMPTY)
+        error = await self.state.persist(md, transit)
         if error is not ErrorCode.none:
-            md.producer_id, md.producer_epoch, md.last_producer_epoch, md.txn_timeout_ms = previous
             return (error, *fail)
         return ErrorCode.none, md.producer_id, md.producer_epoch
 
@@ -247,16 +290,21 @@ class TransactionCoordinator:
         wanted = set(partitions)
         if md.state is TxnState.ONGOING and wanted <= md.partitions:
             return ErrorCode.none
-        previous_version = md.client_txn_version
-        md.client_txn_version = client_txn_version
-        # The produce path sees a partition only once the record naming it is durable.
-        if md.state is TxnState.ONGOING:
-            error = await self.state.persist(md, TxnState.ONGOING, md.partitions | wanted)
-        else:
-            error = await self.state.persist(md, TxnState.ONGOING, wanted, self._clock())
-        if error is not ErrorCode.none:
-            md.client_txn_version = previous_version
-        return error
+        # Kafka's prepareAddPartitions: a new transaction starts now; the client's version is
+        # the transaction's. The produce path sees a partition once the record naming it is
+        # durable.
+        now = self._clock()
+        try:
+            transit = md.prepare_transition(
+                TxnState.ONGOING,
+                now,
+                partitions=md.partitions | wanted,
+                start_ms=md.txn_start_ms if md.state is TxnState.ONGOING else now,
+                client_txn_version=client_txn_version,
+            )
+        except IllegalTransition:
+            return ErrorCode.concurrent_transactions
+        return await self.state.persist(md, transit)
 
     def verify_partitions(
         self,
@@ -329,9 +377,10 @@ class TransactionCoordinator:
         """Kafka's handleEndTransaction for a client's EndTxn: the error, and the producer id
         and epoch the producer goes on with (EndTxn v5 answers them; -1, -1 on an error).
 
-        Transaction version 2 (EndTxn v5): the commit/abort bumps the epoch; a retry of an
-        EndTxn whose answer was lost comes with the epoch before the bump and gets the same
-        answer (Kafka's retryOnEpochBump / retryOnOverflow)."""
+        What each (state, commit/abort, epoch) gets is the table of ``broker/txn/metadata.py``
+        (``END_TXN`` for transaction version 2, EndTxn v5+; ``END_TXN_TV1`` before): the
+        producer id is checked first (INVALID_PRODUCER_ID_MAPPING), then the epoch
+        (PRODUCER_FENCED), then a pending write (CONCURRENT_TRANSACTIONS), then the state."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         await self.markers.settled(transactional_id)
         error = self.inactive_error()
@@ -342,51 +391,71 @@ class TransactionCoordinator:
         md = self.transactions.get(transactional_id)
         if md is None:
             return (ErrorCode.invalid_producer_id_mapping, *fail)
-        state = md.state
-        refused = md.end_txn_producer_error(producer_id, producer_epoch)
-        if refused is not None:
-            return (refused, *fail)
+        tv2 = client_txn_version >= 2
+        if md.producer_id != producer_id and not (
+            tv2 and md.retry_on_overflow(producer_id, producer_epoch)
+        ):
+            return (ErrorCode.invalid_producer_id_mapping, *fail)
+        outcome = end_txn_outcome(
+            md.state, commit, md.epoch_match(producer_id, producer_epoch), bumps_epoch=tv2
+        )
+        if outcome is ErrorCode.producer_fenced:
+            return (outcome, *fail)
         if md.pending is not None:
             return (ErrorCode.concurrent_transactions, *fail)
-        if state is TxnState.ONGOING:
-            error = await self._end(md, commit, bump=client_txn_version >= 2)
-            if error is not ErrorCode.none:
-                return (error, *fail)
-            return self._answer(md)
-        if state is TxnState.COMPLETE_COMMIT:
-            return self._answer(md) if commit else (ErrorCode.invalid_txn_state, *fail)
-        if state is TxnState.COMPLETE_ABORT:
-            return (ErrorCode.invalid_txn_state, *fail) if commit else self._answer(md)
-        if state is TxnState.PREPARE_COMMIT:
-            error = ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
-        elif state is TxnState.PREPARE_ABORT:
-            error = ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
-        else:
-            error = ErrorCode.invalid_txn_state  # Empty, Dead, PrepareEpochFence
-        return (error, *fail)
-
-    @staticmethod
-    def _answer(md: TransactionMetadata) -> tuple[ErrorCode, int, int]:
-        """The producer id and epoch the producer continues with after its EndTxn."""
-        if md.next_producer_id >= 0:  # the epoch ran out: a new producer id, epoch 0
+        if outcome is EndTxnAction.DONE:
+            return ErrorCode.none, md.producer_id, md.producer_epoch
+        if isinstance(outcome, ErrorCode):
+            return (outcome, *fail)
+        error = await self._end(md, commit, client_txn_version=2 if tv2 else 0, from_client=True)
+        if error is not ErrorCode.none:
+            return (error, *fail)
+        if md.next_producer_id >= 0:
+            # Kafka divergence: the epoch ran out; Kafka answers the old producer id with the
+            # epoch Short.MAX_VALUE, tidelog the producer id and epoch the producer goes on
+            # with once the transaction completes (the new producer id, epoch 0).
             return ErrorCode.none, md.next_producer_id, 0
         return ErrorCode.none, md.producer_id, md.producer_epoch
 
-    async def _end(self, md: TransactionMetadata, commit: bool, bump: bool = False) -> ErrorCode:
-        """Write PrepareCommit/PrepareAbort (with the epoch bumped by one for transaction
-        version 2) and start the markers."""
+    async def _end(
+        self,
+        md: TransactionMetadata,
+        commit: bool,
+        *,
+        client_txn_version: int,
+        from_client: bool,
+    ) -> ErrorCode:
+        """Write PrepareCommit/PrepareAbort (Kafka's prepareAbortOrCommit; transaction version
+        2 bumps the epoch by one) and start the markers. Only a client's EndTxn moves an
+        exhausted epoch to a new producer id (``from_client``)."""
         prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        previous = (md.producer_epoch, md.last_producer_epoch, md.client_txn_version)
-        if bump:
-            md.client_txn_version = 2
-            if is_epoch_exhausted(md.producer_epoch):
-                md.next_producer_id = await self._new_producer_id()
-            md.last_producer_epoch = md.producer_epoch
-            md.producer_epoch += 1
-        error = await self.state.persist(md, prepare)
+        base_epoch, last_epoch = md.producer_epoch, md.last_producer_epoch
+        next_producer_id = NO_PRODUCER_ID
+        if client_txn_version >= 2:
+            if from_client and is_epoch_exhausted(md.producer_epoch):
+                next_producer_id = await self._new_producer_id()
+            epoch = base_epoch if base_epoch >= MAX_EPOCH and not commit else base_epoch + 1
+            last_epoch = base_epoch
+        else:
+            epoch = base_epoch
+        now = self._clock()
+        # With transaction version 2 a transaction may be aborted with nothing added: it starts
+        # (and ends) now.
+        nothing_added = md.state is not TxnState.ONGOING
+        try:
+            transit = md.prepare_transition(
+                prepare,
+                now,
+                producer_epoch=epoch,
+                last_producer_epoch=last_epoch,
+                next_producer_id=next_producer_id,
+                start_ms=now if nothing_added else md.txn_start_ms,
+                client_txn_version=client_txn_version,
+            )
+        except IllegalTransition:
+            return ErrorCode.concurrent_transactions
+        error = await self.state.persist(md, transit)
         if error is not ErrorCode.none:
-            md.producer_epoch, md.last_producer_epoch, md.client_txn_version = previous
-            md.next_producer_id = -1
             return error
         # The outcome is decided and durable: answer now, write the markers in the background.
         # Every marker is appended now, in this turn of the loop: the answer leaves right
@@ -394,16 +463,21 @@ class TransactionCoordinator:
         self.markers.start_completion(md, commit)
         return ErrorCode.none
 
-    async def _fence_and_abort(self, md: TransactionMetadata, why: str) -> None:
-        """Bump the epoch (fencing the producer) and abort its open transaction."""
-        if md.pending is not None or md.state is not TxnState.ONGOING:
-            return
-        if is_epoch_exhausted(md.producer_epoch):
-            log.warning("epoch of %r is exhausted; aborting without a bump", md.transactional_id)
-        else:
-            md.producer_epoch += 1
+    async def _fence_and_abort(self, md: TransactionMetadata, why: str) -> ErrorCode:
+        """Abort an open transaction that is not the client's to end (a newer instance called
+        InitProducerId, or it timed out): Kafka's PrepareEpochFence then PrepareAbort, with
+        the broker's transaction version. The epoch is bumped by one (Kafka 4.4 answers so):
+        the producer is fenced, and its own abort at the old epoch reads as a retry."""
+        if md.pending is not None:
+            return ErrorCode.concurrent_transactions
+        if md.state is not TxnState.ONGOING:
+            return ErrorCode.none
+        if md.producer_epoch >= MAX_EPOCH:
+            log.error(
+                "epoch of %r is Short.MAX_VALUE; aborting without a bump", md.transactional_id
+            )
         log.info("aborting the transaction of %r: %s", md.transactional_id, why)
-        await self._end(md, False)
+        return await self._end(md, False, client_txn_version=TRANSACTION_VERSION, from_client=False)
 
     # -- periodic work -------------------------------------------------------------------------
     def abort_timed_out(self) -> int:
@@ -412,5 +486,5 @@ class TransactionCoordinator:
             return 0
         timed_out = self.state.timed_out()
         for md in timed_out:
-            self.markers.spawn(self._fence_and_abort(md, "transaction timed out"))
+            self.markers.spawn(self._fence_and_abort(md, "the transaction timed out"))
         return len(timed_out)

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.txn.metadata import NO_PRODUCER_EPOCH, TransactionMetadata, TxnState
+from tidelog.broker.txn.metadata import TransactionMetadata, TxnState
 from tidelog.broker.txn.state_manager import TransactionStateManager
 
 __all__ = ["COMPLETION_WAIT_S", "TransactionMarkerChannelManager", "WriteMarkers"]
@@ -84,8 +84,9 @@ class TransactionMarkerChannelManager:
 
     def start_completion(self, md: TransactionMetadata, commit: bool) -> None:
         """Append every marker now; a task waits for them and writes the Complete record.
-        Later requests for the id wait for that task (``settled``)."""
-        md.pending = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        Later requests for the id wait for that task (``settled``); meanwhile the state is
+        Prepare*, which answers them as Kafka does (nothing is pending: Kafka marks the Complete
+        transition pending only while its record is written)."""
         try:
             durable = self._write_markers(md, commit)
         except Exception as exc:
@@ -104,7 +105,6 @@ class TransactionMarkerChannelManager:
     def _failed(self, md: TransactionMetadata, commit: bool, exc: Exception) -> None:
         # The Prepare state is durable: a retry (or the next start) completes it.
         log.warning("markers of %r not written: %s", md.transactional_id, exc)
-        md.pending = None
         self.spawn(self._retry_complete(md, commit))
 
     async def _complete(
@@ -116,31 +116,22 @@ class TransactionMarkerChannelManager:
         except Exception as exc:
             self._failed(md, commit, exc)
             return ErrorCode.none
-        md.pending = None
         final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        partitions = md.partitions
-        md.partitions = set()
-        identity = (md.producer_id, md.producer_epoch, md.last_producer_epoch)
-        previous_id, next_id = md.previous_producer_id, md.next_producer_id
-        if md.next_producer_id >= 0:
-            # Transaction version 2 ran out of epochs: the markers carried the old producer id;
-            # the producer goes on with the new one (Kafka's prepareComplete).
-            md.previous_producer_id, md.producer_id = md.producer_id, md.next_producer_id
-            md.producer_epoch, md.last_producer_epoch, md.next_producer_id = (
-                0,
-                NO_PRODUCER_EPOCH,
-                -1,
-            )
-        now = self._clock()
+        # Transaction version 2 ran out of epochs: the markers carried the old producer id;
+        # the producer goes on with the new one, epoch 0 (Kafka's prepareComplete).
+        rotate = md.bumps_epoch and md.next_producer_id >= 0
+        transit = md.prepare_transition(
+            final,
+            self._clock(),
+            producer_id=md.next_producer_id if rotate else None,
+            producer_epoch=0 if rotate else None,
+            next_producer_id=-1,
+            partitions=set(),
+        )
         try:
-            self._state.write_record(
-                md.transactional_id, self._state.value(md, final, now), lazy=True
-            )
+            self._state.write_lazily(md, transit)
         except Exception as exc:
             log.warning("writing %s of %r failed: %s", final.kafka_name, md.transactional_id, exc)
-            md.partitions = partitions
-            md.producer_id, md.producer_epoch, md.last_producer_epoch = identity
-            md.previous_producer_id, md.next_producer_id = previous_id, next_id
             self.spawn(self._retry_complete(md, commit))
             return ErrorCode.none
         # The Complete record need not be durable before the next transition: the markers are,
@@ -151,8 +142,6 @@ class TransactionMarkerChannelManager:
         # AddPartitionsToTxn (a failed flush is logged by the broker's flusher). A crash
         # before it is durable leaves Prepare*, which the next start completes again (markers
         # written twice are harmless).
-        md.state = final
-        md.txn_last_update_ms = now
         return ErrorCode.none
 
     async def _retry_complete(self, md: TransactionMetadata, commit: bool) -> None:

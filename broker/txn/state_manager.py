@@ -24,7 +24,12 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.txn.metadata import TransactionMetadata, TxnState
+from tidelog.broker.txn.metadata import (
+    NO_PRODUCER_EPOCH,
+    TransactionMetadata,
+    TxnState,
+    TxnTransit,
+)
 from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
 __all__ = ["TransactionStateManager", "TxnConfig", "WriteRecord"]
@@ -67,29 +72,31 @@ class TransactionStateManager:
 
     # -- loading -------------------------------------------------------------------------------
     def load(self, records: Iterable[tuple[str, TxnLogValue | None]]) -> None:
-        """Replay ``__transaction_state`` records in log order."""
+        """Replay ``__transaction_state`` records in log order: ``replay`` for each, the same
+        function a live transition ends with."""
         for transactional_id, value in records:
-            if value is None:
-                self.transactions.pop(transactional_id, None)
-                continue
-            state = TxnState(value.state_id) if 0 <= value.state_id <= 7 else TxnState.DEAD
-            if state is TxnState.DEAD:
-                self.transactions.pop(transactional_id, None)
-                continue
-            partitions = {(t, p) for t, ps in (value.partitions or {}).items() for p in ps}
-            self.transactions[transactional_id] = TransactionMetadata(
-                transactional_id,
-                value.producer_id,
-                value.producer_epoch,
-                value.transaction_timeout_ms,
-                state,
-                partitions if state is not TxnState.EMPTY else set(),
-                value.start_ms,
-                value.last_update_ms,
-                value.previous_producer_id,
-                client_txn_version=value.client_transaction_version,
-                next_producer_id=value.next_producer_id,
+            self.replay(transactional_id, value)
+
+    def replay(
+        self,
+        transactional_id: str,
+        value: TxnLogValue | None,
+        last_producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> TransactionMetadata | None:
+        """Make memory what one durable record says: a tombstone (or Dead) removes the id,
+        anything else sets its metadata (``TransactionMetadata.apply``)."""
+        if value is None or value.state_id == TxnState.DEAD or not 0 <= value.state_id <= 7:
+            removed = self.transactions.pop(transactional_id, None)
+            if removed is not None:
+                removed.remove()
+            return None
+        md = self.transactions.get(transactional_id)
+        if md is None:
+            md = self.transactions[transactional_id] = TransactionMetadata.from_record(
+                transactional_id, value
             )
+        md.apply(value, last_producer_epoch)
+        return md
 
     def inactive_error(self) -> ErrorCode | None:
         if self.status == "loading":
@@ -107,61 +114,36 @@ class TransactionStateManager:
         return self._by_producer.get(producer_id)
 
     # -- persistence ---------------------------------------------------------------------------
-    def value(
-        self,
-        md: TransactionMetadata,
-        state: TxnState,
-        now: int,
-        partitions: set[tuple[str, int]] | None = None,
-        start_ms: int | None = None,
-    ) -> TxnLogValue:
-        """The record of ``md`` in ``state`` (``partitions``/``start_ms`` instead of its own)."""
-        chosen = md.partitions if partitions is None else partitions
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(chosen):
-            by_topic.setdefault(topic, []).append(partition)
-        return TxnLogValue(
-            md.producer_id,
-            md.producer_epoch,
-            md.txn_timeout_ms,
-            int(state),
-            None if state is TxnState.EMPTY else by_topic,
-            now,
-            md.txn_start_ms if start_ms is None else start_ms,
-            md.previous_producer_id,
-            md.next_producer_id,
-            md.client_txn_version,
-        )
-
-    async def persist(
-        self,
-        md: TransactionMetadata,
-        state: TxnState,
-        partitions: set[tuple[str, int]] | None = None,
-        start_ms: int | None = None,
-    ) -> ErrorCode:
-        """Write ``md`` in ``state`` (with ``partitions``/``start_ms`` when given); memory
-        changes (state, and those) only once the record is covered by the HW."""
-        now = self._clock()
-        md.pending = state
-        value = self.value(md, state, now, partitions, start_ms)
+    async def persist(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
+        """Write the record of a prepared transition (``TransactionMetadata.prepare_transition``)
+        and, once the HW covers it, replay it into memory; until then the id is ``pending``
+        (other requests answer CONCURRENT_TRANSACTIONS). A failed write changes nothing."""
         try:
-            await self.write_record(md.transactional_id, value)
+            await self.write_record(md.transactional_id, transit.value)
         except asyncio.CancelledError:
-            md.pending = None
+            md.abandon_transition()
             raise
         except Exception as exc:  # append errors: the client retries
-            log.warning("writing %s of %r failed: %s", state.kafka_name, md.transactional_id, exc)
-            md.pending = None
+            log.warning(
+                "writing %s of %r failed: %s", transit.state.kafka_name, md.transactional_id, exc
+            )
+            md.abandon_transition()
             return ErrorCode.coordinator_not_available
-        md.pending = None
-        md.state = state
-        md.txn_last_update_ms = now
-        if partitions is not None:
-            md.partitions = partitions
-        if start_ms is not None:
-            md.txn_start_ms = start_ms
+        self._complete(md, transit)
         return ErrorCode.none
+
+    def write_lazily(self, md: TransactionMetadata, transit: TxnTransit) -> None:
+        """Append the record of ``transit`` without waiting for it (``WriteRecord``'s ``lazy``)
+        and replay it at once; raises when the append fails (memory unchanged)."""
+        try:
+            self.write_record(md.transactional_id, transit.value, lazy=True)
+        except Exception:
+            md.abandon_transition()
+            raise
+        self._complete(md, transit)
+
+    def _complete(self, md: TransactionMetadata, transit: TxnTransit) -> None:
+        md.complete_transition(transit)
 
     # -- periodic work -------------------------------------------------------------------------
     def timed_out(self) -> list[TransactionMetadata]:
@@ -189,15 +171,12 @@ class TransactionStateManager:
             and md.txn_last_update_ms + self.config.id_expiration_ms <= now
         ]
         for md in expired:
-            md.pending = TxnState.DEAD
             try:
+                md.prepare_transition(TxnState.DEAD, now)
                 await self.write_record(md.transactional_id, None)
             except Exception as exc:
                 log.warning("expiring %r failed: %s", md.transactional_id, exc)
-                md.pending = None
+                md.abandon_transition()
                 continue
-            md.state = TxnState.DEAD
-            md.pending = None
-            if self.transactions.get(md.transactional_id) is md:
-                del self.transactions[md.transactional_id]
+            self.replay(md.transactional_id, None)
         return len(expired)

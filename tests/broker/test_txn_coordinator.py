@@ -242,7 +242,11 @@ async def test_transaction_version_2_bumps_the_epoch_and_recognises_retries() ->
     assert (await c.end_txn("tx", pid, epoch, False, client_txn_version=2))[0] is (
         ErrorCode.invalid_txn_state
     )
+    # the bumped epoch is the producer's now: committing again has nothing to commit
     assert (await c.end_txn("tx", pid, epoch + 1, True, client_txn_version=2))[0] is (
+        ErrorCode.invalid_txn_state
+    )
+    assert (await c.end_txn("tx", pid, epoch + 2, True, client_txn_version=2))[0] is (
         ErrorCode.producer_fenced
     )
     assert await c.add_partitions("tx", pid, epoch, [("t", 0)], 2) is ErrorCode.producer_fenced
@@ -269,3 +273,64 @@ async def test_transaction_version_2_bumps_the_epoch_and_recognises_retries() ->
     assert c.partition_in_transaction(new_pid, 0, "t", 0) is False
     assert await c.add_partitions("tx", new_pid, 0, [("t", 0)], 2) is ErrorCode.none
     assert c.partition_in_transaction(new_pid, 0, "t", 0)
+
+
+@sync
+async def test_prepared_states_follow_the_table() -> None:
+    """PrepareCommit/PrepareAbort last only while the markers are written (over the wire a
+    request waits for them): here the state is loaded and left prepared."""
+    for state, commit in ((TxnState.PREPARE_COMMIT, True), (TxnState.PREPARE_ABORT, False)):
+        h = Harness()
+        c = h.coordinator
+        # epoch 4 is the bumped one (transaction version 2): 3 is the producer's retry
+        c.load([("tx", TxnLogValue(7, 4, 1000, int(state), {"t": [0]}, 10, 5, 7, -1, 2))])
+        c.state.status = "active"  # answering, without completing the prepared transaction
+        for epoch, same, other in (
+            (3, ErrorCode.concurrent_transactions, ErrorCode.invalid_txn_state),
+            (4, ErrorCode.producer_fenced, ErrorCode.producer_fenced),
+            (2, ErrorCode.producer_fenced, ErrorCode.producer_fenced),
+        ):
+            assert (await c.end_txn("tx", 7, epoch, commit, 2))[0] is same, (state, epoch)
+            assert (await c.end_txn("tx", 7, epoch, not commit, 2))[0] is other, (state, epoch)
+        assert (await c.init_producer_id("tx", 1000, -1, -1))[0] is (
+            ErrorCode.concurrent_transactions
+        )
+        assert await c.add_partitions("tx", 7, 4, [("t", 1)], 2) is (
+            ErrorCode.concurrent_transactions
+        )
+        # TV1: only the current epoch; the same outcome is in progress
+        assert (await c.end_txn("tx", 7, 4, commit))[0] is ErrorCode.concurrent_transactions
+        assert (await c.end_txn("tx", 7, 4, not commit))[0] is ErrorCode.invalid_txn_state
+
+
+@sync
+async def test_exhausted_epoch_moves_init_producer_id_to_a_new_producer_id() -> None:
+    h = Harness()
+    c = h.coordinator
+    c.load([("tx", TxnLogValue(7, 32766, 1000, 4, None, 10, 5, 7, -1, 2))])
+    c.activate()
+    error, pid, epoch = await c.init_producer_id("tx", 1000, 7, 32766)
+    assert (error, epoch) == (ErrorCode.none, 0) and pid != 7
+    md = c.transactions["tx"]
+    assert (md.previous_producer_id, md.last_producer_epoch) == (7, 32766)
+    # the retry of that InitProducerId (its answer lost): the old id at the exhausted epoch
+    assert await c.init_producer_id("tx", 1000, 7, 32766) == (ErrorCode.none, pid, 0)
+    # the server's own abort never rotates: at Short.MAX_VALUE it aborts without a bump
+    c.load([("tx", TxnLogValue(9, 32767, 1000, 1, {"t": [0]}, 10, 5, 9, -1, 2))])
+    assert c.transactions["tx"].state is TxnState.ONGOING
+    h.now += 5000
+    assert c.abort_timed_out() == 1
+    await c.markers.settled("tx")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    md = c.transactions["tx"]
+    assert (md.state, md.producer_id, md.producer_epoch) == (TxnState.COMPLETE_ABORT, 9, 32767)
+
+
+def test_the_tables_cover_every_state_and_request() -> None:
+    from tidelog.broker.txn.metadata import END_TXN, END_TXN_TV1, VALID_PREVIOUS_STATES
+
+    live = [s for s in TxnState if s not in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)]
+    for table in (END_TXN, END_TXN_TV1):
+        assert set(table) == {(s, commit) for s in live for commit in (True, False)}
+    assert set(VALID_PREVIOUS_STATES) == set(TxnState)

@@ -432,13 +432,17 @@ SCENARIOS: list[Scenario] = [
         3,
         {"transactional_id": "dtx-none", "producer_id": 1, "producer_epoch": 0, "committed": False},
     ),
-    # (DescribeTransactions is left out: kio reads its transaction_start_time_ms as a datetime
-    # and cannot read the -1 both brokers send for a transaction that has not started.)
+    # (filtered by this suite's producer: other tests of the session leave transactional ids
+    # on the reference broker)
     (
         "list-transactions",
         "list_transactions",
         1,
-        {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+        {
+            "state_filters": [],
+            "producer_id_filters": ["$init-tx.producer_id"],
+            "duration_filter": -1,
+        },
     ),
     (
         "add-partitions-fenced",
@@ -460,6 +464,55 @@ SCENARIOS: list[Scenario] = [
             "v3_and_below_producer_id": "$init-tx-again.producer_id",
             "v3_and_below_producer_epoch": "$init-tx-again.producer_epoch",
             "v3_and_below_topics": [{"name": "dt-none", "partitions": [0]}],
+        },
+    ),
+    # DescribeTransactions (its -1 start time read by tests/support/kafka_wire.py), with
+    # ListTransactions, over a transaction's life: Empty, then Ongoing, then aborted. (Kafka
+    # writes the markers after EndTxn's answer, so what the abort leaves, DescribeTransactions'
+    # CompleteAbort and DescribeProducers' entries, is for tests that wait for it:
+    # tests/support/txn_table.py.)
+    (
+        "describe-transactions",
+        "describe_transactions",
+        0,
+        {"transactional_ids": ["dtx", "dtx-none"]},
+    ),
+    (
+        "add-partitions-ok",
+        "add_partitions_to_txn",
+        3,
+        {
+            "v3_and_below_transactional_id": "dtx",
+            "v3_and_below_producer_id": "$init-tx-again.producer_id",
+            "v3_and_below_producer_epoch": "$init-tx-again.producer_epoch",
+            "v3_and_below_topics": [{"name": T, "partitions": [1, 2]}],
+        },
+    ),
+    (
+        "describe-transactions-ongoing",
+        "describe_transactions",
+        0,
+        {"transactional_ids": ["dtx"]},
+    ),
+    (
+        "list-transactions-ongoing",
+        "list_transactions",
+        1,
+        {
+            "state_filters": ["Ongoing"],
+            "producer_id_filters": ["$init-tx-again.producer_id"],
+            "duration_filter": -1,
+        },
+    ),
+    (
+        "end-txn-abort-ongoing",
+        "end_txn",
+        3,
+        {
+            "transactional_id": "dtx",
+            "producer_id": "$init-tx-again.producer_id",
+            "producer_epoch": "$init-tx-again.producer_epoch",
+            "committed": False,
         },
     ),
     (

@@ -38,6 +38,7 @@ NORMALISED = {
     "timestamp": "<time>",
     "current_state_timestamp": "<time>",
     "transaction_start_time_ms": "<time>",
+    "transaction_start_time": "<time>",
     "last_timestamp": "<time>",
     "authorized_operations": "<ops>",
     "topic_authorized_operations": "<ops>",
