@@ -97,23 +97,27 @@ def user_of(principal: str) -> str:
 
 
 class _Sample:
-    __slots__ = ("event_count", "last_window_ms", "value")
+    __slots__ = ("event_count", "last_event_ms", "start_ms", "value")
 
     def __init__(self, now_ms: int) -> None:
         self.value = 0.0
         self.event_count = 0
-        self.last_window_ms = now_ms
+        self.start_ms = now_ms
+        self.last_event_ms = now_ms
 
     def reset(self, now_ms: int) -> None:
         self.value = 0.0
         self.event_count = 0
-        self.last_window_ms = now_ms
+        self.start_ms = now_ms
+        self.last_event_ms = now_ms
 
 
 class SampledRate:
     """Kafka's ``Rate`` over a ``WindowedSum`` (``SampledStat``): ``samples`` windows of
-    ``window_ms``; the rate is the sum over the live samples divided by the elapsed window,
-    never less than ``samples - 1`` full windows. Per second."""
+    ``window_ms`` (plus the one overlapping the monitored span, as Kafka keeps); a sample is
+    dropped once its last event is ``samples`` windows old; the rate is the sum of the samples
+    over the time since the oldest one started, never less than ``samples - 1`` full windows
+    (at least 1 ms). Per second."""
 
     __slots__ = ("_current", "_samples", "samples", "window_ms")
 
@@ -127,8 +131,8 @@ class SampledRate:
         if not self._samples:
             self._samples.append(_Sample(now_ms))
         sample = self._samples[self._current]
-        if now_ms - sample.last_window_ms >= self.window_ms:
-            self._current = (self._current + 1) % self.samples
+        if now_ms - sample.start_ms >= self.window_ms:
+            self._current = (self._current + 1) % (self.samples + 1)
             if self._current >= len(self._samples):
                 sample = _Sample(now_ms)
                 self._samples.append(sample)
@@ -137,48 +141,47 @@ class SampledRate:
                 sample.reset(now_ms)
         sample.value += value
         sample.event_count += 1
+        sample.last_event_ms = now_ms
 
     def _purge(self, now_ms: int) -> None:
         expire_age = self.samples * self.window_ms
         for sample in self._samples:
-            if now_ms - sample.last_window_ms >= expire_age:
+            if now_ms - sample.last_event_ms >= expire_age:
                 sample.reset(now_ms)
 
-    def window_size_ms(self, now_ms: int) -> int:
-        """Kafka's Rate.windowSize: the elapsed time since the oldest sample, at least
-        ``samples - 1`` full windows."""
-        self._purge(now_ms)
-        oldest = min((s.last_window_ms for s in self._samples), default=now_ms)
-        elapsed = now_ms - oldest
+    def _window(self, oldest_start_ms: int, now_ms: int) -> int:
+        elapsed = now_ms - oldest_start_ms
         full = elapsed // self.window_ms
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
-        return elapsed
+        return max(elapsed, 1)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """Kafka's Rate.windowSize (after purging old samples)."""
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return self._window(oldest, now_ms)
 
     def measure(self, now_ms: int) -> float:
         window = self.window_size_ms(now_ms)
-        total = sum(s.value for s in self._samples)
-        return total / (window / 1000.0) if window > 0 else 0.0
+        return sum(s.value for s in self._samples) / (window / 1000.0)
 
     def totals(self, now_ms: int) -> tuple[float, int, int]:
         """(sum, events, window ms) of the live samples, without purging (a scrape from
         another thread reads a copy)."""
-        live = [
-            s
-            for s in list(self._samples)
-            if now_ms - s.last_window_ms < self.samples * self.window_ms
-        ]
-        oldest = min((s.last_window_ms for s in live), default=now_ms)
-        elapsed = now_ms - oldest
-        full = elapsed // self.window_ms
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        return sum(s.value for s in live), sum(s.event_count for s in live), elapsed
+        horizon = self.samples * self.window_ms
+        live = [s for s in list(self._samples) if now_ms - s.last_event_ms < horizon]
+        oldest = min((s.start_ms for s in live), default=now_ms)
+        return (
+            sum(s.value for s in live),
+            sum(s.event_count for s in live),
+            self._window(oldest, now_ms),
+        )
 
     def peek(self, now_ms: int) -> float:
         """``measure`` without purging."""
         total, _, elapsed = self.totals(now_ms)
-        return total / (elapsed / 1000.0) if elapsed > 0 else 0.0
+        return total / (elapsed / 1000.0)
 
 
 class _Average:
