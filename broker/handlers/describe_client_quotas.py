@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         types.DescribeClientQuotasResponse,
         throttle_time=timedelta(0),
         error_code=ErrorCode.none,
-        error_message=None,
+        error_message="",  # as Kafka answers (not null)
         entries=tuple(
             build(
                 types.EntryData,
