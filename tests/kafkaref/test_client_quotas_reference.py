@@ -89,7 +89,11 @@ SEQUENCE: list[tuple[str, str, dict[str, Any]]] = [
 def _sorted(value: Any) -> Any:
     """``value`` without its throttle time, lists of entities, values and entries sorted."""
     if isinstance(value, dict):
-        return {k: _sorted(v) for k, v in value.items() if k not in ("throttle_time_ms", "throttle_time")}
+        return {
+            k: _sorted(v)
+            for k, v in value.items()
+            if k not in ("throttle_time_ms", "throttle_time")
+        }
     if isinstance(value, list):
         return sorted((_sorted(v) for v in value), key=repr)
     return value
