@@ -255,21 +255,8 @@ class Router:
                 lean = None
             if lean is not None:
                 quotas = self._quotas
-                if quotas is not None and quotas.enabled:
-                    ctx = RequestContext(
-                        api_key,
-                        api_version,
-                        correlation_id,
-                        lean[1],
-                        client_host,
-                        client_port,
-                        self.broker,
-                        listener_name,
-                        ANONYMOUS if session is None else session.principal,
-                        session,
-                    )
-                    return self._run(spec, ctx, lean[2], len(frame))
-                if spec.at_once is not None and self._at_once_ok:
+                measured = quotas is not None and quotas.enabled  # client quotas: no at_once
+                if not measured and spec.at_once is not None and self._at_once_ok:
                     answer = self._at_once(spec, api_version, correlation_id, lean, client_host)
                     if answer is not None:
                         return answer
@@ -285,7 +272,7 @@ class Router:
                     ANONYMOUS if session is None else session.principal,
                     session,
                 )
-                return self._run(spec, ctx, lean[2])
+                return self._run(spec, ctx, lean[2], len(frame) if measured else -1)
         try:
             header, offset = codec.decode_request_header(frame)
             request = codec.decode_request(frame, api_key, api_version, offset)
