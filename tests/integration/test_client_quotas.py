@@ -309,7 +309,7 @@ def test_request_percentage_throttles_by_handler_time(
 ) -> None:
     """A client over its request-time quota gets throttle_time_ms in its answers (Metadata
     here), capped at one quota window as Kafka's ClientRequestQuotaManager caps it; another
-    client id is not throttled."""
+    client id is not throttled, until its user gets a quota."""
     from kio.schema.metadata.v12 import request as metadata_v12
 
     b = broker_factory(QUOTA_WINDOWS)
@@ -329,3 +329,7 @@ def test_request_percentage_throttles_by_handler_time(
     busy = throttles("busy")
     assert max(busy) > 0 and max(busy) <= 1000, busy
     assert throttles("idle") == [0] * 5
+    # a quota of the user (the principal's name: ANONYMOUS on a PLAINTEXT listener) comes
+    # before any client-id quota in Kafka's order, for every client id of that user
+    set_quota(b.bootstrap, [("user", "ANONYMOUS")], "request_percentage", 0.001)
+    assert max(throttles("idle")) > 0
