@@ -32,6 +32,7 @@ from tidelog.tools._common import (
     add_timeout_ms,
     add_tool_parser,
     admin_session,
+    check_reachable,
     client_errors,
     client_kwargs,
     close_quietly,
@@ -267,6 +268,7 @@ def _quota_client(args: argparse.Namespace) -> Iterator[Any]:
         }
         kwargs.update(client_kwargs(args, "admin"))
         kwargs["bootstrap_servers"] = parse_bootstrap(args.bootstrap_server)
+        check_reachable(kwargs["bootstrap_servers"], min(5.0, args.timeout_ms / 1000))
         client = KafkaNetClient(**kwargs)
         try:
             client.check_version(timeout_ms=args.timeout_ms)
