@@ -82,6 +82,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 1),
     ApiEntry(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0),
     ApiEntry(47, "OffsetDelete", "offset_delete", 0, 0),
+    ApiEntry(48, "DescribeClientQuotas", "describe_client_quotas", 0, 1),
+    ApiEntry(49, "AlterClientQuotas", "alter_client_quotas", 0, 1),
     ApiEntry(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", 0, 0),
     ApiEntry(51, "AlterUserScramCredentials", "alter_user_scram_credentials", 0, 0),
     ApiEntry(60, "DescribeCluster", "describe_cluster", 0, 1),

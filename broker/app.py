@@ -32,9 +32,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from tidelog.broker import coordinators
+from tidelog.broker.client_quota_manager import ClientQuotas, monotonic_ms
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.endpoints import Endpoint, resolve_endpoints
 from tidelog.broker.flusher import Flusher
@@ -164,6 +165,14 @@ class Broker:
         self.topics = Topics(config, self.log_manager, self.log_dirs[0] / REGISTRY_FILE)
         # Group configs and Kafka-only broker settings set by admin tools (broker/dynamic_configs).
         self.dynamic_configs = DynamicConfigs(self.log_dirs[0] / DYNAMIC_CONFIGS_FILE, config.get)
+        # Client quotas (AlterClientQuotas, kept in the same file; broker/client_quota_manager).
+        self.client_quotas = ClientQuotas(
+            self.dynamic_configs,
+            int(cast(int, config.get("quota.window.num"))),
+            int(cast(int, config.get("quota.window.size.seconds"))),
+            monotonic_ms,
+        )
+        self.metrics.extra_families.append(self.client_quotas.managers.families)
         # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
         # are loaded, stopped before storage shuts down.
         self.log_cleaner = LogCleaner(
@@ -375,6 +384,7 @@ class Broker:
         self._storage_started = True
         self.topics.load_and_reconcile()
         self.dynamic_configs.load()
+        self.client_quotas.load()
         # Clients can ask for ApiVersions from here on (the logs are loaded); every other
         # request waits until the coordinators, imported only now, have loaded too.
         started: asyncio.Future[bool] = asyncio.get_running_loop().create_future()

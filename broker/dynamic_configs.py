@@ -5,7 +5,13 @@ renamed, dir fsynced, like the topic registry)::
 
     {"version": 1,
      "broker": {"<node id>": {"name": "value"}, "": {"name": "value"}},
-     "group": {"<group id>": {"name": "value"}}}
+     "group": {"<group id>": {"name": "value"}},
+     "client_quotas": [{"entity": {"user": "alice", "client-id": null},
+                        "key": "producer_byte_rate", "value": 1048576.0}]}
+
+CLIENT QUOTAS (``client_quotas``): the records of ``broker/client_quotas.py`` (AlterClientQuotas),
+replayed in order at load; written in a worker thread (``snapshot`` on the loop, ``write`` in
+the worker, a newer snapshot never overwritten by an older one).
 
 GROUP resources (Kafka 4's group configs, GroupConfig): ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` (used by KIP-848 consumer groups), and the share-group ones
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +256,11 @@ class DynamicConfigs:
         self._setting = broker_setting  # name -> value of the broker's static settings
         self._broker: dict[str, dict[str, str]] = {}
         self._group: dict[str, dict[str, str]] = {}
+        #: Client quota records (plain: {"entity": {type: name}, "key": k, "value": v}).
+        self._client_quotas: list[dict[str, Any]] = []
+        self._write_lock = threading.Lock()
+        self._snapshots = 0  # snapshots taken
+        self._written = 0  # the newest snapshot written
 
     # -- persistence ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -270,20 +282,52 @@ class DynamicConfigs:
                 for name, values in section.items():
                     if isinstance(values, dict):
                         target[str(name)] = {str(k): str(v) for k, v in values.items()}
+        quotas = raw.get("client_quotas")
+        if isinstance(quotas, list):
+            self._client_quotas = [q for q in quotas if isinstance(q, dict)]
+
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        """What ``write`` stores (taken on the loop): a sequence number and a copy."""
+        self._snapshots += 1
+        data = {
+            "version": 1,
+            "broker": {k: dict(v) for k, v in self._broker.items()},
+            "group": {k: dict(v) for k, v in self._group.items()},
+            "client_quotas": [dict(q) for q in self._client_quotas],
+        }
+        return self._snapshots, data
+
+    def write(self, snapshot: tuple[int, dict[str, Any]]) -> None:
+        """Store a snapshot (``.tmp``, fsync, rename, dir fsync); any thread. A snapshot older
+        than one already written is skipped."""
+        sequence, data = snapshot
+        with self._write_lock:
+            if sequence <= self._written:
+                return
+            tmp = self.path.with_suffix(".json.tmp")
+            with open(tmp, "w") as f:
+                json.dump(data, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._written = sequence
 
     def _save(self) -> None:
-        data = {"version": 1, "broker": self._broker, "group": self._group}
-        tmp = self.path.with_suffix(".json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.write(self.snapshot())
+
+    # -- client quotas -------------------------------------------------------------------------
+    def client_quota_records(self) -> list[dict[str, Any]]:
+        """The stored client quota records, in order."""
+        return [dict(q) for q in self._client_quotas]
+
+    def set_client_quota_records(self, records: list[dict[str, Any]]) -> None:
+        """Replace the stored records (the caller writes them: ``write(snapshot())``)."""
+        self._client_quotas = [dict(q) for q in records]
 
     # -- broker --------------------------------------------------------------------------------
     def broker_overrides(self, resource_name: str) -> dict[str, str]:

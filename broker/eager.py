@@ -11,12 +11,13 @@ Threading: event loop only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from typing import Any, cast
 
 from tidelog.broker.handlers.base import Answer
 
-__all__ = ("Ready", "finish")
+__all__ = ("Ready", "finish", "timed")
 
 
 class Ready:
@@ -63,3 +64,46 @@ class _Resume:
 async def finish(coro: Any, waiting_on: Any) -> Answer:
     """The rest of a handler that suspended during its eager first step (see ``_submit``)."""
     return await _Resume(coro, waiting_on)
+
+
+class _Timed:
+    __slots__ = ("coro", "spent")
+
+    def __init__(self, coro: Any, spent: list[float]) -> None:
+        self.coro = coro
+        self.spent = spent
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return _step_timed(self.coro, self.spent)
+
+
+def _step_timed(coro: Any, spent: list[float]) -> Generator[Any, Any, Any]:
+    """Drive ``coro`` as ``yield from`` would, adding the time of each of its steps (not the
+    time it waited between them) to ``spent[0]``."""
+    clock = time.perf_counter
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        started = clock()
+        try:
+            waiting_on = coro.send(sent) if error is None else coro.throw(error)
+        except StopIteration as done:
+            spent[0] += clock() - started
+            return done.value
+        except BaseException:
+            spent[0] += clock() - started
+            raise
+        spent[0] += clock() - started
+        try:
+            sent, error = (yield waiting_on), None
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            sent, error = None, exc
+
+
+def timed(coro: Any, spent: list[float]) -> Any:
+    """An awaitable of ``coro``'s result that adds the time ``coro`` ran (its steps on the loop,
+    not its waits) to ``spent[0]``: a request's handler time for the request quota."""
+    return _Timed(coro, spent)

@@ -12,6 +12,14 @@ catch-all sends when the handler raises (per-partition errors for APIs without a
 connection. A handler may also return ``Close(reason)`` (close after the earlier answers) or a
 ``RawBody`` (a body it encoded itself).
 
+Client quotas (``broker/client_quota_manager.py``), once any is set: every request goes through
+``handle`` (no ``at_once``), its handler's time on the loop is recorded for the request quota,
+a Produce request's size and a Fetch answer's size for the byte quotas; a request over quota
+answers with its throttle time (``throttle_time_ms``; a Fetch answers empty, as Kafka's) as a
+``Throttled`` answer, after which the connection is muted that long (KIP-219). A module may
+define ``with_throttle_time(ctx, response, throttle_ms)`` for a ``RawBody`` it answers, and
+``throttled_response(ctx, request, throttle_ms)`` to answer a throttled request otherwise.
+
 Kafka behaviour kept here:
 - an unknown API key, a version outside the handler's range, or a frame that does not parse
   closes that connection (Kafka: InvalidRequestException -> close);
@@ -22,15 +30,19 @@ Kafka behaviour kept here:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import pkgutil
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.api_table import API_TABLE, HANDLERS_PACKAGE, ApiEntry
+from tidelog.broker.client_quota_manager import SECONDS_TO_PERCENTAGE, user_of
+from tidelog.broker.eager import timed
 from tidelog.broker.handlers.base import (
     Answer,
     Close,
@@ -38,6 +50,7 @@ from tidelog.broker.handlers.base import (
     Outcome,
     RawBody,
     RequestContext,
+    Throttled,
 )
 from tidelog.broker.metrics import EXCEPTION, LONG_POLL_WAIT, metrics_of
 from tidelog.broker.security.principal import ANONYMOUS
@@ -125,6 +138,9 @@ class Router:
         # With an authorizer, Produce and Fetch take ``handle`` (which checks ACLs) instead of
         # the context-free ``at_once`` path.
         self._at_once_ok = getattr(broker, "authorizer", None) is None
+        #: Client quotas (None for a router without a broker's): once ``enabled``, every
+        #: request is measured (see the module docstring).
+        self._quotas = getattr(broker, "client_quotas", None)
         #: While the broker starts (``hold_until``): requests other than ApiVersions wait for
         #: this future (True: started; False: the start failed, the connection is closed).
         self._held: asyncio.Future[bool] | None = None
@@ -238,7 +254,9 @@ class Router:
             except FrameDecodeError:
                 lean = None
             if lean is not None:
-                if spec.at_once is not None and self._at_once_ok:
+                quotas = self._quotas
+                measured = quotas is not None and quotas.enabled  # client quotas: no at_once
+                if not measured and spec.at_once is not None and self._at_once_ok:
                     answer = self._at_once(spec, api_version, correlation_id, lean, client_host)
                     if answer is not None:
                         return answer
@@ -254,7 +272,7 @@ class Router:
                     ANONYMOUS if session is None else session.principal,
                     session,
                 )
-                return self._run(spec, ctx, lean[2])
+                return self._run(spec, ctx, lean[2], len(frame) if measured else -1)
         try:
             header, offset = codec.decode_request_header(frame)
             request = codec.decode_request(frame, api_key, api_version, offset)
@@ -272,6 +290,9 @@ class Router:
             principal=ANONYMOUS if session is None else session.principal,
             session=session,
         )
+        quotas = self._quotas
+        if quotas is not None and quotas.enabled:
+            return self._run(spec, ctx, request, len(frame))
         return self._run(spec, ctx, request)
 
     def _at_once(
@@ -335,7 +356,11 @@ class Router:
         header = codec.encode_response_header(correlation_id, 0)
         return codec.frame_size(len(header) + len(body)) + header + body
 
-    async def _run(self, spec: HandlerSpec, ctx: RequestContext, request: Any) -> Answer:
+    async def _run(
+        self, spec: HandlerSpec, ctx: RequestContext, request: Any, request_bytes: int = -1
+    ) -> Answer:
+        """Run the handler and encode its answer; ``request_bytes`` >= 0: client quotas are on
+        (the request's size, for the produce byte quota)."""
         started = time.perf_counter()
         error: int = EXCEPTION
         # A long poll (Fetch) tells how long it waited, to keep that out of the latency. No
@@ -344,7 +369,23 @@ class Router:
         if is_fetch:
             LONG_POLL_WAIT.set(0.0)
         try:
-            response = await spec.handle(ctx, request)
+            if request_bytes >= 0:
+                spent = [0.0]
+                response = await timed(spec.handle(ctx, request), spent)
+                if not isinstance(response, Close):
+                    throttle_ms, response = self._throttle(
+                        spec, ctx, request, response, request_bytes, spent[0]
+                    )
+                    if throttle_ms > 0:
+                        error = int(getattr(response, "error_code", 0) or 0)
+                        answer = response
+                        if response is not None and not isinstance(
+                            response, bytes | list | FileAnswer
+                        ):
+                            answer = self.encode(ctx, response)
+                        return Throttled(cast(Any, answer), throttle_ms)
+            else:
+                response = await spec.handle(ctx, request)
             if response is None or isinstance(response, Close):
                 error = EXCEPTION if response is not None else 0
                 return response
@@ -359,6 +400,64 @@ class Router:
         finally:
             waited = LONG_POLL_WAIT.get() if is_fetch else 0.0
             self._metrics.observe_request(spec.name, time.perf_counter() - started, error, waited)
+
+    def _throttle(
+        self,
+        spec: HandlerSpec,
+        ctx: RequestContext,
+        request: Any,
+        response: Any,
+        request_bytes: int,
+        spent_s: float,
+    ) -> tuple[int, Any]:
+        """Record the request on the client's quota sensors (as KafkaApis does per API) and
+        give its throttle time and the response carrying it."""
+        quotas = self._quotas
+        assert quotas is not None
+        managers = quotas.managers
+        user = user_of(ctx.principal)
+        client = ctx.client_id or ""
+        now = managers.clock_ms()
+        percent = spent_s * SECONDS_TO_PERCENTAGE
+        bandwidth = None
+        bandwidth_ms = request_ms = 0
+        size = 0
+        if spec.api_key == PRODUCE_KEY:
+            bandwidth = managers.produce
+            bandwidth_ms = bandwidth.record(user, client, request_bytes, now)
+            if response is not None:  # Kafka: no request quota for acks=0
+                request_ms = managers.request.record(user, client, percent, now)
+        elif spec.api_key == FETCH_KEY:
+            request_ms = managers.request.record(user, client, percent, now)
+            if type(response) is bytes or type(response) is list or type(response) is FileAnswer:
+                bandwidth = managers.fetch
+                size = sum(map(len, response)) if type(response) is list else len(response)
+                bandwidth_ms = bandwidth.record(user, client, size, now)
+        else:
+            request_ms = managers.request.record(user, client, percent, now)
+        throttle_ms = max(bandwidth_ms, request_ms)
+        if throttle_ms <= 0:
+            return 0, response
+        if bandwidth is not None and bandwidth_ms > request_ms:
+            bandwidth.throttled(user, client, throttle_ms)
+        else:
+            managers.request.throttled(user, client, throttle_ms)
+        module = self._modules.get(spec.api_key)
+        if spec.api_key == FETCH_KEY and size:
+            # A throttled Fetch answers empty, its bytes taken back from the sensor.
+            managers.fetch.unrecord(user, client, size, now)
+        throttled = getattr(module, "throttled_response", None)
+        if throttled is not None:
+            return throttle_ms, throttled(ctx, request, throttle_ms)
+        if isinstance(response, RawBody):
+            patch = getattr(module, "with_throttle_time", None)
+            if patch is not None:
+                response = patch(ctx, response, throttle_ms)
+        elif response is not None and hasattr(response, "throttle_time"):
+            response = dataclasses.replace(
+                response, throttle_time=timedelta(milliseconds=throttle_ms)
+            )
+        return throttle_ms, response
 
     @staticmethod
     def encode(ctx: RequestContext, response: Any) -> bytes | list[bytes | memoryview]:

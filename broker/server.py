@@ -15,6 +15,9 @@ Backpressure: when the transport's write buffer passes its high-water mark (``pa
 or too many requests of this connection are still unanswered, we stop reading from the client
 until the buffer drains (``resume_writing``) and the answers catch up.
 
+Client quotas (KIP-219): a ``Throttled`` answer is written at once, then the connection is
+muted (not read, no further frame taken) for its throttle time.
+
 Limits (``ConnectionQuotas``, shared by all listeners): a connection past ``max.connections``
 or past ``max.connections.per.ip`` for its address is closed as soon as it is accepted, as
 Kafka closes a connection over its per-IP quota, and counts are released when a connection
@@ -35,7 +38,7 @@ from typing import Any, cast
 
 from tidelog.broker.connection_quotas import ConnectionQuotas
 from tidelog.broker.eager import Ready, finish
-from tidelog.broker.handlers.base import Answer, Close
+from tidelog.broker.handlers.base import Answer, Close, Throttled
 from tidelog.broker.metrics import metrics_of
 from tidelog.broker.network_receive import FrameReader, FrameSizeError
 from tidelog.broker.router import Router
@@ -78,6 +81,8 @@ class KafkaConnection(asyncio.Protocol):
         self._admitted = False
         #: The timer of a lingering close (``Close.linger_s``), if one is set.
         self._linger: asyncio.TimerHandle | None = None
+        #: The timer ending a quota mute (``Throttled``), while muted.
+        self._throttle: asyncio.TimerHandle | None = None
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
         self._session: Any = None
         self._tls: TlsLayer | None = None
@@ -189,6 +194,9 @@ class KafkaConnection(asyncio.Protocol):
         self._admitted = False
         if self._linger is not None:
             self._linger.cancel()
+        if self._throttle is not None:
+            self._throttle.cancel()
+            self._throttle = None
         self._server.quotas.release(self.peer_host)
         self._server.connections.discard(self)
         self._metrics.connection_closed()
@@ -242,7 +250,9 @@ class KafkaConnection(asyncio.Protocol):
         (``_update_reading``), so a client that never reads holds at most MAX_IN_FLIGHT answers.
         """
         reader = self._reader
-        while not self._write_paused and len(self._pending) < MAX_IN_FLIGHT:
+        while (
+            not self._write_paused and self._throttle is None and len(self._pending) < MAX_IN_FLIGHT
+        ):
             frame = reader.next_frame()
             if frame is None:
                 break
@@ -282,7 +292,7 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ answers in order
 
     def _submit(self, outcome: Any) -> None:
-        if isinstance(outcome, bytes | list | Close | FileAnswer) or outcome is None:
+        if isinstance(outcome, bytes | list | Close | FileAnswer | Throttled) or outcome is None:
             if not self._pending and self._sending is None:
                 self._write(outcome)
                 return
@@ -331,6 +341,9 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
+        if isinstance(answer, Throttled):
+            self._mute(answer.throttle_ms)
+            answer = answer.answer
         if answer is None:
             return
         self.last_active = self._server.now()
@@ -409,11 +422,31 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = self._server.now()
         self._task_done(None)  # the answers queued behind it
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Stop reading for ``throttle_ms`` (a client quota's throttle; a longer one wins)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._throttle is not None:
+            if self._throttle.when() >= until:
+                return
+            self._throttle.cancel()
+        self._throttle = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._throttle = None
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        pause = self._write_paused or self._closing or len(self._pending) >= MAX_IN_FLIGHT
+        pause = (
+            self._write_paused
+            or self._closing
+            or self._throttle is not None
+            or len(self._pending) >= MAX_IN_FLIGHT
+        )
         if pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()

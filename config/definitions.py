@@ -120,6 +120,22 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
         min_value=-1,
     ),
     broker_def(
+        "quota.window.num",
+        "int",
+        11,
+        "The number of samples to retain in memory for client quotas.",
+        min_value=1,
+        importance="low",
+    ),
+    broker_def(
+        "quota.window.size.seconds",
+        "int",
+        1,
+        "The time span of each sample for client quotas.",
+        min_value=1,
+        importance="low",
+    ),
+    broker_def(
         "num.io.threads",
         "int",
         8,

@@ -32,7 +32,7 @@ class ScramSpec:
         return password
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str) -> list[str]:
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         if ch == "[":
@@ -49,7 +49,7 @@ def _split_top(text: str) -> list[str]:
 def parse_scram_specs(text: str) -> list[ScramSpec]:
     """``MECH=[k=v,...],MECH=[...]``; the error never repeats a password."""
     specs = []
-    for part in _split_top(text):
+    for part in split_top(text):
         mechanism, sep, rest = part.partition("=")
         mechanism = mechanism.strip().upper()
         if mechanism not in MECHANISMS:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from tidelog.broker.sendfile import FileAnswer
 
 if TYPE_CHECKING:
+    from tidelog.broker.client_quota_manager import ClientQuotas
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.endpoints import Endpoint
     from tidelog.broker.group.coordinator import GroupCoordinator
@@ -58,6 +59,7 @@ __all__ = (
     "Outcome",
     "RawBody",
     "RequestContext",
+    "Throttled",
 )
 
 T = TypeVar("T")
@@ -87,9 +89,19 @@ class RawBody:
     chunks: tuple[bytes | memoryview, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Throttled:
+    """An answer (or none, ``answer`` None) after which the connection is muted, not read, for
+    ``throttle_ms`` (a client over its quota: KIP-219, the answer goes out at once and carries
+    the throttle time)."""
+
+    answer: bytes | list[bytes | memoryview] | FileAnswer | None
+    throttle_ms: int
+
+
 #: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
 #: ``FileAnswer``: record data the connection sends from the segment files (broker.sendfile).
-Answer = bytes | list[bytes | memoryview] | FileAnswer | Close | None
+Answer = bytes | list[bytes | memoryview] | FileAnswer | Close | Throttled | None
 Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
 
 
@@ -105,6 +117,8 @@ class BrokerView(Protocol):
     log_manager: LogManager
     #: Group configs and the Kafka-only dynamic broker settings tidelog stores.
     dynamic_configs: DynamicConfigs
+    #: Client quotas: their configs and the managers enforcing them.
+    client_quotas: ClientQuotas
     #: Creates ``__consumer_offsets`` on the first group request (as Kafka does).
     ensure_offsets_topic: Callable[[], None]
     #: FindCoordinator key type -> creates that coordinator's internal topic on first use.

@@ -21,20 +21,27 @@ FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 Both paths share one core, ``delayed_fetch.fetch`` (scan, answer now or wait by callbacks): the
 router calls ``delayed_fetch.answer_at_once`` for a lean-parsed sessionless fetch (what consumers
 send) without this coroutine; ``handle`` serves everything else.
+
+Client quotas: with a ``consumer_byte_rate`` quota, a request's ``max_bytes`` is capped to what
+the quota lets through in its window (Kafka's getMaxValueInQuotaWindow); a fetch over quota is
+answered empty with its throttle time (``throttled_response``, the router decides).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.client_quota_manager import user_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.handlers.delayed_fetch import answer_at_once, fetch
 from tidelog.broker.handlers.fetch_plan import Wanted, requested
 from tidelog.broker.metrics import LONG_POLL_WAIT
 from tidelog.broker.security.access import TOPIC, Operation, allowed
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.fast.fetch import LeanFetchRequest
 from tidelog.protocol.schema import build, response_types
 
 if TYPE_CHECKING:
@@ -88,6 +95,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             session_id=0,
             responses=(),
         )
+    quotas = ctx.broker.client_quotas
+    if quotas.enabled:
+        request = _quota_capped(ctx, request)
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
     if ctx.broker.authorizer is not None:
         _authorize(ctx, wanted)
@@ -99,6 +109,32 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             LONG_POLL_WAIT.set(waited[0])
         return out
     return answer
+
+
+def _quota_capped(ctx: RequestContext, request: Any) -> Any:
+    """The request with ``max_bytes`` at most what the client's quota allows in one window."""
+    cap = ctx.broker.client_quotas.managers.fetch.max_value_in_window(
+        user_of(ctx.principal), ctx.client_id or ""
+    )
+    if cap is None or request.max_bytes <= cap:
+        return request
+    capped = max(int(cap), 1)
+    if isinstance(request, LeanFetchRequest):
+        return request._replace(max_bytes=capped)
+    return dataclasses.replace(request, max_bytes=capped)
+
+
+def throttled_response(ctx: RequestContext, request: Request, throttle_ms: int) -> Any:
+    """The answer of a fetch over quota: no partitions, the throttle time (Kafka's
+    getThrottledResponse of a sessionless fetch)."""
+    types = response_types(API_KEY, ctx.api_version)
+    return build(
+        types.FetchResponse,
+        throttle_time=timedelta(milliseconds=throttle_ms),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(),
+    )
 
 
 def _authorize(ctx: RequestContext, wanted: list[Wanted]) -> None:

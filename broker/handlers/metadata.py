@@ -335,3 +335,12 @@ def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> An
 
 
 SPEC = HandlerSpec(api_key=API_KEY, name="Metadata", min_version=0, max_version=13, handle=handle)
+
+
+def with_throttle_time(ctx: RequestContext, response: RawBody, throttle_ms: int) -> RawBody:
+    """``response`` (``protocol.fast.metadata``) carrying ``throttle_ms`` (client quotas): v3+
+    bodies start with the throttle time."""
+    if ctx.api_version < 3:
+        return response
+    first, *rest = response.chunks
+    return RawBody((throttle_ms.to_bytes(4, "big") + bytes(first[4:]), *rest))

@@ -364,6 +364,15 @@ def _error_answer(
     return frame_answer(correlation_id, version >= 9, _encode_one(version, failed))
 
 
+def with_throttle_time(ctx: RequestContext, response: RawBody, throttle_ms: int) -> RawBody:
+    """``response`` (``_lean_response``) carrying ``throttle_ms`` (client quotas): the
+    throttle time is the body's last int32, before the top-level tagged fields (none) from v9."""
+    (body,) = response.chunks
+    end = len(body) - 1 if ctx.api_version >= 9 else len(body)
+    patched = bytes(body[: end - 4]) + throttle_ms.to_bytes(4, "big") + bytes(body[end:])
+    return RawBody((patched,))
+
+
 def error_response(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -> Any:
     """Every partition of the request carries ``code``."""
     results = [

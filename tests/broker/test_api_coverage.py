@@ -30,8 +30,6 @@ REFUSED: dict[int, str] = {
     39: "delegation tokens: not supported",
     40: "delegation tokens: not supported",
     41: "delegation tokens: not supported",
-    48: "client quotas: not supported",
-    49: "client quotas: not supported",
     52: "KRaft quorum (controller only)",
     53: "KRaft quorum (controller only)",
     54: "KRaft quorum (controller only)",

@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tidelog.broker.client_quota_manager import ClientQuotaManagers
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics, PartitionStats
 
 ROOT = Path(__file__).resolve().parents[2]
-_TOKEN = re.compile(r"`((?:tidelog|kafka|process|python)_[a-z0-9_]+|_[a-z0-9_]+)`")
+# Kafka's quota MBeans keep their type's capital (``kafka_server_Produce_throttle_time``).
+_TOKEN = re.compile(r"`((?:tidelog|kafka|process|python)_[A-Za-z0-9_]+|_[a-z0-9_]+)`")
 _FAMILY_PREFIXES = ("tidelog_", "kafka_", "process_", "python_")
 
 
@@ -32,6 +34,12 @@ def _every_source() -> Metrics:
     metrics.topic_in("orders", 3, 300)
     metrics.security_counts = lambda: (2, 1)
     metrics.extra_families.append(LoopLag().families)
+    quotas = ClientQuotaManagers(11, 1, lambda: 1000)
+    quotas.update({(("client-id", "app"),): {"producer_byte_rate": 10.0}})
+    quotas.produce.throttled("", "app", quotas.produce.record("", "app", 500))
+    quotas.fetch.record("", "app", 1)
+    quotas.request.record("", "app", 1)
+    metrics.extra_families.append(quotas.families)
     return metrics
 
 

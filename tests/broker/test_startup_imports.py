@@ -28,8 +28,10 @@ from pathlib import Path
 #: ``tidelog.*`` modules imported before the first ApiVersions answer (measured: 92; 105 since
 #: issue 27's splits of files over 600 lines: ``broker/endpoints.py``, ``broker/eager.py``, four
 #: storage modules (``storage/local_log.py`` among them) and three settings modules
-#: (``config/config_def.py`` among them): modules more, not more code).
-TIDELOG_MODULES_BUDGET = 105
+#: (``config/config_def.py`` among them): modules more, not more code); 107 with client quotas
+#: (``broker/client_quotas.py``, ``broker/client_quota_manager.py``: the router checks on every
+#: request whether a quota is set, and the broker loads the stored quotas as it starts).
+TIDELOG_MODULES_BUDGET = 107
 #: All modules, the standard library's and kio's included (measured: 324; 337 with the modules
 #: of issue 27's splits above).
 ALL_MODULES_BUDGET = 340

@@ -62,8 +62,8 @@ ADMIN_ROWS: dict[str, tuple[str, str, str]] = {
     "alterUserScramCredentials": ("ok", "ok", ""),
     "describeUserScramCredentials": ("ok", "ok", ""),
     # Kafka divergence: client quotas are not served.
-    "describeClientQuotas": (_UNSUPPORTED, "ok", "quotas not served"),
-    "alterClientQuotas": (_UNSUPPORTED, "ok", "quotas not served"),
+    "describeClientQuotas": ("ok", "ok", ""),
+    "alterClientQuotas": ("ok", "ok", ""),
     "electLeaders": ("ok", "ok", "per partition: election not needed"),
     "alterPartitionReassignments": (
         "NoReassignmentInProgressException", "NoReassignmentInProgressException",

@@ -128,8 +128,11 @@ def read_describe_transactions_v0(frame: bytes, offset: int) -> Any:
 class WireClient:
     """One TCP connection to a broker."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self, bootstrap: str, timeout: float = 10.0, client_id: str | None = "tidelog-test"
+    ) -> None:
         host, port = bootstrap.rsplit(":", 1)
+        self.client_id = client_id
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._next_id = 1
@@ -149,7 +152,7 @@ class WireClient:
         cid = self._next_id if correlation_id is None else correlation_id
         self._next_id = max(self._next_id, cid) + 1
         self._sent[cid] = (int(type(request).__api_key__), int(type(request).__version__))
-        self.sock.sendall(encode_request(request, cid))
+        self.sock.sendall(encode_request(request, cid, self.client_id))
         return cid
 
     def send_raw(self, data: bytes) -> None:
