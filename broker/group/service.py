@@ -14,52 +14,60 @@ count is fixed once the topic exists); until the topic exists there is nothing t
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
+from tidelog.broker.coordinator.log import (
+    NO_PRODUCER_ID,
+    Appended,
+    KeyValue,
+    LogRecord,
+    encode_records,
+    log_records,
+)
+from tidelog.broker.coordinator.partition_writer import PartitionWriter
 from tidelog.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from tidelog.broker.group.coordinator import GroupCoordinator
-from tidelog.broker.group.log import CoordinatorLogError, KeyValue, LogRecord, encode_records
 from tidelog.broker.group.timer import LoopTimer
-from tidelog.broker.group.txn_offsets import resolve_transactional
-from tidelog.broker.topics import LEADER_EPOCH
-from tidelog.protocol.errors import error_code_for
-from tidelog.storage import StorageError
+from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
+    from tidelog.broker.topics import Topics
     from tidelog.storage import PartitionLog
 
 log = logging.getLogger("tidelog.group")
 
 __all__ = ("BrokerCoordinatorLog", "install")
 
-#: A HW wait has no deadline of its own: the coordinator bounds it (offsets.commit.timeout.ms).
-_FOREVER_S = 365 * 24 * 3600.0
 #: FindCoordinator's key type for a group.
 GROUP_KEY_TYPE = 0
 
 
 class BrokerCoordinatorLog:
-    """``CoordinatorLog`` over the broker's topic registry, storage and HW waiters."""
+    """``CoordinatorLog`` over the topic registry and the broker's one ``PartitionWriter``."""
 
-    def __init__(self, broker: Broker, config: GroupConfig, load_buffer_bytes: int) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        topics: Topics,
+        writer: PartitionWriter,
+        run_blocking: Callable[..., Awaitable[Any]],
+        config: GroupConfig,
+        load_buffer_bytes: int,
+    ) -> None:
+        self._topics = topics
+        self._writer = writer
+        self._run_blocking = run_blocking
         self._config = config
         self._n = config.offsets_topic_num_partitions
         self._load_buffer = max(load_buffer_bytes, 64 * 1024)
-        #: Records of transactions with no marker yet, by producer id, found by the replay
-        #: (``broker/group/txn_offsets.py`` makes them pending TxnOffsetCommits again).
-        self.pending_transactional: dict[int, list[LogRecord]] = {}
 
     @property
     def num_partitions(self) -> int:
         return self._n
 
     async def prepare(self) -> None:
-        info = self._broker.topics.get(OFFSETS_TOPIC)
+        info = self._topics.get(OFFSETS_TOPIC)
         if info is not None:
             self._n = info.partitions
 
@@ -73,10 +81,9 @@ class BrokerCoordinatorLog:
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet, on the loop (a write that
         finds it missing; FindCoordinator uses ``create_topic`` first)."""
-        topics = self._broker.topics
-        info = topics.get(OFFSETS_TOPIC)
+        info = self._topics.get(OFFSETS_TOPIC)
         if info is None:
-            info = topics.create_topic(
+            info = self._topics.create_topic(
                 OFFSETS_TOPIC, self._config.offsets_topic_num_partitions, self._topic_configs()
             )
             log.info("created %s (%d partitions)", OFFSETS_TOPIC, info.partitions)
@@ -85,69 +92,74 @@ class BrokerCoordinatorLog:
     async def create_topic(self) -> None:
         """``__consumer_offsets`` on the first FindCoordinator for a group, as Kafka creates
         it: its partitions are made in a worker thread while the loop serves others."""
-        info = await self._broker.topics.ensure_internal_topic(
+        info = await self._topics.ensure_internal_topic(
             OFFSETS_TOPIC,
             self._config.offsets_topic_num_partitions,
             self._topic_configs(),
-            self._broker.run_blocking,
+            self._run_blocking,
         )
         self._n = info.partitions
 
-    def _log(self, partition: int) -> PartitionLog:
-        self.ensure_topic()
-        partition_log = self._broker.topics.get_log(OFFSETS_TOPIC, partition)
-        if partition_log is None:
-            raise CoordinatorLogError(
-                ErrorCode.unknown_topic_or_partition, f"{OFFSETS_TOPIC}-{partition} is missing"
-            )
-        return partition_log
-
     async def read_partition(self, partition: int) -> list[LogRecord]:
-        if self._broker.topics.get(OFFSETS_TOPIC) is None:
+        if self._topics.get(OFFSETS_TOPIC) is None:
             return []  # not created yet: nothing to load
-        partition_log = self._log(partition)
-        return await self._broker.run_blocking(
-            _read_all, partition_log, self._load_buffer, self.pending_transactional
+        self.ensure_topic()
+        partition_log = self._writer.log_for(OFFSETS_TOPIC, partition)
+        records: list[LogRecord] = await self._run_blocking(
+            _read_all, partition_log, self._load_buffer
         )
+        return records
 
     def append(
-        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
-    ) -> Awaitable[None]:
-        partition_log = self._log(partition)
-        hw_before = partition_log.high_watermark
-        try:
-            info = partition_log.append(
-                encode_records(records, timestamp_ms),
-                now_ms=self._broker.clock(),
-                leader_epoch=LEADER_EPOCH,
-            )
-        except StorageError as exc:
-            raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc
-        self._broker.after_append(partition_log, hw_before)
-        return self._wait(partition, partition_log, info.last_offset + 1)
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> Appended:
+        self.ensure_topic()
+        return self._writer.append(
+            OFFSETS_TOPIC,
+            partition,
+            encode_records(records, timestamp_ms, producer_id, producer_epoch),
+            timeout_ms=timeout_ms,
+            from_coordinator=producer_id != NO_PRODUCER_ID,
+        )
 
-    async def _wait(self, partition: int, partition_log: PartitionLog, target: int) -> None:
-        if partition_log.high_watermark >= target:
-            return
-        await self._broker.partitions.wait_until(
-            (OFFSETS_TOPIC, partition),
-            lambda: partition_log.high_watermark >= target,
-            _FOREVER_S,
+    def append_marker(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        timeout_ms: int,
+    ) -> Appended:
+        self.ensure_topic()
+        return self._writer.append_marker(
+            OFFSETS_TOPIC,
+            partition,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=COORDINATOR_EPOCH,
+            commit=commit,
+            timeout_ms=timeout_ms,
         )
 
 
-def _read_all(
-    partition_log: PartitionLog, max_bytes: int, held: dict[int, list[LogRecord]]
-) -> list[LogRecord]:
-    """Every record from the log start to the HW (runs in a worker thread); transactional
-    records only once their COMMIT marker is read (``txn_offsets.resolve_transactional``)."""
+def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[LogRecord]:
+    """Every record from the log start to the HW, markers included (runs in a worker
+    thread)."""
     out: list[LogRecord] = []
     offset = partition_log.log_start_offset
     while True:
         info = partition_log.read(offset, max_bytes)
         if info.first_offset is None or info.last_offset is None:
             return out
-        resolve_transactional(info.read_bytes(), offset, held, out)
+        out.extend(log_records(info.read_bytes(), offset))
         offset = info.last_offset + 1
 
 
@@ -158,7 +170,9 @@ def install(broker: Broker) -> GroupCoordinator:
         load_buffer = broker.config.get_int("offsets.load.buffer.size")
     except Exception:
         load_buffer = 5 * 1024 * 1024
-    store = BrokerCoordinatorLog(broker, config, load_buffer)
+    store = BrokerCoordinatorLog(
+        broker.topics, broker.partition_writer, broker.run_blocking, config, load_buffer
+    )
 
     def partition_exists(topic: str, partition: int) -> bool:
         info = broker.topics.get(topic)

@@ -11,18 +11,35 @@ The assignment (Kafka's ``SimpleAssignor`` spreads partitions over members and g
 partition to several members when there are more members than partitions): per topic, with
 the subscribed members sorted, partition ``p`` goes to member ``p % members`` when members <=
 partitions, else member ``m`` reads partition ``m % partitions``.
+
+Persistence (as Kafka keeps share groups in ``__consumer_offsets``): every change of a group is
+written as Kafka's share-group records (``broker/share/records.py``: group epoch and metadata
+hash, member subscriptions, target assignment epoch and members, current member assignments
+with their epochs; tombstones for members gone and groups deleted) before a heartbeat is
+answered; the group coordinator's load replays them (``replay``, then ``loaded``), so a restart
+keeps groups, members and member epochs, and members get a fresh session timeout.
+
+Kafka divergence: the heartbeat changes memory first and then writes what changed (Kafka
+replays its records into memory); a write that fails answers an error but keeps the change.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
 from tidelog.broker.group.consumer.heartbeat import HeartbeatResult
 from tidelog.broker.group.consumer.model import Partitions
+from tidelog.broker.share import records as rec
+from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
+
+log = logging.getLogger("tidelog.share")
 
 __all__ = ("HeartbeatResult", "ShareGroup", "ShareGroups", "ShareMember")
 
@@ -40,6 +57,7 @@ class ShareMember:
     client_id: str
     client_host: str
     assignment: Assignment = field(default_factory=dict)
+    previous_member_epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -77,14 +95,124 @@ class GroupHost:
     #: initializes the share partition) and (group id, member id) when a member leaves
     on_assigned: Callable[[str, uuid.UUID, int], None]
     on_member_gone: Callable[[str, str], None]
+    #: appends records to the group's ``__consumer_offsets`` partition now (raises
+    #: ``CoordinatorLogError``); the awaitable resolves once they are durable
+    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
 
 
 class ShareGroups:
     def __init__(self, host: GroupHost) -> None:
         self.host = host
         self.groups: dict[str, ShareGroup] = {}
+        #: the records read by the group coordinator's load, until ``loaded``
+        self._loading: dict[str, rec.LoadedGroup] = {}
+        self._writes: set[asyncio.Future[None]] = set()
 
-    def heartbeat(
+    async def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed: tuple[str, ...] | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResult:
+        """ShareGroupHeartbeat; answered once what changed is durable."""
+        before = self._stored(group_id)
+        result = self._heartbeat(
+            group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host
+        )
+        writes = rec.diff(before, self._stored(group_id))
+        if writes:
+            try:
+                await self.host.write(group_id, writes)
+            except CoordinatorLogError as exc:
+                log.warning("share group %s: writing its state failed: %s", group_id, exc)
+                return HeartbeatResult(ErrorCode.coordinator_not_available, str(exc))
+        return result
+
+    def _stored(self, group_id: str) -> dict[bytes, bytes | None]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {}
+        state = rec.GroupState(
+            group.group_epoch,
+            rec.metadata_hash(group.metadata),
+            group.assignment_epoch,
+            {
+                m.member_id: rec.MemberState(
+                    m.member_epoch,
+                    m.previous_member_epoch,
+                    m.rack_id,
+                    m.client_id,
+                    m.client_host,
+                    tuple(m.subscribed),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            },
+        )
+        return rec.group_records(group_id, state)
+
+    def _write_background(self, group_id: str, writes: list[KeyValue]) -> None:
+        if not writes:
+            return
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("share group %s: writing its state failed: %s", group_id, exc)
+            return
+        task = asyncio.ensure_future(waiter)
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: asyncio.Future[None]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("share group state write failed: %s", task.exception())
+
+    # ------------------------------------------------------------------ load
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """One share-group record of ``__consumer_offsets``, at load."""
+        try:
+            rec.replay(self._loading, rec.decode_key(key), value)
+        except (SchemaError, ValueError, UnicodeDecodeError) as exc:
+            log.warning("skipping a share group record that does not parse: %s", exc)
+
+    def loaded(self) -> None:
+        """The load is over: the groups come back with their members and epochs, and each
+        member gets a session timeout to heartbeat again."""
+        loading, self._loading = self._loading, {}
+        for group_id, lg in loading.items():
+            if not lg.has_metadata:
+                continue
+            group = ShareGroup(group_id, lg.group_epoch, lg.assignment_epoch)
+            for member_id, lm in (lg.members or {}).items():
+                if not lm.has_metadata:
+                    continue
+                group.members[member_id] = ShareMember(
+                    member_id,
+                    lm.member_epoch,
+                    lm.subscribed,
+                    lm.rack_id,
+                    lm.client_id,
+                    lm.client_host,
+                    dict(lm.assignment or {}),
+                    lm.previous_member_epoch,
+                )
+            metadata = self._metadata(group)
+            # The metadata the epoch was computed for, when the topics did not change since
+            # (else the next heartbeat bumps the epoch, as Kafka's metadata hash check does).
+            group.metadata = metadata if rec.metadata_hash(metadata) == lg.metadata_hash else ()
+            self.groups[group_id] = group
+            session_ms, _ = self.host.timeouts(group_id)
+            for member_id in group.members:
+                self.host.schedule(
+                    _timer_key(group_id, member_id), session_ms, self._expire(group_id, member_id)
+                )
+
+    def _heartbeat(
         self,
         group_id: str,
         member_id: str,
@@ -161,6 +289,8 @@ class ShareGroups:
             self._assign(group)
         send = None
         if joined or member.member_epoch != group.assignment_epoch or member_epoch == 0:
+            if member.member_epoch != group.assignment_epoch:
+                member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
             send = dict(member.assignment)
         session_ms, interval_ms = self.host.timeouts(group_id)
@@ -184,7 +314,9 @@ class ShareGroups:
         def fire() -> None:
             group = self.groups.get(group_id)
             if group is not None:
+                before = self._stored(group_id)
                 self.remove_member(group, member_id)
+                self._write_background(group_id, rec.diff(before, self._stored(group_id)))
 
         return fire
 
@@ -227,7 +359,9 @@ class ShareGroups:
             return ErrorCode.group_id_not_found
         if group.members:
             return ErrorCode.non_empty_group
+        before = self._stored(group_id)
         del self.groups[group_id]
+        self._write_background(group_id, rec.diff(before, {}))
         return ErrorCode.none
 
 

@@ -49,9 +49,10 @@ class ShareService:
 
 
 def install(broker: Broker) -> ShareCoordinator:
-    # Kafka divergence: share-group membership (members, epochs) lives in memory only; Kafka
-    # also writes share-group metadata records to __consumer_offsets. Members rejoin after a
-    # restart by themselves; the share-partition state is durable in __share_group_state.
+    # Share-group membership (groups, members, epochs, assignments) is written to
+    # __consumer_offsets as Kafka's share-group records and replayed by the group
+    # coordinator's load (broker/share/records.py); the share-partition state is durable in
+    # __share_group_state.
     classic = broker.groups
     timer = classic.timer
     persister = SharePersister(broker)
@@ -82,8 +83,11 @@ def install(broker: Broker) -> ShareCoordinator:
         other_group_type=other_group_type,
         on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
         on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
+        write=lambda g, records: classic.metadata_log.write(g, records),
     )
-    coordinator = ShareCoordinator(broker, ShareGroups(host), timer.now_ms, persister.write)
+    share_groups = ShareGroups(host)
+    classic.share_groups = share_groups  # the group coordinator's load replays their records
+    coordinator = ShareCoordinator(broker, share_groups, timer.now_ms, persister.write)
     holder.append(coordinator)
     broker.share_groups = coordinator
     broker.metrics.extra_families.append(share_families(coordinator.metric_totals))

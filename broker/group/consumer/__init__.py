@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.assignors import names as assignor_names
 from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 from tidelog.broker.group.consumer.heartbeat import Host
-from tidelog.broker.group.log import KeyValue
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker

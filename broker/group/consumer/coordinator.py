@@ -56,6 +56,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, Host
@@ -77,7 +78,6 @@ from tidelog.broker.group.consumer.state_records import (
     target_member_record,
     tombstone,
 )
-from tidelog.broker.group.log import CoordinatorLogError, KeyValue
 from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 log = logging.getLogger("tidelog.group.consumer")
@@ -491,6 +491,20 @@ class ConsumerGroups:
             return ErrorCode.none  # admin client, or a consumer assigning partitions itself
         if api_version < 9:
             return ErrorCode.unsupported_version
+        return self._check_member(group, member_id, member_epoch)
+
+    def validate_transactional_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> ErrorCode:
+        """TxnOffsetCommit of a consumer group (Kafka's ConsumerGroup.validateOffsetCommit
+        with isTransactional): epoch -1 commits while the group is empty; a request naming
+        neither member nor epoch is a producer outside the group and is accepted; else the
+        member must exist (UNKNOWN_MEMBER_ID) at its current epoch (STALE_MEMBER_EPOCH)."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.none
+        if member_epoch == -1 and not member_id:
+            return ErrorCode.none
         return self._check_member(group, member_id, member_epoch)
 
     def validate_offset_fetch(

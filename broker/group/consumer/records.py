@@ -52,6 +52,7 @@ CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 #: topic id -> partitions
 Assignment = Mapping[uuid.UUID, frozenset[int]]
@@ -97,7 +98,10 @@ class CurrentAssignmentValue:
 # ---------------------------------------------------------------- writing
 
 
-class _Writer:
+class RecordWriter:
+    """Kafka's coordinator record encoding: non-flexible keys, flexible v0 values (the share
+    groups' records, ``broker/share/records.py``, use it too)."""
+
     __slots__ = ("buf",)
 
     def __init__(self) -> None:
@@ -111,6 +115,9 @@ class _Writer:
 
     def i32(self, v: int) -> None:
         self.buf += _I32.pack(v)
+
+    def i64(self, v: int) -> None:
+        self.buf += _I64.pack(v)
 
     def uvarint(self, v: int) -> None:
         while v > 0x7F:
@@ -154,7 +161,7 @@ class _Writer:
 
 
 def encode_key(key: ConsumerKey) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(key.version)
     w.key_string(key.group_id)
     if key.version in (
@@ -170,7 +177,7 @@ def encode_key(key: ConsumerKey) -> bytes:
 
 def encode_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue / ConsumerGroupTargetAssignmentMetadataValue (same shape)."""
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.i32(epoch)
     w.no_tags()
@@ -178,7 +185,7 @@ def encode_epoch_value(epoch: int) -> bytes:
 
 
 def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.array_len(len(topics))
     for t in topics:
@@ -192,7 +199,7 @@ def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
 
 
 def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.string(v.instance_id)
     w.string(v.rack_id)
@@ -209,7 +216,7 @@ def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
 
 
 def encode_target_member_value(assignment: Assignment) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.topic_partitions(assignment)
     w.no_tags()
@@ -217,7 +224,7 @@ def encode_target_member_value(assignment: Assignment) -> bytes:
 
 
 def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.i32(v.member_epoch)
     w.i32(v.previous_member_epoch)
@@ -231,7 +238,9 @@ def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
 # ---------------------------------------------------------------- reading
 
 
-class _Reader:
+class RecordReader:
+    """Reads what ``RecordWriter`` writes (lengths checked against the record's size)."""
+
     __slots__ = ("data", "pos")
 
     def __init__(self, data: bytes) -> None:
@@ -253,6 +262,9 @@ class _Reader:
 
     def i32(self) -> int:
         return int(_I32.unpack(self._take(4))[0])
+
+    def i64(self) -> int:
+        return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
         shift = value = 0
@@ -310,7 +322,7 @@ class _Reader:
 
 
 def decode_key(data: bytes) -> ConsumerKey:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version not in CONSUMER_KEY_VERSIONS:
         raise SchemaError(f"not a consumer group key version: {version}")
@@ -329,7 +341,7 @@ def key_version(data: bytes) -> int:
 
 
 def decode_epoch_value(data: bytes) -> int:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     epoch = r.i32()
     r.tags()
@@ -337,7 +349,7 @@ def decode_epoch_value(data: bytes) -> int:
 
 
 def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     out = []
     for _ in range(r.array_len()):
@@ -356,7 +368,7 @@ def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     instance_id = r.string()
     rack_id = r.string()
@@ -373,7 +385,7 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     out = r.topic_partitions()
     r.tags()
@@ -381,7 +393,7 @@ def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
 
 
 def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     epoch = r.i32()
     previous = r.i32()
