@@ -15,8 +15,9 @@
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
   pool's fsyncs never wait behind a decompression;
 - ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``
-  and ``share_groups`` and their one ``partition_writer``, installed by ``start``
-  (``broker/coordinators.py``) once
+  and ``share_groups`` and the ``partition_writer`` (``broker/coordinator/partition_writer.py``:
+  the one append-wake-wait of the coordinators' writes, and the wake and HW wait of Produce's
+  appends), installed by ``start`` (``broker/coordinators.py``) once
   the listeners answer ApiVersions; ``services`` holds the components started and stopped with
   the broker, in order (stopped in reverse).
 """
@@ -208,8 +209,9 @@ class Broker:
         self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
         # The transaction coordinator (broker/txn/) sets ``transactions``; it and the group
-        # coordinators are installed by ``start`` (``broker/coordinators.py``), with the one
-        # ``partition_writer`` every coordinator writes its partitions through.
+        # coordinators are installed by ``start`` (``broker/coordinators.py``), after the one
+        # ``partition_writer`` (every coordinator write, and Produce's wake and HW wait), all
+        # before the first request other than ApiVersions.
         self.transactions: TransactionCoordinator
         self.partition_writer: PartitionWriter
         # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).

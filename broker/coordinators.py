@@ -41,6 +41,8 @@ def install(broker: Broker) -> None:
     from tidelog.broker.share.service import install as install_share_coordinator
     from tidelog.broker.txn.service import install as install_transaction_coordinator
 
+    # Kafka's CoordinatorPartitionWriter: every coordinator write and marker, and the wake and
+    # HW wait of Produce's appends (the handlers are loaded after this).
     broker.partition_writer = PartitionWriter(
         WriterHost(
             get_log=broker.topics.get_log,

@@ -9,7 +9,7 @@ record likewise; ``read_partition`` returns every record from the log start to t
 included (``LogRecord.marker``), for the replay at start-up.
 
 ``MemoryCoordinatorLog`` keeps real encoded v2 batches in memory, for tests;
-``broker.group.service.BrokerCoordinatorLog`` adapts the broker's storage through the one
+``broker.coordinator.topic_log.InternalTopicLog`` adapts the broker's storage through the one
 ``PartitionWriter`` (``broker/coordinator/partition_writer.py``).
 """
 

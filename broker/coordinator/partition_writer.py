@@ -1,4 +1,4 @@
-"""Kafka's ``CoordinatorPartitionWriter``: the one append-wake-wait of tidelog's coordinators.
+"""Kafka's ``CoordinatorPartitionWriter``: the one append-wake-wait of tidelog's writes.
 
 Every coordinator write to a partition goes through ``PartitionWriter``: the group
 coordinator's ``__consumer_offsets`` (offsets, group metadata, transactional offsets and the
@@ -12,13 +12,17 @@ and markers, the share coordinator's ``__share_group_state`` and WriteTxnMarkers
    topic's flush policy asks for one (the broker's ``after_append``);
 3. returns an ``Appended`` whose ``durable`` awaitable resolves once the HW covers the batch,
    or raises ``CoordinatorLogError(REQUEST_TIMED_OUT)`` after the coordinator's write timeout
-   (``timeout_ms``, each coordinator passes its own: ``offsets.commit.timeout.ms`` for groups,
-   ``transaction.state.log``'s request timeout for transactions, ``share.coordinator.write.
-   timeout.ms`` for share state). When the HW covers the batch at once (a topic without a
-   flush policy) ``durable`` is an already-resolved awaitable: no coroutine, no loop turn.
+   (``timeout_ms``: each coordinator passes its own one setting, ``offsets.commit.timeout.ms``
+   for groups, the request timeout for transactions, ``share.coordinator.write.timeout.ms``
+   for share state). When the HW covers the batch at once (a topic without a flush policy)
+   ``durable`` is an already-resolved awaitable: no coroutine, no loop turn.
 
 ``lazy``: no flush is started and nobody waits (``durable`` is resolved already): the next
 append to the partition (whose wait covers this one) or the flush tick makes it durable.
+
+Produce appends its own way (in a worker thread for big batches) and then uses ``appended``
+(the wake) and ``covered`` (the HW wait, the request's timeout): the wake and the wait are
+written here once.
 
 The writer gets the narrow interface it uses (``WriterHost``): the partition logs, the
 after-append hook, the HW waiters and the clock - not the broker.
@@ -157,13 +161,31 @@ class PartitionWriter:
             info.first_offset, self._wait(topic, partition, partition_log, end, timeout_ms)
         )
 
+    def appended(self, partition_log: PartitionLog, hw_before: int) -> None:
+        """After an append made elsewhere (Produce's, possibly in a worker thread): wake the
+        HW waiters when the HW moved, start a flush when the policy asks."""
+        self._host.after_append(partition_log, hw_before)
+
+    def covered(
+        self,
+        topic: str,
+        partition: int,
+        partition_log: PartitionLog | None,
+        end: int,
+        timeout_s: float,
+    ) -> Awaitable[bool]:
+        """Whether the partition's HW reached ``end`` within ``timeout_s`` (a partition deleted
+        meanwhile, None, counts as covered)."""
+        return self._host.wait_until(
+            (topic, partition),
+            lambda: partition_log is None or partition_log.high_watermark >= end,
+            timeout_s,
+        )
+
     async def _wait(
         self, topic: str, partition: int, partition_log: PartitionLog, end: int, timeout_ms: int
     ) -> None:
-        covered = await self._host.wait_until(
-            (topic, partition), lambda: partition_log.high_watermark >= end, timeout_ms / 1000
-        )
-        if not covered:
+        if not await self.covered(topic, partition, partition_log, end, timeout_ms / 1000):
             raise CoordinatorLogError(
                 ErrorCode.request_timed_out,
                 f"{topic}-{partition}: the high watermark did not reach {end} "

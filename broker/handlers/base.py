@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import Topics
     from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
-    from tidelog.storage import LogManager, PartitionLog
+    from tidelog.storage import LogManager
 
 __all__ = (
     "Answer",
@@ -143,8 +143,6 @@ class BrokerView(Protocol):
     async def run_heavy(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
-
-    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

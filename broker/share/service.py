@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tidelog.broker.coordinator.topic_log import InternalTopicLog
 from tidelog.broker.share.coordinator import ShareCoordinator
 from tidelog.broker.share.groups import GroupHost, ShareGroups
 from tidelog.broker.share.metrics import share_families
-from tidelog.broker.share.persister import SharePersister, state_batches
+from tidelog.broker.share.persister import SHARE_STATE_TOPIC, SharePersister, state_batches
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -46,6 +47,7 @@ class ShareService:
         for group in groups.groups.values():
             for member_id in group.members:
                 groups.host.cancel(f"share-heartbeat:{group.group_id}:{member_id}")
+        await self.persister.runtime.stop()
 
 
 def install(broker: Broker) -> ShareCoordinator:
@@ -55,7 +57,24 @@ def install(broker: Broker) -> ShareCoordinator:
     # __share_group_state.
     classic = broker.groups
     timer = classic.timer
-    persister = SharePersister(broker)
+    persister = SharePersister(
+        InternalTopicLog(
+            SHARE_STATE_TOPIC,
+            topics=broker.topics,
+            writer=broker.partition_writer,
+            run_blocking=broker.run_blocking,
+            num_partitions=broker.config.get_int("share.coordinator.state.topic.num.partitions"),
+            topic_configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(
+                    broker.config.get_int("share.coordinator.state.topic.segment.bytes")
+                ),
+                "min.insync.replicas": "1",
+            },
+            load_buffer_bytes=1024 * 1024,
+        ),
+        broker.clock,
+    )
     holder: list[ShareCoordinator] = []
 
     def timeouts(group_id: str) -> tuple[int, int]:
