@@ -34,7 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidelog.broker.coordinator.log import KeyValue
-from tidelog.broker.group.consumer.records import RecordReader, RecordWriter
+from tidelog.broker.group.consumer.records import (
+    ConsumerKey,
+    RecordReader,
+    RecordWriter,
+    encode_target_member_value,  # the same value shape as ConsumerGroupTargetAssignmentMember
+)
+from tidelog.broker.group.consumer.records import decode_key as decode_consumer_key
+from tidelog.broker.group.consumer.records import encode_key as encode_consumer_key
 from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 __all__ = (
@@ -52,9 +59,6 @@ TARGET_ASSIGNMENT_METADATA_KEY = 12
 TARGET_ASSIGNMENT_MEMBER_KEY = 13
 CURRENT_MEMBER_ASSIGNMENT_KEY = 14
 SHARE_KEY_VERSIONS = frozenset(range(10, 15))
-_MEMBER_KEYS = frozenset(
-    {MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY}
-)
 #: Kafka's MemberState.STABLE (a share member has nothing to revoke).
 _STABLE = 0
 
@@ -62,32 +66,16 @@ _STABLE = 0
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 
-@dataclass(frozen=True, slots=True)
-class ShareKey:
-    version: int
-    group_id: str
-    member_id: str | None = None
+#: A share-group key: the consumer groups' key shape (type, group, member for 10, 13, 14).
+ShareKey = ConsumerKey
 
 
 def encode_key(key: ShareKey) -> bytes:
-    w = RecordWriter()
-    w.i16(key.version)
-    w.key_string(key.group_id)
-    if key.version in _MEMBER_KEYS:
-        if key.member_id is None:
-            raise SchemaError(f"key version {key.version} needs a member id")
-        w.key_string(key.member_id)
-    return bytes(w.buf)
+    return encode_consumer_key(key)
 
 
 def decode_key(data: bytes) -> ShareKey:
-    r = RecordReader(data)
-    version = r.i16()
-    if version not in SHARE_KEY_VERSIONS:
-        raise SchemaError(f"not a share group key version: {version}")
-    group_id = r.key_string()
-    member_id = r.key_string() if version in _MEMBER_KEYS else None
-    return ShareKey(version, group_id, member_id)
+    return decode_consumer_key(data, SHARE_KEY_VERSIONS)
 
 
 def metadata_hash(metadata: tuple[tuple[str, uuid.UUID, int], ...]) -> int:
@@ -124,14 +112,6 @@ def _member_value(
     w.array_len(len(subscribed))
     for name in subscribed:
         w.string(name)
-    w.no_tags()
-    return bytes(w.buf)
-
-
-def _target_value(assignment: Assignment) -> bytes:
-    w = RecordWriter()
-    w.i16(0)
-    w.topic_partitions(assignment)
     w.no_tags()
     return bytes(w.buf)
 
@@ -199,7 +179,7 @@ def group_records(group_id: str, state: GroupState | None) -> dict[bytes, bytes 
             m.rack_id, m.client_id, m.client_host, m.subscribed
         )
         out[encode_key(ShareKey(TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id))] = (
-            _target_value(m.assignment)
+            encode_target_member_value(m.assignment)
         )
         out[encode_key(ShareKey(CURRENT_MEMBER_ASSIGNMENT_KEY, group_id, member_id))] = (
             _current_value(m.member_epoch, m.previous_member_epoch, m.assignment)

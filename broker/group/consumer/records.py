@@ -49,6 +49,11 @@ TARGET_ASSIGNMENT_METADATA_KEY = 6
 TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
+#: The key types whose key names a member too: the consumer groups' (5, 7, 8) and the share
+#: groups' (10, 13, 14: ``broker/share/records.py``).
+MEMBER_KEY_VERSIONS = frozenset(
+    {MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY, 10, 13, 14}
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -60,7 +65,8 @@ Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 @dataclass(frozen=True, slots=True)
 class ConsumerKey:
-    """A consumer-group record key: its version (3-8), group and member (5, 7, 8 only)."""
+    """A consumer-group record key: its version (3-8), group and member (5, 7, 8 only); a
+    share group's keys (10-14) have the same shape."""
 
     version: int
     group_id: str
@@ -164,11 +170,7 @@ def encode_key(key: ConsumerKey) -> bytes:
     w = RecordWriter()
     w.i16(key.version)
     w.key_string(key.group_id)
-    if key.version in (
-        MEMBER_METADATA_KEY,
-        TARGET_ASSIGNMENT_MEMBER_KEY,
-        CURRENT_MEMBER_ASSIGNMENT_KEY,
-    ):
+    if key.version in MEMBER_KEY_VERSIONS:
         if key.member_id is None:
             raise SchemaError(f"key version {key.version} needs a member id")
         w.key_string(key.member_id)
@@ -321,18 +323,14 @@ class RecordReader:
             raise SchemaError(f"unknown consumer group value version {version}")
 
 
-def decode_key(data: bytes) -> ConsumerKey:
+def decode_key(data: bytes, versions: frozenset[int] = CONSUMER_KEY_VERSIONS) -> ConsumerKey:
+    """A consumer-group key (or, with the share groups' ``versions``, a share-group key)."""
     r = RecordReader(data)
     version = r.i16()
-    if version not in CONSUMER_KEY_VERSIONS:
-        raise SchemaError(f"not a consumer group key version: {version}")
+    if version not in versions:
+        raise SchemaError(f"not a key version of this group type: {version}")
     group_id = r.key_string()
-    member_id = (
-        r.key_string()
-        if version
-        in (MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY)
-        else None
-    )
+    member_id = r.key_string() if version in MEMBER_KEY_VERSIONS else None
     return ConsumerKey(version, group_id, member_id)
 
 
