@@ -292,13 +292,14 @@ class OffsetMetadataManager:
         group_instance_id: str | None,
         generation_id: int,
     ) -> ErrorCode:
-        """Kafka's validateTransactionalOffsetCommit: a consumer group checks the member and
-        its epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH for another epoch, as
-        ConsumerGroup.validateOffsetCommit for TxnOffsetCommit); a classic group its member
-        and generation (ClassicGroup.validateOffsetCommit: UNKNOWN_MEMBER_ID,
-        FENCED_INSTANCE_ID, ILLEGAL_GENERATION); an unknown group with a generation is
-        ILLEGAL_GENERATION; without member and generation anything goes (a producer not in
-        the group)."""
+        """Kafka's validateTransactionalOffsetCommit.
+
+        A consumer group checks the member and its epoch: UNKNOWN_MEMBER_ID, and
+        ILLEGAL_GENERATION for another epoch (Kafka maps ConsumerGroup.validateOffsetCommit's
+        STALE_MEMBER_EPOCH so for TxnOffsetCommit). A classic group checks its member and
+        generation (ClassicGroup.validateOffsetCommit: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+        ILLEGAL_GENERATION). An unknown group with a generation is ILLEGAL_GENERATION; without
+        member and generation anything goes (a producer not in the group)."""
         if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
             error: ErrorCode = self.consumer_groups.validate_transactional_offset_commit(
                 group_id, member_id, generation_id

@@ -499,13 +499,19 @@ class ConsumerGroups:
         """TxnOffsetCommit of a consumer group (Kafka's ConsumerGroup.validateOffsetCommit
         with isTransactional): epoch -1 commits while the group is empty; a request naming
         neither member nor epoch is a producer outside the group and is accepted; else the
-        member must exist (UNKNOWN_MEMBER_ID) at its current epoch (STALE_MEMBER_EPOCH)."""
+        member must exist (UNKNOWN_MEMBER_ID) at its current epoch. Another epoch answers
+        ILLEGAL_GENERATION, as Kafka maps STALE_MEMBER_EPOCH for TxnOffsetCommit (a producer's
+        API whose clients know the classic error; checked against Kafka 4.4 by
+        tests/kafkaref's ``txn-offset-commit-cg-stale-epoch``)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return ErrorCode.none
         if member_epoch == -1 and not member_id:
             return ErrorCode.none
-        return self._check_member(group, member_id, member_epoch)
+        error = self._check_member(group, member_id, member_epoch)
+        if error is ErrorCode.stale_member_epoch:
+            return ErrorCode.illegal_generation
+        return error
 
     def validate_offset_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int
