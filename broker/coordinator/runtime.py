@@ -20,11 +20,14 @@ The runtime also holds the shard's load status: "loading" until ``load`` finishe
 "stopped" after shutdown (``inactive_error``: COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE).
 
+Membership (share groups) replays its records as they are appended (``at_append``): its next
+request must see them, as Kafka's timeline shows uncommitted state to the next write.
+
 Kafka divergence: Kafka replays at once into a timeline (snapshot per offset) and reads at
 the last committed offset, reverting the uncommitted part when a write fails; tidelog replays
-once durable, so the state never holds what the log may lose. State the classic and consumer
-group membership applies before its write (``write(..., replay=False)``) is not yet on this
-path (docs/kafka-differences.md).
+offsets once durable (the state never holds what the log may lose) and membership at append
+(not reverted). State the classic and consumer group membership applies before its write
+(``write(..., replay=False)``) is not yet on this path (docs/kafka-differences.md).
 """
 
 from __future__ import annotations
@@ -113,11 +116,14 @@ class CoordinatorRuntime:
         records: Sequence[KeyValue],
         *,
         replay: bool = True,
+        at_append: bool = False,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = -1,
     ) -> Awaitable[None]:
         """Append ``records`` now (raises ``CoordinatorLogError``); the awaitable resolves
-        once they are durable and replayed (``replay``), or raises."""
+        once they are durable and replayed (``replay``), or raises. ``at_append``: they are
+        replayed now, as appended (membership, whose next request must see them), not once
+        durable."""
         appended = self.log.append(
             partition,
             records,
@@ -134,6 +140,10 @@ class CoordinatorRuntime:
             if replay
             else []
         )
+        if at_append:
+            for record in entries:
+                self._apply(record)
+            entries = []
         return self._queue(partition, entries, appended)
 
     def write_marker(

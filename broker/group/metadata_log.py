@@ -77,15 +77,17 @@ class GroupMetadataLog:
         records: Sequence[KeyValue],
         *,
         replay: bool = False,
+        at_append: bool = False,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = -1,
     ) -> Awaitable[None]:
         """Append now (raises ``CoordinatorLogError``); await the result for the HW (and the
-        replay of the records, ``replay``)."""
+        replay of the records, ``replay``: once durable, or as appended, ``at_append``)."""
         return self.runtime.write(
             self.partition_for(group_id),
             records,
             replay=replay,
+            at_append=at_append,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
         )

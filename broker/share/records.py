@@ -22,8 +22,9 @@ type   key fields                                 value (version 0) fields
 =====  =========================================  ========================================
 
 ``group_records`` gives a share group's records (the state it must come back with after a
-restart: group epoch, subscriptions, target and current assignments, member epochs) and
-``replay`` applies one record to the share groups, at load.
+restart: group epoch, subscriptions, target and current assignments, member epochs), ``diff``
+the records that turn one into another, and the ``decode_*`` functions read the values back
+for ``ShareGroups.replay`` (``broker/share/groups.py``).
 """
 
 from __future__ import annotations
@@ -47,10 +48,14 @@ from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 __all__ = (
     "SHARE_KEY_VERSIONS",
     "ShareKey",
+    "decode_current_assignment",
+    "decode_epoch",
+    "decode_group_metadata",
     "decode_key",
+    "decode_member_metadata",
+    "diff",
     "group_records",
     "metadata_hash",
-    "replay",
 )
 
 MEMBER_METADATA_KEY = 10
@@ -196,70 +201,47 @@ def diff(before: dict[bytes, bytes | None], after: dict[bytes, bytes | None]) ->
     return changed + [(k, None) for k in gone]
 
 
-# ---------------------------------------------------------------- replay
+# ---------------------------------------------------------------- reading values
 
 
-@dataclass(slots=True)
-class LoadedMember:
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed: tuple[str, ...] = ()
-    assignment: dict[uuid.UUID, frozenset[int]] | None = None
-    has_metadata: bool = False
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    rack_id: str | None
+    client_id: str
+    host: str
+    subscribed: tuple[str, ...]
 
 
-@dataclass(slots=True)
-class LoadedGroup:
-    group_epoch: int = 0
-    metadata_hash: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, LoadedMember] | None = None
-    has_metadata: bool = False
+@dataclass(frozen=True, slots=True)
+class CurrentAssignment:
+    epoch: int
+    previous_epoch: int
+    assignment: dict[uuid.UUID, frozenset[int]]
 
 
-def replay(groups: dict[str, LoadedGroup], key: ShareKey, value: bytes | None) -> None:
-    """Apply one share-group record to ``groups`` (the state being loaded)."""
-    group = groups.get(key.group_id)
-    if key.version == METADATA_KEY:
-        if value is None:
-            groups.pop(key.group_id, None)
-            return
-        r = _reader(value)
-        group = groups.setdefault(key.group_id, LoadedGroup())
-        group.group_epoch = r.i32()
-        group.metadata_hash = r.i64()
-        group.has_metadata = True
-        return
-    if key.version == TARGET_ASSIGNMENT_METADATA_KEY:
-        if value is not None:
-            group = groups.setdefault(key.group_id, LoadedGroup())
-            group.assignment_epoch = _reader(value).i32()
-        return
-    member_id = key.member_id or ""
-    if value is None:
-        if group is not None and group.members is not None:
-            member = group.members.get(member_id)
-            if member is not None and key.version == MEMBER_METADATA_KEY:
-                del group.members[member_id]
-        return
-    group = groups.setdefault(key.group_id, LoadedGroup())
-    if group.members is None:
-        group.members = {}
-    member = group.members.setdefault(member_id, LoadedMember())
-    r = _reader(value)
-    if key.version == MEMBER_METADATA_KEY:
-        member.rack_id = r.string()
-        member.client_id = r.required_string()
-        member.client_host = r.required_string()
-        member.subscribed = tuple(r.required_string() for _ in range(r.array_len()))
-        member.has_metadata = True
-    elif key.version == CURRENT_MEMBER_ASSIGNMENT_KEY:
-        member.member_epoch = r.i32()
-        member.previous_member_epoch = r.i32()
-        r.i8()
-        member.assignment = r.topic_partitions()
-    # TARGET_ASSIGNMENT_MEMBER_KEY: the target equals the current assignment (no revocation
-    # phase in share groups); the current one is what a member is given back.
+def decode_group_metadata(data: bytes) -> tuple[int, int]:
+    """ShareGroupMetadataValue: (group epoch, metadata hash)."""
+    r = _reader(data)
+    return r.i32(), r.i64()
+
+
+def decode_epoch(data: bytes) -> int:
+    """ShareGroupTargetAssignmentMetadataValue: the assignment epoch."""
+    return _reader(data).i32()
+
+
+def decode_member_metadata(data: bytes) -> MemberMetadata:
+    r = _reader(data)
+    rack_id = r.string()
+    client_id = r.required_string()
+    host = r.required_string()
+    subscribed = tuple(r.required_string() for _ in range(r.array_len()))
+    return MemberMetadata(rack_id, client_id, host, subscribed)
+
+
+def decode_current_assignment(data: bytes) -> CurrentAssignment:
+    r = _reader(data)
+    epoch = r.i32()
+    previous = r.i32()
+    r.i8()  # State: a share member is always stable
+    return CurrentAssignment(epoch, previous, r.topic_partitions())

@@ -102,7 +102,10 @@ def install(broker: Broker) -> ShareCoordinator:
         other_group_type=other_group_type,
         on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
         on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
-        write=lambda g, records: classic.metadata_log.write(g, records),
+        # replayed into the share groups as appended (their one mutation path)
+        write=lambda g, records: classic.metadata_log.write(
+            g, records, replay=True, at_append=True
+        ),
     )
     share_groups = ShareGroups(host)
     classic.share_groups = share_groups  # the group coordinator's load replays their records
