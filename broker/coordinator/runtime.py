@@ -20,14 +20,16 @@ The runtime also holds the shard's load status: "loading" until ``load`` finishe
 "stopped" after shutdown (``inactive_error``: COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE).
 
-Membership (share groups) replays its records as they are appended (``at_append``): its next
-request must see them, as Kafka's timeline shows uncommitted state to the next write.
+Membership (consumer-protocol and share groups) replays its records as they are appended
+(``at_append``): its next request must see them, as Kafka's timeline shows uncommitted state
+to the next write.
 
 Kafka divergence: Kafka replays at once into a timeline (snapshot per offset) and reads at
 the last committed offset, reverting the uncommitted part when a write fails; tidelog replays
 offsets once durable (the state never holds what the log may lose) and membership at append
-(not reverted). State the classic and consumer group membership applies before its write
-(``write(..., replay=False)``) is not yet on this path (docs/kafka-differences.md).
+(not reverted). The classic group's rebalance state is kept in memory and its GroupMetadata
+record (``write(..., replay=False)``) replayed at load only, as Kafka keeps a classic
+rebalance in flight in memory (docs/kafka-differences.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,10 @@ def install(broker: Broker) -> ConsumerGroups:
     classic = broker.groups
 
     def write(group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
-        waiter: Awaitable[None] = classic.metadata_log.write(group_id, records)
+        # replayed into the consumer groups as appended (their one mutation path)
+        waiter: Awaitable[None] = classic.metadata_log.write(
+            group_id, records, replay=True, at_append=True
+        )
         return waiter
 
     def inactive_error() -> ErrorCode | None:
