@@ -14,8 +14,10 @@
 - ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
   pool's fsyncs never wait behind a decompression;
-- ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``,
-  ``txn_offsets`` and ``share_groups``, installed by ``start`` (``broker/coordinators.py``) once
+- ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``
+  and ``share_groups`` and the ``partition_writer`` (``broker/coordinator/partition_writer.py``:
+  the one append-wake-wait of the coordinators' writes, and the wake and HW wait of Produce's
+  appends), installed by ``start`` (``broker/coordinators.py``) once
   the listeners answer ApiVersions; ``services`` holds the components started and stopped with
   the broker, in order (stopped in reverse).
 """
@@ -60,8 +62,8 @@ from tidelog.storage.checkpoint import (
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
 if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported lazily there
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
     from tidelog.broker.group.coordinator import GroupCoordinator
-    from tidelog.broker.group.txn_offsets import TxnOffsets
     from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.txn.coordinator import TransactionCoordinator
 
@@ -215,10 +217,12 @@ class Broker:
         self.loop_lag = LoopLag()
         self.metrics.extra_families.append(self.loop_lag.families)
         self.services: list[Service] = [self.metrics, self.loop_lag]
-        # The transaction coordinator (broker/txn/) sets ``transactions`` and ``txn_offsets``;
-        # it and the group coordinators are installed by ``start`` (``broker/coordinators.py``).
+        # The transaction coordinator (broker/txn/) sets ``transactions``; it and the group
+        # coordinators are installed by ``start`` (``broker/coordinators.py``), after the one
+        # ``partition_writer`` (every coordinator write, and Produce's wake and HW wait), all
+        # before the first request other than ApiVersions.
         self.transactions: TransactionCoordinator
-        self.txn_offsets: TxnOffsets
+        self.partition_writer: PartitionWriter
         # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).
         self.share_groups: ShareCoordinator | None = None
         self.listeners: list[ListenerServer] = []

@@ -189,7 +189,7 @@ def _appended(
     info: AppendInfo | BaseException,
 ) -> ProducePartitionResult:
     """One append's outcome (an ``AppendInfo`` or the exception it raised) as a result; wakes
-    HW waiters and schedules the flush (``after_append``) after a success."""
+    HW waiters and schedules the flush (``PartitionWriter.appended``) after a success."""
     if isinstance(info, BaseException):
         if not isinstance(info, StorageError):
             raise info
@@ -206,7 +206,7 @@ def _appended(
             record_errors=getattr(info, "record_errors", ()),
         )
     broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, size)
-    broker.after_append(partition_log, hw_before)
+    broker.partition_writer.appended(partition_log, hw_before)
     return ProducePartitionResult(
         topic,
         partition,
@@ -235,14 +235,12 @@ async def await_high_watermark(
         if r.error != ErrorCode.none or covered(broker, r):
             continue
         partition_log = broker.topics.get_log(r.topic, r.partition)
-
-        def is_covered(
-            pl: PartitionLog | None = partition_log, target: int = r.next_offset
-        ) -> bool:
-            return pl is None or pl.high_watermark >= target
-
         pending.append(r)
-        waits.append(broker.partitions.wait_until((r.topic, r.partition), is_covered, timeout_s))
+        waits.append(
+            broker.partition_writer.covered(
+                r.topic, r.partition, partition_log, r.next_offset, timeout_s
+            )
+        )
     if not waits:
         return
     done = await asyncio.gather(*waits)

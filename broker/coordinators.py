@@ -18,6 +18,7 @@ __all__ = ("MODULES", "import_modules", "install")
 
 #: Imported once the broker listens, not before (tests/broker/test_startup_imports.py).
 MODULES = (
+    "tidelog.broker.coordinator.runtime",
     "tidelog.broker.group.service",
     "tidelog.broker.group.consumer",
     "tidelog.broker.txn.service",
@@ -45,15 +46,27 @@ def import_modules(names: Iterable[str]) -> None:
 def install(broker: Broker) -> None:
     """The classic and consumer group coordinators, the producer-id service, the transaction
     coordinator, the share coordinator: in that order in ``broker.services``, as they start."""
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter, WriterHost
     from tidelog.broker.group.consumer import install as install_consumer_groups
     from tidelog.broker.group.service import install as install_group_coordinator
     from tidelog.broker.share.service import install as install_share_coordinator
     from tidelog.broker.txn.service import install as install_transaction_coordinator
 
+    # Kafka's CoordinatorPartitionWriter: every coordinator write and marker, and the wake and
+    # HW wait of Produce's appends (the handlers are loaded after this).
+    broker.partition_writer = PartitionWriter(
+        WriterHost(
+            get_log=broker.topics.get_log,
+            after_append=broker.after_append,
+            notify=broker.partitions.notify,
+            wait_until=broker.partitions.wait_until,
+            clock=broker.clock,
+        )
+    )
     install_group_coordinator(broker)  # sets broker.groups, joins broker.services
     install_consumer_groups(broker)  # KIP-848 consumer groups beside the classic ones
     broker.services.append(broker.producer_ids)
-    install_transaction_coordinator(broker)  # sets broker.transactions and txn_offsets
+    install_transaction_coordinator(broker)  # sets broker.transactions
     install_share_coordinator(broker)  # share groups (KIP-932): sets broker.share_groups
     if broker.config.get("schema.registry.listeners"):
         from tidelog.broker.schema_registry.service import install as install_schema_registry

@@ -8,26 +8,28 @@ OffsetDelete, offset expiry; ``broker.group.offset_metadata_manager``) and ``Gro
 (writes to ``__consumer_offsets``; ``broker.group.metadata_log``). This class wires them and
 adds the start-up replay, ListGroups, DescribeGroups and DeleteGroups.
 
-Start-up: ``GroupCoordinator.start`` reads every partition of ``__consumer_offsets`` from its log
-start to its HW and replays the records (the last GroupMetadata value of a group wins, a null value
-deletes; likewise per offset). Until it is done every API answers COORDINATOR_LOAD_IN_PROGRESS
-(Heartbeat answers NONE, as Kafka does). A loaded group with members is Stable and its members get a
-session timeout to show up again; one without members is Empty.
+Start-up: ``GroupCoordinator.start`` has the coordinator runtime read every partition of
+``__consumer_offsets`` from its log start to its HW and replay the records through
+``replay_record``, the function that also applies live writes once durable (the last
+GroupMetadata value of a group wins, a null value deletes; offsets, transactional offsets and
+transaction markers go to the offset manager). Until it is done every API answers
+COORDINATOR_LOAD_IN_PROGRESS (Heartbeat answers NONE, as Kafka does). A loaded group with
+members is Stable and its members get a session timeout to show up again; one without members
+is Empty.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import CoordinatorLog, CoordinatorLogError, LogRecord
 from tidelog.broker.group.config import GroupConfig
 from tidelog.broker.group.consumer.records import CONSUMER_KEY_VERSIONS
 from tidelog.broker.group.consumer.records import key_version as consumer_key_version
-from tidelog.broker.group.log import CoordinatorLog, CoordinatorLogError
 from tidelog.broker.group.membership import GroupMembership
 from tidelog.broker.group.metadata_log import GroupMetadataLog
 from tidelog.broker.group.offset_metadata_manager import OffsetMetadataManager
@@ -47,6 +49,7 @@ from tidelog.broker.group.results import (
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
 from tidelog.broker.group.timer import LoopTimer, Timer
+from tidelog.broker.share.records import SHARE_KEY_VERSIONS
 from tidelog.protocol.internal_topics.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -79,7 +82,9 @@ class GroupCoordinator:
     ) -> None:
         self.config = config
         self.timer = timer if timer is not None else LoopTimer()
-        self.metadata_log = GroupMetadataLog(config, log_, self.timer)
+        self.metadata_log = GroupMetadataLog(config, log_, self.timer, self.replay_record)
+        #: GroupMetadata values read by the load, applied when it ends (``_finish_load``).
+        self._loaded_metadata: dict[str, GroupMetadataValue | None] = {}
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.rebalancer = Rebalancer(self.groups, self.metadata_log)
@@ -101,11 +106,15 @@ class GroupCoordinator:
         self.leave_group = self.membership.leave_group
         # The offset requests, answered by their part.
         self.commit_offsets = self.offset_manager.commit_offsets
+        self.commit_transactional_offsets = self.offset_manager.commit_transactional_offsets
         self.fetch_offsets = self.offset_manager.fetch_offsets
         self.delete_offsets = self.offset_manager.delete_offsets
         self.on_partitions_deleted = self.offset_manager.on_partitions_deleted
         self.expire_offsets = self.offset_manager.expire_offsets
         self._consumer_groups: Any = None
+        #: Share groups (``broker/share/groups.py``), once installed: their records in
+        #: ``__consumer_offsets`` are replayed by this coordinator's load.
+        self.share_groups: Any = None
 
     @property
     def partition_exists(self) -> Callable[[str, int], bool] | None:
@@ -145,19 +154,17 @@ class GroupCoordinator:
     async def start(self) -> None:
         """Create/open the partitions, replay them, then start answering."""
         self.status = "loading"
-        await self.metadata_log.log.prepare()
-        metadata: dict[str, GroupMetadataValue | None] = {}
-        count = 0
-        for partition in range(self.metadata_log.log.num_partitions):
-            for record in await self.metadata_log.log.read_partition(partition):
-                count += 1
-                self._replay(record.key, record.value, metadata)
-        self._finish_load(metadata)
+        self._loaded_metadata = {}
+        count = await self.metadata_log.runtime.load()
+        self._finish_load(self._loaded_metadata)
+        self._loaded_metadata = {}
         if self.consumer_groups is not None:
             for gid in list(self.groups):
                 if self.consumer_groups.owns(gid) and self.groups[gid].is_empty:
                     del self.groups[gid]  # offsets of a consumer group, not a classic group
             self.consumer_groups.start_timers()
+        if self.share_groups is not None:
+            self.share_groups.loaded()
         self.status = "active"
         self.offset_manager.schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
@@ -179,32 +186,47 @@ class GroupCoordinator:
         """``begin_shutdown``, then forget background HW waits (the records are already
         appended; storage shutdown flushes them)."""
         self.begin_shutdown()
-        tasks = list(self.metadata_log.tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.metadata_log.stop()
 
-    def _replay(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        metadata: dict[str, GroupMetadataValue | None],
-    ) -> None:
+    def replay_record(self, record: LogRecord) -> None:
+        """Apply one ``__consumer_offsets`` record: at load, and once a write is durable."""
+        if record.marker is not None:
+            self.offset_manager.replay_end_transaction_marker(record.producer_id, record.marker)
+            return
+        key, value = record.key, record.value
         if key is None:
             return
-        if self.consumer_groups is not None and consumer_key_version(key) in CONSUMER_KEY_VERSIONS:
+        version = consumer_key_version(key)
+        if self.consumer_groups is not None and version in CONSUMER_KEY_VERSIONS:
             self.consumer_groups.replay(key, value)
+            return
+        if version in SHARE_KEY_VERSIONS:
+            if self.share_groups is not None:
+                self.share_groups.replay(key, value)
             return
         try:
             k = decode_key(key)
             if isinstance(k, OffsetCommitKey):
                 v = None if value is None else decode_offset_commit_value(value)
-                self.offsets.replay(k, v)
+                self.offset_manager.replay(record.offset, record.producer_id, k, v)
             elif isinstance(k, GroupMetadataKey):
-                metadata[k.group] = None if value is None else decode_group_metadata_value(value)
+                if value is None:
+                    self._loaded_metadata[k.group] = None
+                    self.groups.pop(k.group, None)  # a simple group its offsets made, too
+                else:
+                    self._loaded_metadata[k.group] = decode_group_metadata_value(value)
         except SchemaError as e:
             log.warning("skipping a __consumer_offsets record that does not parse: %s", e)
+
+    def complete_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Awaitable[None]:
+        """Write a transaction's COMMIT/ABORT marker to ``__consumer_offsets``-``partition``
+        now (raises ``CoordinatorLogError``); once durable its replay commits or drops the
+        producer's pending offsets (Kafka's GroupCoordinator.completeTransaction)."""
+        return self.metadata_log.runtime.write_marker(
+            partition, producer_id, producer_epoch, commit
+        )
 
     def _finish_load(self, metadata: dict[str, GroupMetadataValue | None]) -> None:
         now = self.metadata_log.now()
@@ -250,10 +272,14 @@ class GroupCoordinator:
         if error is not None:
             return error, []
         wanted = {s.strip().lower() for s in states_filter}
+        consumer = self.consumer_groups
         listed = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
-            if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
+            if not g.is_in(GroupState.DEAD)
+            and (not wanted or g.state.value.lower() in wanted)
+            # one group id is one group: a consumer group's id is never listed as classic too
+            and not (consumer is not None and consumer.owns(g.group_id))
         ]
         if self.consumer_groups is not None:
             listed += [

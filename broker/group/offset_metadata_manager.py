@@ -1,16 +1,34 @@
-"""Committed offsets' requests: Kafka's ``OffsetMetadataManager`` (classic and simple groups).
+"""Committed offsets: Kafka's ``OffsetMetadataManager`` (classic, consumer and simple groups).
+
+The one home of committed *and* pending transactional offsets. State changes only by replaying
+``__consumer_offsets`` records (``replay``, ``replay_end_transaction_marker``): the coordinator
+runtime (``broker/coordinator/runtime.py``) calls them once a write is durable, and the load at
+start-up calls the same functions over the log, so live and loaded offsets cannot disagree.
 
 OffsetCommit (``commit_offsets``): the commit is validated against the group
 (``validate_offset_commit``, Kafka's ClassicGroup.validateOffsetCommit; a KIP-848 consumer group
 validates its own), its partitions are checked (``check_partitions``: the partition exists, the
-metadata fits ``offset.metadata.max.bytes``), the records are appended to the group's
-``__consumer_offsets`` partition, memory (``OffsetStore``, ``broker/group/offsets.py``) is
-changed right after the append (so memory follows log order), and the answer waits until the HW
-covers the batch (``offsets.commit.timeout.ms`` at most: REQUEST_TIMED_OUT after that).
-TxnOffsetCommit (``broker/group/txn_offsets.py``) uses the same validation and check.
+metadata fits ``offset.metadata.max.bytes``), the records are written to the group's
+``__consumer_offsets`` partition and the answer waits until they are durable and replayed
+(``offsets.commit.timeout.ms`` at most: REQUEST_TIMED_OUT, answered COORDINATOR_NOT_AVAILABLE
+as Kafka normalizes it).
 
-OffsetFetch (``fetch_offsets``), OffsetDelete (``delete_offsets``), the tombstones of deleted
-topics (``on_partitions_deleted``) and the periodic expiry (``expire_offsets``, every
+TxnOffsetCommit (``commit_transactional_offsets``): validated as Kafka's
+GroupMetadataManager.validateTransactionalOffsetCommit does (classic group: member and
+generation; consumer group: member id and member epoch), written as a *transactional* batch
+carrying the producer id and epoch; its replay makes the offsets pending for that producer id
+(``pending_transactional_offsets``). They become committed - or vanish - only by replaying the
+transaction's marker: the transaction coordinator asks ``complete_transaction`` to write the
+COMMIT/ABORT control record to the partition, and its replay (Kafka's
+``replayEndTransactionMarker``) moves the producer's pending offsets into the committed ones
+(where no later plain commit exists) or drops them. A restart replays the same records and
+markers, so offsets pending at a crash are pending again and the marker written after it
+commits them at once.
+
+OffsetFetch (``fetch_offsets``): committed offsets only; with ``require_stable`` a partition
+with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT (the consumer retries until
+the transaction ends), as Kafka does. OffsetDelete (``delete_offsets``), the tombstones of
+deleted topics (``on_partitions_deleted``) and the periodic expiry (``expire_offsets``, every
 ``offsets.retention.check.interval.ms``: offsets past retention are tombstoned, an Empty group
 left without offsets is dropped).
 
@@ -19,15 +37,14 @@ Threading: event loop only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import NO_PRODUCER_ID, CoordinatorLogError, KeyValue
 from tidelog.broker.group.config import GroupConfig
-from tidelog.broker.group.log import CoordinatorLogError
 from tidelog.broker.group.metadata_log import GroupMetadataLog
 from tidelog.broker.group.offsets import (
     CommittedOffset,
@@ -48,12 +65,15 @@ from tidelog.broker.group.results import (
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState
 from tidelog.broker.group.timer import Timer
+from tidelog.protocol.internal_topics.consumer_offsets import OffsetCommitKey, OffsetCommitValue
 
 __all__ = ("OffsetMetadataManager",)
 
 log = logging.getLogger("tidelog.group")
 
 _EXPIRE_KEY = "expire-offsets"
+#: (group, topic, partition)
+_Key = tuple[str, str, int]
 _LIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 
 
@@ -84,6 +104,60 @@ class OffsetMetadataManager:
         self.partition_exists = partition_exists
         #: KIP-848 consumer groups (``broker/group/consumer``), once installed.
         self.consumer_groups: Any = None
+        #: Kafka's pendingTransactionalOffsets: producer id -> the offsets its open
+        #: transaction committed, replayed from its transactional batches.
+        self.pending_transactional_offsets: dict[int, dict[_Key, CommittedOffset]] = {}
+
+    # ------------------------------------------------------------ replay
+
+    def replay(
+        self,
+        record_offset: int,
+        producer_id: int,
+        key: OffsetCommitKey,
+        value: OffsetCommitValue | None,
+    ) -> None:
+        """Apply one offset-commit record (Kafka's OffsetMetadataManager.replay): a plain
+        commit is committed at once, a transactional one pending for its producer; a
+        tombstone removes the committed offset and any pending one of that partition."""
+        group_id, topic, partition = key.group, key.topic, key.partition
+        if value is None:
+            self.store.remove(group_id, topic, partition)
+            for pending in self.pending_transactional_offsets.values():
+                pending.pop((group_id, topic, partition), None)
+            return
+        self._ensure_simple_group(group_id)
+        committed = CommittedOffset.from_record(value, record_offset)
+        if producer_id == NO_PRODUCER_ID:
+            self.store.put(group_id, topic, partition, committed)
+        else:
+            pending = self.pending_transactional_offsets.setdefault(producer_id, {})
+            pending[(group_id, topic, partition)] = committed
+
+    def replay_end_transaction_marker(self, producer_id: int, commit: bool) -> None:
+        """Kafka's replayEndTransactionMarker: COMMIT makes the producer's pending offsets
+        committed (unless a later plain commit of the partition is there), ABORT drops them."""
+        pending = self.pending_transactional_offsets.pop(producer_id, None)
+        if not pending or not commit:
+            return
+        for (group_id, topic, partition), offset in pending.items():
+            existing = self.store.get(group_id, topic, partition)
+            if existing is None or offset.record_offset > existing.record_offset:
+                self._ensure_simple_group(group_id)
+                self.store.put(group_id, topic, partition, offset)
+
+    def has_pending_transactional_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in offsets for offsets in self.pending_transactional_offsets.values())
+
+    def _ensure_simple_group(self, group_id: str) -> None:
+        """Kafka: offsets of a group nobody manages make a "simple" group (empty, classic,
+        no protocol type); a consumer group's offsets stay the consumer group's."""
+        if group_id in self.groups:
+            return
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            return
+        self.groups[group_id] = ClassicGroup(group_id, self.metadata_log.now())
 
     def validate_offset_commit(
         self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
@@ -176,42 +250,140 @@ class OffsetMetadataManager:
         errors, accepted = self.check_partitions(partitions, self.partition_exists)
         if accepted:
             records = offset_commit_records(group_id, accepted, now, expire)
-            write_error: ErrorCode | None
-            try:
-                waiter = self.metadata_log.write(group_id, records)
-            except CoordinatorLogError as e:
-                write_error = append_error(e.error)
-            else:
-                for p in accepted:
-                    self.store.put(
-                        group_id,
-                        p.topic,
-                        p.partition,
-                        CommittedOffset.from_commit(p, now, expire),
-                    )
-                write_error = await self.await_hw(group_id, waiter)
+            write_error = await self._write(group_id, records)
             for p in accepted:
                 errors[(p.topic, p.partition)] = write_error or ErrorCode.none
         return [
             PartitionError(p.topic, p.partition, errors[(p.topic, p.partition)]) for p in partitions
         ]
 
-    async def await_hw(self, group_id: str, waiter: Awaitable[None]) -> ErrorCode | None:
+    async def _write(
+        self,
+        group_id: str,
+        records: Sequence[KeyValue],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> ErrorCode | None:
+        """Write offset records; None once durable and replayed, else the error to answer."""
         try:
-            await asyncio.wait_for(waiter, self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            return ErrorCode.request_timed_out
+            waiter = self.metadata_log.write(
+                group_id,
+                records,
+                replay=True,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+            )
         except CoordinatorLogError as e:
             return append_error(e.error)
-        return None
+        return await self.await_hw(group_id, waiter)
+
+    async def await_hw(self, group_id: str, waiter: Awaitable[None]) -> ErrorCode | None:
+        error = await self.metadata_log.wait(group_id, waiter)
+        if error is None or error is ErrorCode.request_timed_out:
+            return error  # the write timeout answers REQUEST_TIMED_OUT, as before
+        return append_error(error)
+
+    # ------------------------------------------------------------ TxnOffsetCommit
+
+    def validate_transactional_offset_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+    ) -> ErrorCode:
+        """Kafka's validateTransactionalOffsetCommit.
+
+        A consumer group checks the member and its epoch: UNKNOWN_MEMBER_ID, and
+        ILLEGAL_GENERATION for another epoch (Kafka maps ConsumerGroup.validateOffsetCommit's
+        STALE_MEMBER_EPOCH so for TxnOffsetCommit). A classic group checks its member and
+        generation (ClassicGroup.validateOffsetCommit: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+        ILLEGAL_GENERATION). An unknown group with a generation is ILLEGAL_GENERATION; without
+        member and generation anything goes (a producer not in the group)."""
+        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+            error: ErrorCode = self.consumer_groups.validate_transactional_offset_commit(
+                group_id, member_id, generation_id
+            )
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.illegal_generation if generation_id >= 0 else ErrorCode.none
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return ErrorCode.none
+        return self.validate_offset_commit(group, member_id, group_instance_id, generation_id)
+
+    async def commit_transactional_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        partitions: Sequence[CommitPartition],
+        partition_exists: Callable[[str, int], bool],
+    ) -> list[PartitionError]:
+        """TxnOffsetCommit: the offsets, written as a transactional batch of the producer, are
+        pending until the transaction's marker is replayed (see the module)."""
+
+        def all_(error: ErrorCode) -> list[PartitionError]:
+            return [PartitionError(p.topic, p.partition, error) for p in partitions]
+
+        error = self.metadata_log.inactive_error()
+        if error is not None:
+            return all_(error)
+        error = self.validate_transactional_offset_commit(
+            group_id, member_id, group_instance_id, generation_id
+        )
+        if error is not ErrorCode.none:
+            return all_(error)
+        now = self.metadata_log.now()
+        errors, accepted = self.check_partitions(partitions, partition_exists)
+        if accepted:
+            records = offset_commit_records(group_id, accepted, now, None)
+            write_error = await self._write(group_id, records, producer_id, producer_epoch)
+            for p in accepted:
+                errors[(p.topic, p.partition)] = write_error or ErrorCode.none
+        return [
+            PartitionError(p.topic, p.partition, errors[(p.topic, p.partition)]) for p in partitions
+        ]
 
     # ------------------------------------------------------------ OffsetFetch
 
     def fetch_offsets(
-        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+        self,
+        group_id: str,
+        topics: Sequence[tuple[str, Sequence[int]]] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         """Committed offsets of the partitions asked for (-1 where none), or of every
-        partition the group has offsets for when ``topics`` is None."""
+        partition the group has offsets for when ``topics`` is None; ``require_stable``:
+        UNSTABLE_OFFSET_COMMIT where a transactional commit is pending."""
+        result = self._fetch_committed(group_id, topics)
+        if not require_stable or result.error is not ErrorCode.none:
+            return result
+        if not any(p for p in self.pending_transactional_offsets.values()):
+            return result
+        return OffsetFetchResult(
+            result.error,
+            tuple(
+                TopicOffsets(
+                    t.topic,
+                    tuple(
+                        PartitionOffset(p.partition, error=ErrorCode.unstable_offset_commit)
+                        if self.has_pending_transactional_offsets(group_id, t.topic, p.partition)
+                        else p
+                        for p in t.partitions
+                    ),
+                )
+                for t in result.topics
+            ),
+        )
+
+    def _fetch_committed(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> OffsetFetchResult:
         error = self.metadata_log.inactive_error()
         if error is not None:
             return OffsetFetchResult(error)
@@ -276,14 +448,8 @@ class OffsetMetadataManager:
                 if self.store.get(group_id, topic, partition) is not None:
                     doomed.append((topic, partition))
         if doomed:
-            try:
-                tombstones = [offset_tombstone(group_id, t, p) for t, p in doomed]
-                waiter = self.metadata_log.write(group_id, tombstones)
-            except CoordinatorLogError as e:
-                return OffsetDeleteResult(append_error(e.error))
-            for t, p in doomed:
-                self.store.remove(group_id, t, p)
-            write_error = await self.await_hw(group_id, waiter)
+            tombstones = [offset_tombstone(group_id, t, p) for t, p in doomed]
+            write_error = await self._write(group_id, tombstones)
             if write_error is not None:
                 return OffsetDeleteResult(write_error)
         return OffsetDeleteResult(ErrorCode.none, tuple(results))
@@ -301,7 +467,7 @@ class OffsetMetadataManager:
                 continue
             try:
                 waiter = self.metadata_log.write(
-                    group_id, [offset_tombstone(group_id, t, p) for t, p in tps]
+                    group_id, [offset_tombstone(group_id, t, p) for t, p in tps], replay=True
                 )
             except CoordinatorLogError as e:
                 log.warning("group %s: forgetting deleted partitions failed: %s", group_id, e)
@@ -341,7 +507,7 @@ class OffsetMetadataManager:
                 if not records:
                     continue
                 try:
-                    waiter = self.metadata_log.write(group.group_id, records)
+                    waiter = self.metadata_log.write(group.group_id, records, replay=True)
                 except CoordinatorLogError as e:
                     log.warning("group %s: expiring offsets failed: %s", group.group_id, e)
                     continue

@@ -1,7 +1,8 @@
 """Committed offsets in memory, and the records that persist them.
 
-The store is changed only by replaying ``__consumer_offsets`` records (at start-up, and right
-after the coordinator appends them), so memory always equals a replay of the log.
+The store is changed only by the offset manager's replay of ``__consumer_offsets`` records
+(``OffsetMetadataManager.replay`` and ``replay_end_transaction_marker``, at start-up and once
+the coordinator runtime has the records durable), so memory always equals a replay of the log.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from tidelog.broker.group.log import KeyValue
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.results import CommitPartition
 from tidelog.broker.group.state import ClassicGroup, GroupState
 from tidelog.protocol.internal_topics.consumer_offsets import (
@@ -34,9 +35,12 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+    #: The offset of the record in ``__consumer_offsets`` (Kafka's recordOffset): of a
+    #: transactional commit and a plain one, the later record wins.
+    record_offset: int = -1
 
     @staticmethod
-    def from_record(value: OffsetCommitValue) -> CommittedOffset:
+    def from_record(value: OffsetCommitValue, record_offset: int = -1) -> CommittedOffset:
         """What an offset-commit record of ``__consumer_offsets`` says (expire -1: none)."""
         return CommittedOffset(
             value.offset,
@@ -44,12 +48,8 @@ class CommittedOffset:
             value.metadata,
             value.commit_timestamp,
             value.expire_timestamp if value.expire_timestamp >= 0 else None,
+            record_offset,
         )
-
-    @staticmethod
-    def from_commit(p: CommitPartition, now_ms: int, expire_ms: int | None) -> CommittedOffset:
-        """What an OffsetCommit (or TxnOffsetCommit) request's partition ``p`` commits."""
-        return CommittedOffset(p.offset, p.leader_epoch, p.metadata or "", now_ms, expire_ms)
 
 
 class OffsetStore:
@@ -83,17 +83,6 @@ class OffsetStore:
 
     def remove_group(self, group_id: str) -> None:
         self._by_group.pop(group_id, None)
-
-    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
-        if value is None:
-            self.remove(key.group, key.topic, key.partition)
-        else:
-            self.put(
-                key.group,
-                key.topic,
-                key.partition,
-                CommittedOffset.from_record(value),
-            )
 
     def expired(
         self,

@@ -32,10 +32,10 @@ from tidelog.broker.sendfile import FileAnswer
 
 if TYPE_CHECKING:
     from tidelog.broker.client_quota_manager import ClientQuotas
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.endpoints import Endpoint
     from tidelog.broker.group.coordinator import GroupCoordinator
-    from tidelog.broker.group.txn_offsets import TxnOffsets
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import Topics
     from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
-    from tidelog.storage import LogManager, PartitionLog
+    from tidelog.storage import LogManager
 
 __all__ = (
     "Answer",
@@ -134,10 +134,11 @@ class BrokerView(Protocol):
     stopping: bool
     #: The group coordinator (``broker.group.service.install`` sets it).
     groups: GroupCoordinator
-    #: The transaction coordinator and the pending TxnOffsetCommits of open transactions
-    #: (``broker.txn.service.install`` sets them).
+    #: The transaction coordinator (``broker.txn.service.install`` sets it).
     transactions: TransactionCoordinator
-    txn_offsets: TxnOffsets
+    #: Kafka's CoordinatorPartitionWriter: every coordinator write to a partition, and the
+    #: markers WriteTxnMarkers writes (``broker/coordinator/partition_writer.py``).
+    partition_writer: PartitionWriter
     #: The share coordinator (KIP-932; ``broker.share.service.install`` sets it).
     share_groups: ShareCoordinator | None
 
@@ -156,8 +157,6 @@ class BrokerView(Protocol):
     async def run_heavy(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
-
-    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,8 @@ A partition without a committed offset answers offset -1, leader epoch -1, metad
 error (as Kafka). v1 reports coordinator errors per partition; v2+ has a top-level error and
 accepts a null topic list (every partition the group has committed); v5+ answers the leader
 epoch; v8 asks for several groups at once (KIP-709). ``require_stable`` (v7+): a partition with a
-transactional offset commit still pending (``broker/group/txn_offsets.py``) answers
-UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka does; the consumer retries until the
+transactional offset commit still pending answers UNSTABLE_OFFSET_COMMIT and offset -1, as
+Kafka does (``OffsetMetadataManager.fetch_offsets``); the consumer retries until the
 transaction ends. Without it, pending offsets are simply not seen (the last committed is).
 v9 (KIP-848) names the member and its epoch: for a consumer group, an unknown member is
 UNKNOWN_MEMBER_ID and another epoch STALE_MEMBER_EPOCH.
@@ -79,10 +79,10 @@ def _fetch(
         error = consumer.validate_offset_fetch(group_id, member_id, member_epoch)
         if error is not ErrorCode.none:
             return OffsetFetchResult(error)
-    result = groups.fetch_offsets(group_id, wanted)
+    result = groups.fetch_offsets(group_id, wanted, require_stable)
     if ctx.broker.authorizer is not None:
         result = _authorized_topics(ctx, result, wanted)
-    return _unstable(ctx, group_id, result, require_stable)
+    return result
 
 
 def _authorized_topics(
@@ -102,29 +102,6 @@ def _authorized_topics(
                 )
             )
     return dataclasses.replace(result, topics=tuple(topics))
-
-
-def _unstable(
-    ctx: RequestContext, group_id: str, result: OffsetFetchResult, require_stable: bool
-) -> OffsetFetchResult:
-    """require_stable: partitions with a pending transactional commit answer
-    UNSTABLE_OFFSET_COMMIT."""
-    pending = ctx.broker.txn_offsets
-    if not require_stable or pending is None or result.error is not ErrorCode.none:
-        return result
-    topics = tuple(
-        TopicOffsets(
-            t.topic,
-            tuple(
-                PartitionOffset(p.partition, error=ErrorCode.unstable_offset_commit)
-                if pending.has_pending(group_id, t.topic, p.partition)
-                else p
-                for p in t.partitions
-            ),
-        )
-        for t in result.topics
-    )
-    return OffsetFetchResult(result.error, topics)
 
 
 def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v8: bool) -> Any:

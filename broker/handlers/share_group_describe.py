@@ -67,7 +67,12 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 build(types.DescribedGroup, error_code=error, error_message=message, **fields)
             )
             continue
-        names = {tid: name for name, tid, _count in group.metadata}
+        names = {
+            tid: info.name
+            for m in group.members.values()
+            for tid in m.assignment
+            if (info := ctx.broker.topics.by_id(tid)) is not None
+        }
         members = tuple(
             build(
                 types.Member,

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     if not allowed(ctx, Operation.READ, GROUP, str(request.group_id)):
         return _answer(types, ErrorCode.group_authorization_failed, None, None, 0, 0, None)
     names = request.subscribed_topic_names
-    result = coordinator.groups.heartbeat(
+    result = await coordinator.groups.heartbeat(
         str(request.group_id),
         str(request.member_id),
         int(request.member_epoch),

@@ -4,9 +4,11 @@ The producer must hold the transactional id's current producer id and epoch and 
 transaction holding the group's ``__consumer_offsets`` partition, added by AddOffsetsToTxn
 (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH before v3 - or
 INVALID_TXN_STATE otherwise, nothing stored); the group checks the member as OffsetCommit
-does (v3+ carries generation, member and instance ids). The offsets are written to
-``__consumer_offsets`` as a transactional batch and stay invisible to OffsetFetch until the
-transaction commits (``broker/group/txn_offsets.py``).
+does (v3+ carries generation, member and instance ids; for a KIP-848 consumer group the
+generation is the member epoch). The offsets are written to ``__consumer_offsets`` as a
+transactional batch and stay invisible to OffsetFetch until the transaction's marker is
+replayed (``OffsetMetadataManager.commit_transactional_offsets``,
+``broker/group/offset_metadata_manager.py``).
 
 v5 is transaction version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, so the
 group's ``__consumer_offsets`` partition is added to the transaction here first (the
@@ -76,24 +78,21 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         for p in t.partitions
     ]
     txn = transactions(ctx)
-    offsets = ctx.broker.txn_offsets
+    groups = coordinator(ctx)
     results: list[PartitionError]
     denied = {p.topic for p in partitions if not allowed(ctx, Operation.READ, TOPIC, p.topic)}
     if not allowed(ctx, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
         error = ErrorCode.transactional_id_authorization_failed
     elif not allowed(ctx, Operation.READ, GROUP, request.group_id):
         error = ErrorCode.group_authorization_failed
-    elif txn is None or offsets is None:
+    elif txn is None or groups is None:
         error = ErrorCode.coordinator_not_available
     elif not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
-        groups = coordinator(ctx)
-        offsets_partition = (
-            None if groups is None else (OFFSETS_TOPIC, groups.partition_for(request.group_id))
-        )
+        offsets_partition = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
         error = ErrorCode.none
-        if ctx.api_version >= IMPLICIT_ADD_SINCE and offsets_partition is not None:
+        if ctx.api_version >= IMPLICIT_ADD_SINCE:
             error = await txn.add_partitions(
                 request.transactional_id,
                 int(request.producer_id),
@@ -124,8 +123,8 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             info = topics.get(topic)
             return info is not None and 0 <= partition < info.partitions
 
-        if partitions:
-            results += await offsets.commit(
+        if partitions and groups is not None:
+            results += await groups.commit_transactional_offsets(
                 group_id=request.group_id,
                 producer_id=int(request.producer_id),
                 producer_epoch=int(request.producer_epoch),

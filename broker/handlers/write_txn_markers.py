@@ -3,7 +3,9 @@
 Kafka's coordinator sends it to partition leaders; here the coordinator writes its markers
 directly through storage, so this API serves the Admin client's ``abortTransaction``
 (``tidelog transactions abort``, kafka-transactions.sh abort) for hanging transactions. Each
-partition gets ``PartitionLog.append_end_txn_marker`` and the HW is awaited as for acks=-1.
+partition's marker goes through the broker's one ``PartitionWriter`` and the HW is awaited
+(``_WAIT_MS``); a ``__consumer_offsets`` partition's marker is written by the group coordinator
+(``complete_transaction``), whose replay drops or commits the transaction's pending offsets.
 Per-partition errors as Kafka's storage answers them: UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_PRODUCER_EPOCH (a marker epoch below the producer's), TRANSACTION_COORDINATOR_FENCED
 (an older coordinator epoch).
@@ -16,19 +18,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.coordinator.log import CoordinatorLogError
+from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
-from tidelog.broker.topics import LEADER_EPOCH
-from tidelog.protocol.errors import ErrorCode, error_code_for
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import response_types
-from tidelog.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as Request
 
 
 API_KEY = 27
-_WAIT_S = 30.0
+_WAIT_MS = 30_000
 
 
 async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -> ErrorCode:
@@ -40,24 +42,25 @@ async def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -
     entry = partition_log.producer_state.last_entry(producer_id)
     if entry is None or entry.current_txn_first_offset < 0:
         return ErrorCode.invalid_txn_state
-    hw_before = partition_log.high_watermark
+    commit = bool(marker.transaction_result)
     try:
-        info = partition_log.append_end_txn_marker(
-            producer_id=producer_id,
-            producer_epoch=int(marker.producer_epoch),
-            coordinator_epoch=int(marker.coordinator_epoch),
-            commit=bool(marker.transaction_result),
-            now_ms=broker.clock(),
-            leader_epoch=LEADER_EPOCH,  # as Kafka's leader stamps every batch it writes
-        )
-    except StorageError as exc:
-        return error_code_for(exc.error_name)
-    broker.after_append(partition_log, hw_before)
-    target = info.last_offset + 1
-    covered = await broker.partitions.wait_until(
-        (topic, partition), lambda: partition_log.high_watermark >= target, _WAIT_S
-    )
-    return ErrorCode.none if covered else ErrorCode.request_timed_out
+        if topic == OFFSETS_TOPIC:
+            await broker.groups.complete_transaction(
+                partition, producer_id, int(marker.producer_epoch), commit
+            )
+        else:
+            await broker.partition_writer.append_marker(
+                topic,
+                partition,
+                producer_id=producer_id,
+                producer_epoch=int(marker.producer_epoch),
+                coordinator_epoch=int(marker.coordinator_epoch),
+                commit=commit,
+                timeout_ms=_WAIT_MS,
+            ).durable
+    except CoordinatorLogError as exc:
+        return exc.error
+    return ErrorCode.none
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tidelog.broker.coordinator.topic_log import InternalTopicLog
 from tidelog.broker.share.coordinator import ShareCoordinator
 from tidelog.broker.share.groups import GroupHost, ShareGroups
 from tidelog.broker.share.metrics import share_families
-from tidelog.broker.share.persister import SharePersister, state_batches
+from tidelog.broker.share.persister import SHARE_STATE_TOPIC, SharePersister, state_batches
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -46,15 +47,34 @@ class ShareService:
         for group in groups.groups.values():
             for member_id in group.members:
                 groups.host.cancel(f"share-heartbeat:{group.group_id}:{member_id}")
+        await self.persister.runtime.stop()
 
 
 def install(broker: Broker) -> ShareCoordinator:
-    # Kafka divergence: share-group membership (members, epochs) lives in memory only; Kafka
-    # also writes share-group metadata records to __consumer_offsets. Members rejoin after a
-    # restart by themselves; the share-partition state is durable in __share_group_state.
+    # Share-group membership (groups, members, epochs, assignments) is written to
+    # __consumer_offsets as Kafka's share-group records and replayed by the group
+    # coordinator's load (broker/share/records.py); the share-partition state is durable in
+    # __share_group_state.
     classic = broker.groups
     timer = classic.timer
-    persister = SharePersister(broker)
+    persister = SharePersister(
+        InternalTopicLog(
+            SHARE_STATE_TOPIC,
+            topics=broker.topics,
+            writer=broker.partition_writer,
+            run_blocking=broker.run_blocking,
+            num_partitions=broker.config.get_int("share.coordinator.state.topic.num.partitions"),
+            topic_configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(
+                    broker.config.get_int("share.coordinator.state.topic.segment.bytes")
+                ),
+                "min.insync.replicas": "1",
+            },
+            load_buffer_bytes=1024 * 1024,
+        ),
+        broker.clock,
+    )
     holder: list[ShareCoordinator] = []
 
     def timeouts(group_id: str) -> tuple[int, int]:
@@ -82,8 +102,14 @@ def install(broker: Broker) -> ShareCoordinator:
         other_group_type=other_group_type,
         on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
         on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
+        # replayed into the share groups as appended (their one mutation path)
+        write=lambda g, records: classic.metadata_log.write(
+            g, records, replay=True, at_append=True
+        ),
     )
-    coordinator = ShareCoordinator(broker, ShareGroups(host), timer.now_ms, persister.write)
+    share_groups = ShareGroups(host)
+    classic.share_groups = share_groups  # the group coordinator's load replays their records
+    coordinator = ShareCoordinator(broker, share_groups, timer.now_ms, persister.write)
     holder.append(coordinator)
     broker.share_groups = coordinator
     broker.metrics.extra_families.append(share_families(coordinator.metric_totals))

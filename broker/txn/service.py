@@ -1,7 +1,7 @@
 """Wiring the transaction coordinator into the broker: ``__transaction_state``, markers, timers.
 
-``install(broker)`` sets ``broker.transactions`` (the ``TransactionCoordinator``) and
-``broker.txn_offsets`` (``broker/group/txn_offsets.py``) and adds a service that, at start,
+``install(broker)`` sets ``broker.transactions`` (the ``TransactionCoordinator``) and adds a
+service that, at start,
 replays ``__transaction_state`` when it exists, completes prepared transactions, then runs
 the timeout abort (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and the
 id expiration (``transaction.remove.expired.transaction.cleanup.interval.ms``) periodically.
@@ -9,24 +9,27 @@ As in Kafka, the topic is created on the first FindCoordinator for a transaction
 (``transaction.state.log.num.partitions`` partitions, ``cleanup.policy=compact``,
 ``segment.bytes=transaction.state.log.segment.bytes``, ``compression.type=uncompressed``).
 
-Records are appended through storage at once and awaited until the HW covers them (the flush
-policy of the topic decides when: by default after the fsync). Markers are appended the same
-way to every partition of the transaction (``PartitionLog.append_end_txn_marker``), all of them
-before the first wait, so the partitions' group-commit fsyncs run side by side; a partition
-whose topic was deleted meanwhile is skipped, as Kafka drops markers for unknown partitions.
+Records are appended through the broker's one ``PartitionWriter``
+(``broker/coordinator/partition_writer.py``) at once and awaited until the HW covers them (the
+flush policy of the topic decides when: by default after the fsync), at most
+``WRITE_TIMEOUT_MS``. Markers are appended the same way to every partition of the transaction,
+all of them before the first wait, so the partitions' group-commit fsyncs run side by side; a
+partition whose topic was deleted meanwhile is skipped, as Kafka drops markers for unknown
+partitions. A ``__consumer_offsets`` partition's marker is written by the group coordinator
+(``complete_transaction``, Kafka's GroupCoordinator.completeTransaction), whose replay of it
+commits or drops the transaction's pending offsets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.coordinator.log import CoordinatorLogError, encode_records
+from tidelog.broker.coordinator.partition_writer import DONE
 from tidelog.broker.group.config import OFFSETS_TOPIC
-from tidelog.broker.group.log import encode_records
-from tidelog.broker.group.txn_offsets import TxnOffsets
-from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator
 from tidelog.broker.txn.metadata import TransactionMetadata
 from tidelog.broker.txn.state_manager import TxnConfig
@@ -39,7 +42,7 @@ from tidelog.protocol.internal_topics.transaction_state import (
     encode_txn_key,
     encode_txn_value,
 )
-from tidelog.storage import PartitionLog, StorageError
+from tidelog.storage import PartitionLog
 from tidelog.storage.record_codec import iter_records
 
 if TYPE_CHECKING:
@@ -52,26 +55,9 @@ log = logging.getLogger("tidelog.txn")
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: FindCoordinator's key type for a transactional id.
 TRANSACTION_KEY_TYPE = 1
-#: How long a write waits for its HW before the coordinator gives up (and retries later).
-WRITE_TIMEOUT_S = 30.0
-
-
-class TxnWriteFailed(Exception):
-    pass
-
-
-class _Resolved:
-    """An awaitable that is done already: awaiting it returns None at once (no coroutine,
-    no future, no loop turn)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[None, None, None]:
-        return
-        yield  # makes this a generator that ends at once
-
-
-_DONE = _Resolved()
+#: How long a write waits for its HW before the coordinator gives up (and retries later):
+#: Kafka's transaction state manager bounds its appends by request.timeout.ms (30 s).
+WRITE_TIMEOUT_MS = 30_000
 
 
 class TransactionService:
@@ -98,7 +84,6 @@ class TransactionService:
             new_producer_id=broker.producer_ids.generate_producer_id,
             clock=broker.clock,
         )
-        self.txn_offsets = TxnOffsets(broker, broker.groups)
         self._periodic: list[asyncio.Task[None]] = []
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -143,10 +128,6 @@ class TransactionService:
                     await self.broker.run_blocking(_read_all, partition_log, self.load_buffer)
                 )
         self.coordinator.load(records)
-        store = getattr(self.broker.groups, "_log", None)
-        held = getattr(store, "pending_transactional", None)
-        if held:
-            self.txn_offsets.stage_loaded(held)
         self.coordinator.activate()
         log.info(
             "transaction coordinator loaded %d records: %d transactional ids",
@@ -184,24 +165,6 @@ class TransactionService:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
-    def _covered(
-        self, topic: str, partition: int, partition_log: PartitionLog, end: int
-    ) -> Awaitable[None]:
-        """An awaitable resolved once the HW of the partition reaches ``end``: an already
-        resolved one when it does now (no coroutine, no wait), else ``_wait``."""
-        if partition_log.high_watermark >= end:
-            return _DONE
-        return self._wait(topic, partition, partition_log, end)
-
-    async def _wait(
-        self, topic: str, partition: int, partition_log: PartitionLog, end: int
-    ) -> None:
-        covered = await self.broker.partitions.wait_until(
-            (topic, partition), lambda: partition_log.high_watermark >= end, WRITE_TIMEOUT_S
-        )
-        if not covered:
-            raise TxnWriteFailed(f"{topic}-{partition}: the HW did not reach {end} in time")
-
     def write_record(
         self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
     ) -> Awaitable[None]:
@@ -212,70 +175,58 @@ class TransactionService:
         or the broker's flush tick (``FLUSH_TICK_S``, the flush policy) makes it durable."""
         partition = self.partition_for(transactional_id)
         self._ensure_topic_now()
-        partition_log = self.broker.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
-        if partition_log is None:
-            raise TxnWriteFailed(f"{TRANSACTION_STATE_TOPIC}-{partition} is missing")
         record = (
             encode_txn_key(transactional_id),
             None if value is None else encode_txn_value(value),
         )
-        hw_before = partition_log.high_watermark
-        info = partition_log.append(
-            encode_records([record], self.broker.clock()), now_ms=self.broker.clock()
-        )
-        if not lazy:
-            self.broker.after_append(partition_log, hw_before)
-        elif partition_log.high_watermark != hw_before:  # a topic without a flush policy
-            self.broker.partitions.notify(TRANSACTION_STATE_TOPIC, partition)
-        if lazy:
-            return _DONE
-        end = info.last_offset + 1
-        return self._covered(TRANSACTION_STATE_TOPIC, partition, partition_log, end)
+        return self.broker.partition_writer.append(
+            TRANSACTION_STATE_TOPIC,
+            partition,
+            encode_records([record], self.broker.clock()),
+            timeout_ms=WRITE_TIMEOUT_MS,
+            lazy=lazy,
+        ).durable
 
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
         """Append a marker to every partition of ``md`` now; the awaitable resolves once
         every one is durable (and the transaction's offsets, if any, are then applied)."""
         broker = self.broker
         waits: list[Awaitable[None]] = []
-        offsets_partitions = False
         for topic, partition in sorted(md.partitions):
-            partition_log = broker.topics.get_log(topic, partition)
-            if partition_log is None:
+            if broker.topics.get_log(topic, partition) is None:
                 log.info("no marker for %s-%d: the partition is gone", topic, partition)
                 continue
-            hw_before = partition_log.high_watermark
             try:
-                info = partition_log.append_end_txn_marker(
+                if topic == OFFSETS_TOPIC:
+                    waits.append(
+                        broker.groups.complete_transaction(
+                            partition, md.producer_id, md.producer_epoch, commit
+                        )
+                    )
+                    continue
+                appended = broker.partition_writer.append_marker(
+                    topic,
+                    partition,
                     producer_id=md.producer_id,
                     producer_epoch=md.producer_epoch,
                     coordinator_epoch=COORDINATOR_EPOCH,
                     commit=commit,
-                    now_ms=broker.clock(),
-                    leader_epoch=LEADER_EPOCH,  # as Kafka's leader stamps every batch it writes
+                    timeout_ms=WRITE_TIMEOUT_MS,
                 )
-            except StorageError as exc:
+            except CoordinatorLogError as exc:
                 log.warning(
                     "marker for %s-%d of %r refused: %s", topic, partition, md.transactional_id, exc
                 )
                 continue
-            broker.after_append(partition_log, hw_before)
-            waits.append(self._covered(topic, partition, partition_log, info.last_offset + 1))
-            offsets_partitions = offsets_partitions or topic == OFFSETS_TOPIC
-        return self._markers_durable(waits, md.producer_id, commit, offsets_partitions)
+            if appended.durable is not DONE:
+                waits.append(appended.durable)
+        return self._markers_durable(waits)
 
-    async def _markers_durable(
-        self,
-        waits: list[Awaitable[None]],
-        producer_id: int,
-        commit: bool,
-        offsets_partitions: bool,
-    ) -> None:
+    async def _markers_durable(self, waits: list[Awaitable[None]]) -> None:
         if len(waits) == 1:  # the common case: no gather (a task per awaitable)
             await waits[0]
         elif waits:
             await asyncio.gather(*waits)
-        if offsets_partitions:
-            self.txn_offsets.complete(producer_id, commit)
 
 
 def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, TxnLogValue | None]]:
@@ -304,7 +255,6 @@ def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, Tx
 def install(broker: Broker) -> TransactionService:
     service = TransactionService(broker)
     broker.transactions = service.coordinator
-    broker.txn_offsets = service.txn_offsets
     broker.services.append(service)
     broker.coordinator_topics[TRANSACTION_KEY_TYPE] = service.create_topic
     return service

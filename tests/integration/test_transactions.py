@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.broker.group.log import encode_records
+from tidelog.broker.coordinator.log import encode_records
 from tidelog.broker.txn.service import TRANSACTION_STATE_TOPIC, _read_all
 from tidelog.protocol.internal_topics.consumer_offsets import partition_for
 from tidelog.protocol.internal_topics.transaction_state import (

@@ -670,3 +670,105 @@ SCENARIOS += [
         },
     ),
 ]
+
+# TxnOffsetCommit from a KIP-848 consumer-protocol member (issue 37, defect 4): validated against
+# the consumer group's member and member epoch, as Kafka's ConsumerGroup.validateOffsetCommit.
+# One transaction, so no marker is in flight between the rows.
+_CG = "dcg-txn"
+
+
+def _txn_offset_commit(member: str, generation: Any) -> dict[str, Any]:
+    return {
+        "transactional_id": "dtx-cg",
+        "group_id": _CG,
+        "producer_id": "$init-tx-cg.producer_id",
+        "producer_epoch": "$init-tx-cg.producer_epoch",
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": T,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+SCENARIOS += [
+    (
+        "cg-txn-join",
+        "consumer_group_heartbeat",
+        0,
+        {
+            "group_id": _CG,
+            "member_id": "",
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout": 30000,
+            "subscribed_topic_names": [T],
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    ),
+    (
+        "init-tx-cg",
+        "init_producer_id",
+        4,
+        {
+            "transactional_id": "dtx-cg",
+            "transaction_timeout": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    ),
+    (
+        "add-offsets-cg",
+        "add_offsets_to_txn",
+        3,
+        {
+            "transactional_id": "dtx-cg",
+            "producer_id": "$init-tx-cg.producer_id",
+            "producer_epoch": "$init-tx-cg.producer_epoch",
+            "group_id": _CG,
+        },
+    ),
+    (
+        "txn-offset-commit-cg-member",
+        "txn_offset_commit",
+        3,
+        _txn_offset_commit("$cg-txn-join.member_id", "$cg-txn-join.member_epoch"),
+    ),
+    (
+        "txn-offset-commit-cg-stale-epoch",
+        "txn_offset_commit",
+        3,
+        _txn_offset_commit("$cg-txn-join.member_id", 99),
+    ),
+    (
+        "txn-offset-commit-cg-unknown-member",
+        "txn_offset_commit",
+        3,
+        _txn_offset_commit("nobody", "$cg-txn-join.member_epoch"),
+    ),
+    ("txn-offset-commit-cg-no-member", "txn_offset_commit", 3, _txn_offset_commit("", -1)),
+    (
+        "end-txn-cg",
+        "end_txn",
+        3,
+        {
+            "transactional_id": "dtx-cg",
+            "producer_id": "$init-tx-cg.producer_id",
+            "producer_epoch": "$init-tx-cg.producer_epoch",
+            "committed": True,
+        },
+    ),
+]

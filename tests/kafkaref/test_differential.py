@@ -27,6 +27,10 @@ DIVERGENCES: dict[str, str] = {
         "tidelog creates the topic before it answers; Kafka asks its controller and answers "
         "UNKNOWN_TOPIC_OR_PARTITION (or LEADER_NOT_AVAILABLE) until the topic is there"
     ),
+    "cg-txn-join": (
+        "the first ConsumerGroupHeartbeat of a new consumer group: tidelog answers member epoch "
+        "1, Kafka 4.4 answers 2 (its group epoch moves twice on the group's first join)"
+    ),
 }
 
 # Known differences inside answers that otherwise match (rows of docs/kafka-differences.md):

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.assignors import names as assignor_names
 from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 from tidelog.broker.group.consumer.heartbeat import Host
-from tidelog.broker.group.log import KeyValue
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -32,7 +32,10 @@ def install(broker: Broker) -> ConsumerGroups:
     classic = broker.groups
 
     def write(group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
-        waiter: Awaitable[None] = classic.metadata_log.write(group_id, records)
+        # replayed into the consumer groups as appended (their one mutation path)
+        waiter: Awaitable[None] = classic.metadata_log.write(
+            group_id, records, replay=True, at_append=True
+        )
         return waiter
 
     def inactive_error() -> ErrorCode | None:

@@ -39,15 +39,21 @@ Start-up: the records are replayed from ``__consumer_offsets`` (``replay`` per r
 ``loaded``): groups, members, epochs, targets and assignments come back; session timers start
 afresh.
 
+State only by replay: a heartbeat (a fencing, a deletion) works on a copy of the group, and
+the records it makes are replayed into the group (``replay``, Kafka's records through
+``state_records.apply_record``) as the coordinator runtime appends them; the load replays the
+same records with the same function. A write that fails changes nothing.
+
 Kafka divergence: no mixed groups (classic members in a consumer group), the upgrade and
 downgrade convert empty groups only; the regular expression is Python's, resolved at each
-heartbeat; records are applied in memory before the write completes (a failed write answers an
-error but keeps the new state).
+heartbeat; the records are replayed when appended, not into a timeline a failed write reverts
+(a write that times out keeps its change: the record is in the log).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import re
 import uuid
@@ -56,6 +62,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, Host
@@ -77,7 +84,6 @@ from tidelog.broker.group.consumer.state_records import (
     target_member_record,
     tombstone,
 )
-from tidelog.broker.group.log import CoordinatorLogError, KeyValue
 from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 log = logging.getLogger("tidelog.group.consumer")
@@ -112,18 +118,34 @@ class ConsumerGroups:
         error = self.host.inactive_error()
         if error is not None:
             return HeartbeatResult(error, member_id=req.member_id or None)
+        original = self._scratch(req.group_id)
         try:
             result, writes = self._heartbeat(req)
         except _Refused as exc:
             return HeartbeatResult(exc.error, exc.message, req.member_id or None)
+        finally:
+            self._restore(req.group_id, original)
         if writes:
+            # Replayed into the group as appended: the one way its state changes.
             try:
-                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+                await self.host.write(req.group_id, writes)
             except CoordinatorLogError as exc:
                 return HeartbeatResult(exc.error, str(exc) or None, result.member_id)
-            except TimeoutError:
-                return HeartbeatResult(ErrorCode.request_timed_out, None, result.member_id)
         return result
+
+    def _scratch(self, group_id: str) -> ConsumerGroup | None:
+        """Put a copy of the group in its place for a request to work on; returns the group.
+        Only the replay of the records the request makes changes the group itself."""
+        original = self.groups.get(group_id)
+        if original is not None:
+            self.groups[group_id] = copy.deepcopy(original)
+        return original
+
+    def _restore(self, group_id: str, original: ConsumerGroup | None) -> None:
+        if original is None:
+            self.groups.pop(group_id, None)
+        else:
+            self.groups[group_id] = original
 
     def _validate(self, req: HeartbeatRequest) -> None:
         if not req.group_id:
@@ -414,7 +436,11 @@ class ConsumerGroups:
         if group is None or member is None:
             return
         writes: list[KeyValue] = []
-        self._remove_member(group, member, writes, bump=True)
+        original = self._scratch(group_id)
+        try:
+            self._remove_member(self.groups[group_id], member, writes, bump=True)
+        finally:
+            self._restore(group_id, original)
         log.info("member %s of group %s fenced: %s", member_id, group_id, why)
         try:
             waiter = self.host.write(group_id, writes)
@@ -476,7 +502,8 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record of ``__consumer_offsets`` at start-up."""
+        """Apply one record of ``__consumer_offsets``: as written (the runtime replays a
+        write's records as it appends them) and at start-up."""
         try:
             apply_record(self.groups, rec.decode_key(key), value)
         except (SchemaError, ValueError) as exc:
@@ -492,6 +519,26 @@ class ConsumerGroups:
         if api_version < 9:
             return ErrorCode.unsupported_version
         return self._check_member(group, member_id, member_epoch)
+
+    def validate_transactional_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> ErrorCode:
+        """TxnOffsetCommit of a consumer group (Kafka's ConsumerGroup.validateOffsetCommit
+        with isTransactional): epoch -1 commits while the group is empty; a request naming
+        neither member nor epoch is a producer outside the group and is accepted; else the
+        member must exist (UNKNOWN_MEMBER_ID) at its current epoch. Another epoch answers
+        ILLEGAL_GENERATION, as Kafka maps STALE_MEMBER_EPOCH for TxnOffsetCommit (a producer's
+        API whose clients know the classic error; checked against Kafka 4.4 by
+        tests/kafkaref's ``txn-offset-commit-cg-stale-epoch``)."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.none
+        if member_epoch == -1 and not member_id:
+            return ErrorCode.none
+        error = self._check_member(group, member_id, member_epoch)
+        if error is ErrorCode.stale_member_epoch:
+            return ErrorCode.illegal_generation
+        return error
 
     def validate_offset_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int
@@ -515,7 +562,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         if group is None or group.members:
             return group is None
-        del self.groups[group_id]
+        # Their replay (the group metadata tombstone) forgets the group.
         writes: list[KeyValue] = [
             tombstone(v, group_id)
             for v in (

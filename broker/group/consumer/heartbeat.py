@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.model import Partitions
-from tidelog.broker.group.log import KeyValue
 
 __all__ = ["HeartbeatRequest", "HeartbeatResult", "Host", "owned_from_wire"]
 

@@ -49,9 +49,15 @@ TARGET_ASSIGNMENT_METADATA_KEY = 6
 TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
+#: The key types whose key names a member too: the consumer groups' (5, 7, 8) and the share
+#: groups' (10, 13, 14: ``broker/share/records.py``).
+MEMBER_KEY_VERSIONS = frozenset(
+    {MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY, 10, 13, 14}
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 #: topic id -> partitions
 Assignment = Mapping[uuid.UUID, frozenset[int]]
@@ -59,7 +65,8 @@ Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 @dataclass(frozen=True, slots=True)
 class ConsumerKey:
-    """A consumer-group record key: its version (3-8), group and member (5, 7, 8 only)."""
+    """A consumer-group record key: its version (3-8), group and member (5, 7, 8 only); a
+    share group's keys (10-14) have the same shape."""
 
     version: int
     group_id: str
@@ -97,7 +104,10 @@ class CurrentAssignmentValue:
 # ---------------------------------------------------------------- writing
 
 
-class _Writer:
+class RecordWriter:
+    """Kafka's coordinator record encoding: non-flexible keys, flexible v0 values (the share
+    groups' records, ``broker/share/records.py``, use it too)."""
+
     __slots__ = ("buf",)
 
     def __init__(self) -> None:
@@ -111,6 +121,9 @@ class _Writer:
 
     def i32(self, v: int) -> None:
         self.buf += _I32.pack(v)
+
+    def i64(self, v: int) -> None:
+        self.buf += _I64.pack(v)
 
     def uvarint(self, v: int) -> None:
         while v > 0x7F:
@@ -154,14 +167,10 @@ class _Writer:
 
 
 def encode_key(key: ConsumerKey) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(key.version)
     w.key_string(key.group_id)
-    if key.version in (
-        MEMBER_METADATA_KEY,
-        TARGET_ASSIGNMENT_MEMBER_KEY,
-        CURRENT_MEMBER_ASSIGNMENT_KEY,
-    ):
+    if key.version in MEMBER_KEY_VERSIONS:
         if key.member_id is None:
             raise SchemaError(f"key version {key.version} needs a member id")
         w.key_string(key.member_id)
@@ -170,7 +179,7 @@ def encode_key(key: ConsumerKey) -> bytes:
 
 def encode_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue / ConsumerGroupTargetAssignmentMetadataValue (same shape)."""
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.i32(epoch)
     w.no_tags()
@@ -178,7 +187,7 @@ def encode_epoch_value(epoch: int) -> bytes:
 
 
 def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.array_len(len(topics))
     for t in topics:
@@ -192,7 +201,7 @@ def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
 
 
 def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.string(v.instance_id)
     w.string(v.rack_id)
@@ -209,7 +218,7 @@ def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
 
 
 def encode_target_member_value(assignment: Assignment) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.topic_partitions(assignment)
     w.no_tags()
@@ -217,7 +226,7 @@ def encode_target_member_value(assignment: Assignment) -> bytes:
 
 
 def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(0)
     w.i32(v.member_epoch)
     w.i32(v.previous_member_epoch)
@@ -231,7 +240,9 @@ def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
 # ---------------------------------------------------------------- reading
 
 
-class _Reader:
+class RecordReader:
+    """Reads what ``RecordWriter`` writes (lengths checked against the record's size)."""
+
     __slots__ = ("data", "pos")
 
     def __init__(self, data: bytes) -> None:
@@ -253,6 +264,9 @@ class _Reader:
 
     def i32(self) -> int:
         return int(_I32.unpack(self._take(4))[0])
+
+    def i64(self) -> int:
+        return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
         shift = value = 0
@@ -309,18 +323,14 @@ class _Reader:
             raise SchemaError(f"unknown consumer group value version {version}")
 
 
-def decode_key(data: bytes) -> ConsumerKey:
-    r = _Reader(data)
+def decode_key(data: bytes, versions: frozenset[int] = CONSUMER_KEY_VERSIONS) -> ConsumerKey:
+    """A consumer-group key (or, with the share groups' ``versions``, a share-group key)."""
+    r = RecordReader(data)
     version = r.i16()
-    if version not in CONSUMER_KEY_VERSIONS:
-        raise SchemaError(f"not a consumer group key version: {version}")
+    if version not in versions:
+        raise SchemaError(f"not a key version of this group type: {version}")
     group_id = r.key_string()
-    member_id = (
-        r.key_string()
-        if version
-        in (MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY)
-        else None
-    )
+    member_id = r.key_string() if version in MEMBER_KEY_VERSIONS else None
     return ConsumerKey(version, group_id, member_id)
 
 
@@ -329,7 +339,7 @@ def key_version(data: bytes) -> int:
 
 
 def decode_epoch_value(data: bytes) -> int:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     epoch = r.i32()
     r.tags()
@@ -337,7 +347,7 @@ def decode_epoch_value(data: bytes) -> int:
 
 
 def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     out = []
     for _ in range(r.array_len()):
@@ -356,7 +366,7 @@ def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     instance_id = r.string()
     rack_id = r.string()
@@ -373,7 +383,7 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     out = r.topic_partitions()
     r.tags()
@@ -381,7 +391,7 @@ def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
 
 
 def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.value_version()
     epoch = r.i32()
     previous = r.i32()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.model import ConsumerGroup, ConsumerMember, Partitions
-from tidelog.broker.group.log import KeyValue
 
 __all__ = [
     "apply_record",

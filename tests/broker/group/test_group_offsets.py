@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.broker.group.group_harness import CONFIG, Harness, done, run, subscription
 from tests.broker.group.test_group_membership import stable_group
-from tidelog.broker.group.log import MemoryCoordinatorLog
+from tidelog.broker.coordinator.log import MemoryCoordinatorLog
 from tidelog.broker.group.results import CommitPartition, MemberIdentity
 from tidelog.broker.group.state import GroupState
 from tidelog.protocol.internal_topics.consumer_offsets import (
@@ -301,8 +301,8 @@ def test_memory_log_is_a_real_v2_log() -> None:
     async def go() -> None:
         log = MemoryCoordinatorLog(1)
         await log.prepare()
-        await log.append(0, [(b"k1", b"v1"), (b"k2", None)], 1000)
-        await log.append(0, [(b"k3", b"v3")], 1001)
+        await log.append(0, [(b"k1", b"v1"), (b"k2", None)], 1000, timeout_ms=1000).durable
+        await log.append(0, [(b"k3", b"v3")], 1001, timeout_ms=1000).durable
         assert [(r.offset, r.key, r.value) for r in await log.read_partition(0)] == [
             (0, b"k1", b"v1"),
             (1, b"k2", None),
