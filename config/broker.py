@@ -337,6 +337,8 @@ def load_broker_config(
             unknown.append(key)
             continue
         settings[_canonical(by_env[key])] = raw
+    # Kafka divergence: an unknown name in the file or an override stops start-up (Kafka warns
+    # and goes on); only TIDELOG_* variables, shared with the user's other programs, are warned.
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:

@@ -86,6 +86,11 @@ class AppProcess:
                 raise AssertionError(f"the app ignored {sig.name}\n{self.log_tail()}") from None
         return self.proc.returncode
 
+    def run_log(self) -> str:
+        """The log of the current run."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text.rpartition(f"===== run {self.runs}\n")[2]
+
     def log_tail(self, chars: int = 6000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 

@@ -1,6 +1,7 @@
 """faust-streaming (aiokafka underneath) on tidelog, as its users run it: ``python faust_app.py
 worker`` (tests/stream_processing/faust_app.py: an agent counting words into an in-memory table
-backed by its changelog topic), stopped with SIGTERM and later SIGKILL between steps. Each
+backed by its changelog topic), stopped with SIGTERM (the broker restarted meanwhile) and later
+SIGKILL between steps. Each
 restart must restore the table from the changelog: the counts go on from where they were.
 """
 
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 APP_ID = "wordcount"
 START_TIMEOUT_S = 90.0
+READY = "[^Worker]: Ready"  # faust's line once the tables are restored and the agents run
 
 
 def _latest_counts(bootstrap: str) -> dict[str, list[int]]:
@@ -45,8 +47,12 @@ def _feed(bootstrap: str, words: list[str]) -> None:
 def _run_step(
     app: AppProcess, bootstrap: str, words: list[str], want: dict[str, int], fed: int
 ) -> None:
-    """Feed ``words``; wait until the output's running counts reach ``want`` and the app has
-    committed its input offset (nothing would be counted twice after a stop)."""
+    """Once the worker is ready, feed ``words``; wait until the output's running counts reach
+    ``want`` and the app has committed its input offset (nothing counted twice after a stop)."""
+    # faust-streaming 0.15.3 can drop a record fetched while it restores its tables (one "a"
+    # of three went missing in about one run in five, against tidelog: the broker answered
+    # every fetch with all the records). Its users feed a running worker; so does this test.
+    wait_for("the worker to be ready", lambda: READY in app.run_log(), START_TIMEOUT_S, app)
     _feed(bootstrap, words)
 
     def reached() -> bool:
@@ -78,6 +84,8 @@ def test_faust_table_survives_restarts(broker: Any, tmp_path: Path) -> None:
     try:
         _run_step(app, broker.bootstrap, ["a"] * 10 + ["b"] * 5, {"a": 10, "b": 5}, 15)
         assert app.stop(signal.SIGTERM) == 0, app.log_tail()
+        assert broker.stop() == 0  # and the broker, SIGTERM: its changelog is on disk
+        broker.start()
         app.start()  # the table is in memory only: it comes back from the changelog
         _run_step(app, broker.bootstrap, ["a"] * 3 + ["c"], {"a": 13, "b": 5, "c": 1}, 19)
         app.stop(signal.SIGKILL)

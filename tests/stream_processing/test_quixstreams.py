@@ -2,10 +2,10 @@
 quix_app.py`` (tests/stream_processing/quix_app.py: per-key sums over one-second tumbling windows,
 ``processing_guarantee="exactly-once"``, window state in RocksDB backed by a changelog topic).
 
-The app is SIGKILLed mid-run, with a window half aggregated and its input offsets committed, and
-started again on an EMPTY state dir (as on a new machine): the half window's state can only come
-back from the changelog. The output (read_committed) must hold every window of every key once,
-with the right sum.
+The app is SIGKILLed mid-run, with a window half aggregated and its input offsets committed,
+the broker is SIGKILLed and restarted, and the app is started again on an EMPTY state dir (as on
+a new machine): the half window's state can only come back from the changelog. The output
+(read_committed) must hold every window of every key once, with the right sum.
 
 quixstreams pins confluent-kafka below the version the dev extra installs, so it runs from its
 own venv, ``.cache/quixstreams`` (./scripts/test makes it; pyproject's ``quixstreams`` extra).
@@ -110,6 +110,8 @@ def test_exactly_once_windows_survive_sigkill_and_a_lost_state_dir(
         )
         closed_before = _windows(broker.bootstrap)
         app.stop(signal.SIGKILL)
+        broker.kill()  # the broker too: the changelog and the committed offsets are on its disk
+        broker.start()
         shutil.rmtree(state_dir)  # a new machine: the state comes back from the changelog
         produce(broker.bootstrap, "qx-readings", [*rest, flush])
         app.start()
