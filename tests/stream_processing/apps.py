@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-__all__ = ("AppProcess", "committed_offset", "produce", "read_all", "wait_for")
+__all__ = ("AppProcess", "produce", "read_all", "wait_for")
 
 HERE = Path(__file__).resolve().parent
 
@@ -140,15 +140,5 @@ def read_all(bootstrap: str, topic: str, partitions: int = 1) -> list[tuple[byte
                 continue
             out.append((msg.key(), msg.value()))
         return out
-    finally:
-        consumer.close()
-
-
-def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
-    """The offset ``group`` committed for ``topic``'s ``partition`` (-1001: none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        (tp,) = consumer.committed([TopicPartition(topic, partition)], timeout=10)
-        return int(tp.offset)
     finally:
         consumer.close()

@@ -17,11 +17,11 @@ import pytest
 from tests.stream_processing.apps import (
     HERE,
     AppProcess,
-    committed_offset,
     produce,
     read_all,
     wait_for,
 )
+from tests.support.migration import committed_offsets
 
 pytest.importorskip("faust", reason="faust-streaming is in the dev extra (pip install -e .[dev])")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -62,7 +62,7 @@ def _run_step(
     wait_for(f"counts {want}", reached, START_TIMEOUT_S, app)
     wait_for(
         f"committed offset {fed}",
-        lambda: committed_offset(bootstrap, APP_ID, "fa-words") == fed,
+        lambda: committed_offsets(bootstrap, APP_ID).get(("fa-words", 0)) == fed,
         START_TIMEOUT_S,
         app,
     )

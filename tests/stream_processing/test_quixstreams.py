@@ -24,11 +24,11 @@ import pytest
 from tests.stream_processing.apps import (
     HERE,
     AppProcess,
-    committed_offset,
     produce,
     read_all,
     wait_for,
 )
+from tests.support.migration import committed_offsets
 
 ROOT = HERE.parents[1]
 QUIX_PYTHON = ROOT / ".cache" / "quixstreams" / "bin" / "python"
@@ -104,7 +104,9 @@ def test_exactly_once_windows_survive_sigkill_and_a_lost_state_dir(
         # changelog records of the half window, in the same transaction).
         wait_for(
             f"committed offset {len(first)}",
-            lambda: committed_offset(broker.bootstrap, GROUP, "qx-readings") == len(first),
+            lambda: (
+                committed_offsets(broker.bootstrap, GROUP).get(("qx-readings", 0)) == len(first)
+            ),
             WAIT_S,
             app,
         )
