@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.handlers import consumer_group_heartbeat, share_group_heartbeat
+from tidelog.broker.api_table import API_TABLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.txn.metadata import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
 from tidelog.protocol.errors import ErrorCode
@@ -73,18 +73,20 @@ def _api_keys(version: int, ranges: tuple[tuple[int, int, int], ...]) -> tuple[A
 @dataclass(frozen=True, slots=True)
 class Feature:
     """A feature tidelog implements up to ``max_level`` (supported 0-max, finalized at max),
-    when the API ``needs_api_key`` is served (None: always)."""
+    when the API named ``needs_api`` is served (None: always)."""
 
     name: str
     max_level: int
-    needs_api_key: int | None = None
+    needs_api: str | None = None
 
 
 FEATURES = (
-    Feature("group.version", 1, consumer_group_heartbeat.API_KEY),
-    Feature("share.version", 1, share_group_heartbeat.API_KEY),
+    Feature("group.version", 1, "ConsumerGroupHeartbeat"),
+    Feature("share.version", 1, "ShareGroupHeartbeat"),
     Feature(TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION),
 )
+#: API name -> key, from the table (importing the handler modules would slow the first answer).
+_API_KEYS = {entry.name: entry.api_key for entry in API_TABLE}
 #: Kafka's epoch of the finalized features (the metadata offset there); any value >= 0 says
 #: "valid", and the levels never change while a tidelog runs.
 FINALIZED_FEATURES_EPOCH = 1
@@ -94,7 +96,9 @@ FEATURES_SINCE = 4
 
 def features(api_keys: frozenset[int]) -> tuple[Feature, ...]:
     """The features a broker serving ``api_keys`` implements."""
-    return tuple(f for f in FEATURES if f.needs_api_key is None or f.needs_api_key in api_keys)
+    return tuple(
+        f for f in FEATURES if f.needs_api is None or _API_KEYS.get(f.needs_api, -1) in api_keys
+    )
 
 
 @functools.cache
