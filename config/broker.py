@@ -10,10 +10,13 @@ or a Java properties file, as Kafka's ``server.properties`` (``node.id=1``; chos
 ``.properties`` suffix, or when the file is not a YAML mapping).
 
 An environment variable ``TIDELOG_<NAME>`` sets ``<name>`` with dots written as underscores, in
-upper case (``TIDELOG_ADVERTISED_LISTENERS`` sets ``advertised.listeners``). An unknown name or a
-bad value raises ``ConfigError`` naming the property and what is allowed. The variables that
-Kubernetes injects for a Service named ``tidelog`` (``TIDELOG_PORT``, ``TIDELOG_SERVICE_HOST``,
-``TIDELOG_PORT_9092_TCP_ADDR`` ...) are skipped with a warning instead.
+upper case (``TIDELOG_ADVERTISED_LISTENERS`` sets ``advertised.listeners``). A bad value, or an
+unknown name in the file or an override, raises ``ConfigError`` naming the property and what is
+allowed. A ``TIDELOG_*`` variable that names no setting is skipped with a warning naming it (and
+the setting it may be a typo of), as Kafka logs a property it does not know and carries on: users
+set such variables for their own scripts (``TIDELOG_PROJECT``), and the variables Kubernetes
+injects for a Service named ``tidelog`` (``TIDELOG_PORT``, ``TIDELOG_SERVICE_HOST``,
+``TIDELOG_PORT_9092_TCP_ADDR`` ...) get their own warning.
 """
 
 from __future__ import annotations
@@ -323,6 +326,7 @@ def load_broker_config(
     env = os.environ if environ is None else environ
     by_env = {env_name(n): n for n in list(BROKER_CONFIGS) + list(BROKER_ALIASES)}
     skipped = []
+    unknown = []
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX):
             continue
@@ -330,8 +334,11 @@ def load_broker_config(
             skipped.append(key)
             continue
         if key not in by_env:
-            raise unknown_name_error(key, by_env, what="environment variable")
+            unknown.append(key)
+            continue
         settings[_canonical(by_env[key])] = raw
+    # Kafka divergence: an unknown name in the file or an override stops start-up (Kafka warns
+    # and goes on); only TIDELOG_* variables, shared with the user's other programs, are warned.
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -342,6 +349,11 @@ def load_broker_config(
             "ignoring %s: Kubernetes service-link variables of a Service named tidelog, not "
             "settings (set enableServiceLinks: false in the pod spec to drop them)",
             ", ".join(sorted(skipped)),
+        )
+    for key in sorted(unknown):
+        log.warning(
+            "%s It names no setting, so the broker ignores it and carries on.",
+            unknown_name_error(key, by_env, what="environment variable"),
         )
     return defaults().with_overrides(settings)
 

@@ -4,24 +4,39 @@ The list comes from the handler registry (every ``broker/handlers`` module's SPE
 is advertised exactly when a handler claims it. Versions we cannot serve are answered by the
 router (KIP-511 fallback), never here.
 
-Features: v4 answers carry the feature ``transaction.version`` as Kafka 4 does (supported 0-2,
-finalized at level 2, finalized features epoch ``FINALIZED_FEATURES_EPOCH``): the Java client
-4.x then speaks transaction version 2 (KIP-890 part 2: no AddPartitionsToTxn / AddOffsetsToTxn,
-Produce v12, TxnOffsetCommit v5, EndTxn v5 with an epoch bump per transaction). Answers below
-v4 carry no tagged fields at all: librdkafka 2.0.2 (kcat) fails to read an ApiVersions v3
-answer with extra tagged fields ("Read underflow").
+Features (KIP-584; what Java's ``Admin.describeFeatures`` and ``kafka-features.sh describe``
+show): v4 answers carry, as Kafka 4.4 does, every feature tidelog implements with its supported
+range and its finalized level (the highest it supports), and the finalized features epoch
+``FINALIZED_FEATURES_EPOCH``. Like the API list, a feature that needs an API is finalized only
+while a handler serves that API (``FEATURES``):
 
-Kafka divergence: Kafka also sends finalized features (and the supported features whose minimum
-is not 0) in v3 answers, and lists metadata.version, kraft.version, group.version and
-eligible.leader.replicas.version; tidelog lists only the feature clients act on.
+- ``transaction.version`` 0-2, finalized at 2: the Java client 4.x then speaks transaction
+  version 2 (KIP-890 part 2: no AddPartitionsToTxn / AddOffsetsToTxn, Produce v12,
+  TxnOffsetCommit v5, EndTxn v5 with an epoch bump per transaction);
+- ``group.version`` 0-1, finalized at 1: the consumer rebalance protocol (KIP-848,
+  ConsumerGroupHeartbeat);
+- ``share.version`` 0-1, finalized at 1: share groups (KIP-932, ShareGroupHeartbeat).
+
+Answers below v4 carry no tagged fields at all: librdkafka 2.0.2 (kcat) fails to read an
+ApiVersions v3 answer with extra tagged fields ("Read underflow").
+
+Kafka divergence (docs/kafka-differences.md): a fresh Kafka 4.4 node also finalizes
+``share.version`` 2 (share-group dead-letter queues, KIP-1191; not served here),
+``streams.version`` 1 (streams groups, KIP-1071; not served here), ``eligible.leader.replicas``
+``.version`` 1 (replication; one node has no replicas), ``metadata.version`` and
+``kraft.version`` (its KRaft metadata log and quorum; tidelog has neither); it sends the
+finalized features (and the supported ones whose minimum is not 0) in v3 answers too, and its
+epoch is the offset of its metadata log.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.api_table import API_TABLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.txn.metadata import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
 from tidelog.protocol.errors import ErrorCode
@@ -55,29 +70,54 @@ def _api_keys(version: int, ranges: tuple[tuple[int, int, int], ...]) -> tuple[A
     )
 
 
-#: (name, lowest supported level, highest supported level = finalized level)
-FEATURES = ((TRANSACTION_VERSION_FEATURE, 0, TRANSACTION_VERSION),)
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """A feature tidelog implements up to ``max_level`` (supported 0-max, finalized at max),
+    when the API named ``needs_api`` is served (None: always)."""
+
+    name: str
+    max_level: int
+    needs_api: str | None = None
+
+
+FEATURES = (
+    Feature("group.version", 1, "ConsumerGroupHeartbeat"),
+    Feature("share.version", 1, "ShareGroupHeartbeat"),
+    Feature(TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION),
+)
+#: API name -> key, from the table (importing the handler modules would slow the first answer).
+_API_KEYS = {entry.name: entry.api_key for entry in API_TABLE}
 #: Kafka's epoch of the finalized features (the metadata offset there); any value >= 0 says
-#: "valid", and the level never changes while a tidelog runs.
+#: "valid", and the levels never change while a tidelog runs.
 FINALIZED_FEATURES_EPOCH = 1
 #: The first ApiVersions version whose answer carries the features (see the module docstring).
 FEATURES_SINCE = 4
 
 
+def features(api_keys: frozenset[int]) -> tuple[Feature, ...]:
+    """The features a broker serving ``api_keys`` implements."""
+    return tuple(
+        f for f in FEATURES if f.needs_api is None or _API_KEYS.get(f.needs_api, -1) in api_keys
+    )
+
+
 @functools.cache
-def _features(version: int) -> dict[str, Any]:
+def _features(version: int, api_keys: frozenset[int]) -> dict[str, Any]:
     if version < FEATURES_SINCE:
         return {}
     types = response_types(API_KEY, version)
+    served = features(api_keys)
     return {
         "supported_features": tuple(
-            types.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
-            for n, lo, hi in FEATURES
+            types.SupportedFeatureKey(name=f.name, min_version=0, max_version=f.max_level)
+            for f in served
         ),
         "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
         "finalized_features": tuple(
-            types.FinalizedFeatureKey(name=n, max_version_level=hi, min_version_level=hi)
-            for n, _, hi in FEATURES
+            types.FinalizedFeatureKey(
+                name=f.name, max_version_level=f.max_level, min_version_level=f.max_level
+            )
+            for f in served
         ),
     }
 
@@ -90,7 +130,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         error_code=ErrorCode.none,
         api_keys=_api_keys(ctx.api_version, ranges),
         throttle_time=timedelta(0),
-        **_features(ctx.api_version),
+        **_features(ctx.api_version, frozenset(k for k, _, _ in ranges)),
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,10 @@ import pytest
 
 from tests.analytics.kafka_connector_data import read_to_end
 from tests.analytics.orders import expected_windows, make_orders, produce_orders, read_windows
+from tests.support.checkpoints import wait_for_checkpoint
+from tests.support.migration import end_offsets
 from tidelog.analytics.partitioner import partition_for_key
+from tidelog.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +56,9 @@ def topics(module_broker: Any) -> Any:
         p.send("in", key=b"k%d" % (i % 23), value=b"v%d" % i, headers=[("i", b"%d" % i)])
     p.flush()
     p.close()
-    time.sleep(2.5)  # the HW checkpoint (files mode reads below it)
+    # the HW checkpoint covers them (files mode reads below it)
+    ends = end_offsets(module_broker.bootstrap, "in", 3)
+    wait_for_checkpoint(module_broker.log_dir, REPLICATION_OFFSET_CHECKPOINT, ends)
     return module_broker
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tidelog.analytics.logdir import read_checkpoint
+from tests.support.checkpoints import wait_for_checkpoint
 from tidelog.analytics.replay import main as replay_main
+from tidelog.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
 
 pytestmark = pytest.mark.spark
 
@@ -71,17 +71,10 @@ def _produce(bootstrap: str, topic: str, items: list[tuple[int, int]], codec: st
 
 
 def _wait_for_checkpoint(broker: Broker, rows: list[Row]) -> None:
-    want = Counter((t, p) for t, p, *_ in rows)
     ends: dict[tuple[str, int], int] = {}
     for t, p, o, *_ in rows:
         ends[(t, p)] = max(ends.get((t, p), 0), o + 1)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        hw = read_checkpoint(broker.log_dir / "replication-offset-checkpoint")
-        if all(hw.get(tp, 0) >= end for tp, end in ends.items()):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"HW checkpoint never reached {ends} (partitions {dict(want)})")
+    wait_for_checkpoint(broker.log_dir, REPLICATION_OFFSET_CHECKPOINT, ends, timeout_s=20)
 
 
 @pytest.fixture(scope="module")

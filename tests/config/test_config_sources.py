@@ -78,9 +78,30 @@ def test_kubernetes_service_links_are_skipped_with_a_warning(
 
 
 @pytest.mark.parametrize(
-    "name", ["TIDELOG_NUM_PARTITON", "TIDELOG_PORTS", "TIDELOG_SERVICE", "TIDELOG_PORT_TCP"]
+    ("name", "hint"),
+    [
+        ("TIDELOG_PROJECT", None),  # a user's own variable (the issue's case)
+        ("TIDELOG_NUM_PARTITON", "TIDELOG_NUM_PARTITIONS"),  # a typo: named, with the fix
+        ("TIDELOG_PORTS", None),
+        ("TIDELOG_SERVICE", None),
+        ("TIDELOG_PORT_TCP", None),
+    ],
 )
-def test_typos_of_settings_are_still_refused(name: str) -> None:
+def test_unknown_variables_are_skipped_with_a_warning_naming_them(
+    name: str, hint: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {**K8S_SERVICE_LINKS, name: "1", "TIDELOG_NUM_PARTITIONS": "6"}
+    with caplog.at_level(logging.WARNING, logger="tidelog.config"):
+        cfg = load_broker_config(None, environ=env)
+    assert cfg.num_partitions == 6  # the known variable still applies
+    own = [r.getMessage() for r in caplog.records if name + "'" in r.getMessage()]
+    assert len(own) == 1, [r.getMessage() for r in caplog.records]
+    assert "ignores it" in own[0]
+    if hint is not None:
+        assert f"Did you mean {hint}" in own[0]
+
+
+def test_unknown_names_in_a_file_or_override_are_still_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        load_broker_config(None, environ={**K8S_SERVICE_LINKS, name: "1"})
-    assert name in str(err.value)
+        load_broker_config(None, ["num.partiton=1"], environ={})
+    assert "num.partiton" in str(err.value)

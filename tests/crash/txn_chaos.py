@@ -134,6 +134,29 @@ class _Producer:
             self.proc.wait(10)
 
 
+def _wait_no_open_transactions(bootstrap: str, wait_s: float) -> None:
+    """Until the last stable offset of every partition is its high watermark."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    tps = [KTopicPartition(TOPIC, p) for p in (0, 1)]
+    ends = {}
+    for level in ("read_committed", "read_uncommitted"):
+        ends[level] = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=level)
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            stable = ends["read_committed"].end_offsets(tps)
+            high = ends["read_uncommitted"].end_offsets(tps)
+            if stable == high:
+                return
+            assert time.monotonic() < deadline, f"transactions still open: {stable} < {high}"
+            time.sleep(0.2)
+    finally:
+        for consumer in ends.values():
+            consumer.close()
+
+
 def _read_committed(bootstrap: str, expect_at_least: int, wait_s: float) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -203,7 +226,8 @@ def run_txn_chaos(
             say(f"  kill {report.kills}: {len(report.committed)} commits acknowledged so far")
         time.sleep(2.0)
         producer.stop()
-        time.sleep(TXN_TIMEOUT_MS / 1000 + 2.0)  # open transactions time out and are aborted
+        # open transactions time out and are aborted: wait until none is left
+        _wait_no_open_transactions(broker.bootstrap, TXN_TIMEOUT_MS / 1000 + 60.0)
         values = _read_committed(broker.bootstrap, len(report.committed) * RECORDS, 60.0)
     finally:
         broker.stop()

@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tests.crash.crash_checks import IndexCheck, check_indexes
 from tests.support.broker_process import BrokerProcess
+from tests.support.checkpoints import wait_for_checkpoint
 from tests.support.fault_wire import (
     CORRUPT_MESSAGE,
     KAFKA_STORAGE_ERROR,
@@ -44,6 +45,7 @@ from tests.support.fault_wire import (
 )
 from tests.support.kafka_wire import WireClient
 from tidelog.storage.batch import iter_batches
+from tidelog.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 
 SETTINGS = {
     "log.segment.bytes": "4096",
@@ -240,7 +242,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 for topic in CASES:
                     values = expected_values(topic, i, RECORDS)
                     assert produce(c, topic, values, batch_timestamp(i)) == i * RECORDS
-        time.sleep(1.5)  # the recovery-point checkpoint now covers every batch
+        # the recovery-point checkpoint covers every batch
+        ends = {(topic, 0): BATCHES * RECORDS for topic in CASES}
+        wait_for_checkpoint(data, RECOVERY_POINT_CHECKPOINT, ends)
         broker.kill()
         shutil.copytree(data, base / "unclean")
         broker.start()

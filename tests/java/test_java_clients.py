@@ -67,6 +67,11 @@ def test_admin_coverage_table(module_broker: Any) -> None:
             _, method, outcome, *rest = line.split(" ", 3)
             got[method] = outcome if outcome == "ok" else rest[0].split()[0]
     assert got == ADMIN_TABLE, "\n".join(x for x in lines if x.startswith("ADMIN"))
+    # Admin.describeFeatures: the finalized features' names (levels: tests/kafkaref's
+    # test_features_as_kafka)
+    (features,) = [x for x in lines if x.startswith("ADMIN describeFeatures ok ")]
+    names = features.removeprefix("ADMIN describeFeatures ok ").strip("[]").split(", ")
+    assert sorted(names) == ["group.version", "share.version", "transaction.version"], features
 
 
 def test_admin_table_is_in_the_docs() -> None:

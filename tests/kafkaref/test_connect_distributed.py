@@ -88,7 +88,14 @@ def test_connect_distributed_on_tidelog(broker_factory: Any, tmp_path: Path) -> 
             start_new_session=True,
         )
     try:
-        _until("the REST API", lambda: _rest(port, "/connectors") == [], log)
+        # The REST API answers before the worker has made its topics and joined its group; GET
+        # /health (KIP-1017) answers 200 "healthy" only once the worker's start-up is complete.
+        _until(
+            "the worker's start-up (GET /health)",
+            lambda: _rest(port, "/health").get("status") == "healthy",
+            log,
+        )
+        assert _rest(port, "/connectors") == []
         admin = AdminClient({"bootstrap.servers": tidelog.bootstrap})
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in TOPICS.values()]
         for future in admin.describe_configs(resources).values():

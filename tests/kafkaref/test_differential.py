@@ -251,3 +251,49 @@ def test_api_versions_within_kafka(pair: tuple[Side, Side]) -> None:
 
 # API key -> why tidelog's ApiVersions range for it goes beyond Kafka's (docs row).
 API_VERSION_DIVERGENCES: dict[int, str] = {}
+
+
+# Feature -> (tidelog's finalized level, None when it does not list the feature; why): where
+# tidelog's ApiVersions features differ from a fresh Kafka 4.4 node's (docs row).
+FEATURE_DIVERGENCES: dict[str, tuple[int | None, str]] = {
+    "share.version": (1, "level 2 is share-group dead-letter queues (KIP-1191), not served"),
+    "streams.version": (None, "streams groups (KIP-1071) are not served"),
+    "eligible.leader.replicas.version": (None, "one node has no replicas to elect from"),
+    "metadata.version": (None, "no KRaft metadata log"),
+    "kraft.version": (None, "no KRaft quorum"),
+}
+
+
+def _features(answer: dict[str, Any]) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    supported = {
+        f["name"]: (f["min_version"], f["max_version"]) for f in answer["supported_features"]
+    }
+    finalized = {}
+    for f in answer["finalized_features"]:
+        assert f["min_version_level"] == f["max_version_level"], f
+        finalized[f["name"]] = f["max_version_level"]
+    return supported, finalized
+
+
+def test_features_as_kafka(pair: tuple[Side, Side]) -> None:
+    """ApiVersions v4's features (what Admin.describeFeatures shows and clients act on): every
+    feature Kafka 4.4 finalizes, at Kafka's level, but for FEATURE_DIVERGENCES."""
+    fields: dict[str, Any] = {"client_software_name": "t", "client_software_version": "1"}
+    ours, kafka = (side.send("features", "api_versions", 4, fields) for side in pair)
+    ours_supported, ours_finalized = _features(ours)
+    kafka_supported, kafka_finalized = _features(kafka)
+    want = dict(kafka_finalized)
+    for name, (level, _) in FEATURE_DIVERGENCES.items():
+        assert name in kafka_finalized, f"Kafka no longer finalizes {name}: drop its row"
+        if level is None:
+            del want[name]
+        else:
+            want[name] = level
+    assert ours_finalized == want
+    # supported: 0 up to the finalized level, inside Kafka's range
+    assert ours_supported == {name: (0, level) for name, level in want.items()}
+    for name, (low, high) in ours_supported.items():
+        assert kafka_supported[name][0] <= low and high <= kafka_supported[name][1], name
+    assert ours["finalized_features_epoch"] >= 0 and kafka["finalized_features_epoch"] >= 0
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kafka-differences.md").read_text()
+    assert all(f"`{name}`" in doc for name in FEATURE_DIVERGENCES)
