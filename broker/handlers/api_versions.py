@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.api_table import API_TABLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.txn.metadata import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
+from tidelog.broker.txn import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
 

@@ -18,7 +18,6 @@ import ssl
 from dataclasses import dataclass, field
 
 from tidelog.broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasEntry, parse_jaas
-from tidelog.broker.security.jwt_validator import JwksSource, JwtSettings, JwtValidator
 from tidelog.broker.security.oauthbearer import LOGIN_MODULE as OAUTHBEARER_MODULE
 from tidelog.broker.security.oauthbearer import TokenValidator, UnsecuredValidator
 from tidelog.broker.security.principal import SslPrincipalMapper
@@ -183,6 +182,9 @@ def _token_validator(
             "sasl.oauthbearer.jwks.endpoint.url to the identity provider's JWKS URL "
             "(https://...) or a file:// URL.",
         )
+    # Imported only for a listener that validates signed JWTs (PyJWT, urllib: not at every start).
+    from tidelog.broker.security.jwt_validator import JwksSource, JwtSettings, JwtValidator
+
     audience = get("sasl.oauthbearer.expected.audience") or []
     issuer = get("sasl.oauthbearer.expected.issuer")
     settings = JwtSettings(

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tidelog.broker.txn import TRANSACTION_VERSION, TRANSACTION_VERSION_FEATURE
 from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
 __all__ = [
@@ -52,11 +53,6 @@ __all__ = [
     "is_epoch_exhausted",
 ]
 
-#: The feature ApiVersions finalizes (Kafka's TransactionVersion) and the level served: 2 =
-#: KIP-890 part 2 (epoch bump per transaction, implicit adds by Produce v12 / TxnOffsetCommit
-#: v5). Clients of level 0/1 (every client before Kafka 4's Java client) keep working as before.
-TRANSACTION_VERSION_FEATURE = "transaction.version"
-TRANSACTION_VERSION = 2
 
 MAX_EPOCH = 32767
 NO_PRODUCER_EPOCH = -1
