@@ -46,6 +46,8 @@ class ShareService:
         for group in groups.groups.values():
             for member_id in group.members:
                 groups.host.cancel(f"share-heartbeat:{group.group_id}:{member_id}")
+        for key in list(self.coordinator.lock_timers):
+            self.coordinator.cancel_lock_timer(key)
 
 
 def install(broker: Broker) -> ShareCoordinator:
@@ -82,8 +84,16 @@ def install(broker: Broker) -> ShareCoordinator:
         other_group_type=other_group_type,
         on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
         on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
+        initialized=lambda g, t, p: holder[0].initialized(g, t, p),
     )
-    coordinator = ShareCoordinator(broker, ShareGroups(host), timer.now_ms, persister.write)
+    coordinator = ShareCoordinator(
+        broker,
+        ShareGroups(host),
+        timer.now_ms,
+        persister.write,
+        schedule=timer.schedule,
+        cancel=timer.cancel,
+    )
     holder.append(coordinator)
     broker.share_groups = coordinator
     broker.metrics.extra_families.append(share_families(coordinator.metric_totals))

@@ -1,0 +1,236 @@
+"""Share-group behaviours that clients observe, measured the same way on any broker.
+
+Each function runs one scenario with real clients (confluent-kafka's ``ShareConsumer``,
+``AdminClient``, and raw ShareGroupHeartbeat requests) against ``bootstrap`` and returns a plain
+observation; ``tests/kafkaref/test_share_differential.py`` runs them on tidelog and on Apache
+Kafka 4.4 and compares the observations. Topic and group names are the caller's (distinct).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from tests.support.differential import build, plain, request_class
+from tests.support.kafka_wire import WireClient
+
+__all__ = (
+    "ack_after_topic_deleted",
+    "acks_of_a_closing_consumer",
+    "first_fetch_shape",
+    "first_assignment_of_members_joining_together",
+)
+
+
+_ADMINS: dict[str, AdminClient] = {}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    """One admin client per broker, kept (a dropped client ends its pending futures)."""
+    if bootstrap not in _ADMINS:
+        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+    return _ADMINS[bootstrap]
+
+
+def _topic(bootstrap: str, name: str, partitions: int) -> None:
+    _admin(bootstrap).create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        meta = _admin(bootstrap).list_topics(name, timeout=10).topics[name]
+        ready = meta.error is None and len(meta.partitions) == partitions
+        if ready and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"topic {name} has no leaders: {meta}"
+        time.sleep(0.2)
+
+
+def _earliest(bootstrap: str, group: str) -> None:
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    for future in _admin(bootstrap).incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def _produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
+    """``n`` records in one batch (one flush, linger long enough to gather them)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100})
+    for i in range(n):
+        producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def _consumer(bootstrap: str, group: str, topic: str) -> ShareConsumer:
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _first_records(consumer: ShareConsumer, timeout_s: float = 60.0) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = [m for m in consumer.poll(0.5) if m.error() is None]
+        if got:
+            return got
+    raise AssertionError("no records within the deadline")
+
+
+def first_fetch_shape(bootstrap: str, topic: str) -> list[int]:
+    """Two partitions of 50 records each; the record counts per partition of the first poll
+    that returns records (sorted)."""
+    _topic(bootstrap, topic, 2)
+    _earliest(bootstrap, topic)
+    for p in (0, 1):
+        _produce(bootstrap, topic, p, 50)
+    consumer = _consumer(bootstrap, topic, topic)
+    try:
+        got = _first_records(consumer)
+        counts: dict[int, int] = {}
+        for m in got:
+            counts[m.partition()] = counts.get(m.partition(), 0) + 1
+            consumer.acknowledge(m)
+        consumer.commit_sync(30)
+        return sorted(counts.values())
+    finally:
+        consumer.close()
+
+
+def ack_after_topic_deleted(bootstrap: str, topic: str) -> list[str]:
+    """Acquire records, delete their topic, then acknowledge them: the error names of
+    ``commit_sync``'s result (one per partition; "NO_ERROR" for a success)."""
+    _topic(bootstrap, topic, 1)
+    _earliest(bootstrap, topic)
+    _produce(bootstrap, topic, 0, 5)
+    consumer = _consumer(bootstrap, topic, topic)
+    try:
+        got = _first_records(consumer)
+        _admin(bootstrap).delete_topics([topic])[topic].result(30)
+        deadline = time.monotonic() + 30
+        while topic in _admin(bootstrap).list_topics(timeout=10).topics:
+            assert time.monotonic() < deadline, "topic not deleted"
+            time.sleep(0.2)
+        for m in got:
+            consumer.acknowledge(m)
+        result = consumer.commit_sync(30)
+        return sorted(_error_name(e) for e in result.values())
+    finally:
+        consumer.close()
+
+
+def _error_name(error: Any) -> str:
+    if error is None:
+        return "NO_ERROR"
+    if isinstance(error, KafkaError):
+        return str(error.name())
+    return str(error)
+
+
+def acks_of_a_closing_consumer(bootstrap: str, topic: str) -> int:
+    """A consumer acknowledges (ACCEPT) what it got and closes without committing (its close
+    sends the last acknowledgements and its leave heartbeat together); how many of those records
+    a second consumer of the group then receives within 8 s (none when the acks were kept)."""
+    _topic(bootstrap, topic, 1)
+    _earliest(bootstrap, topic)
+    _produce(bootstrap, topic, 0, 10)
+    first = _consumer(bootstrap, topic, topic)
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 10:
+        assert time.monotonic() < deadline, f"only {len(got)} records"
+        batch = [m for m in first.poll(0.5) if m.error() is None]
+        for m in batch:
+            first.acknowledge(m)
+        got.extend(batch)
+    first.close()
+    second = _consumer(bootstrap, topic, topic)
+    try:
+        seen = 0
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            batch = [m for m in second.poll(0.5) if m.error() is None]
+            for m in batch:
+                second.acknowledge(m)
+            seen += len(batch)
+        return seen
+    finally:
+        second.close()
+
+
+def _heartbeat(client: WireClient, group: str, member: str, epoch: int, topic: str) -> Any:
+    fields = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "rack_id": None,
+        "subscribed_topic_names": [topic] if epoch == 0 else None,
+    }
+    return plain(client.request(build(request_class("share_group_heartbeat", 1), fields)))
+
+
+def first_assignment_of_members_joining_together(
+    bootstrap: str, topic: str, partitions: int = 4
+) -> dict[str, Any]:
+    """Two members join one group back to back (ShareGroupHeartbeat epoch 0); then each
+    heartbeats until the assignment is settled. Returns the partition counts each first answer
+    assigned, and whether the settled assignment splits the partitions between them."""
+    _topic(bootstrap, topic, partitions)
+    members = [str(uuid.uuid4()), str(uuid.uuid4())]
+    clients = [WireClient(bootstrap, timeout=30.0) for _ in members]
+    try:
+        first = []
+        epochs = []
+        current: list[set[int]] = []
+        for client, member in zip(clients, members, strict=True):
+            answer = _heartbeat(client, topic, member, 0, topic)
+            assert answer["error_code"] == "none", answer
+            parts = _parts(answer)
+            first.append(len(parts))
+            epochs.append(answer["member_epoch"])
+            current.append(parts)
+        deadline = time.monotonic() + 30
+        while True:
+            for i, (client, member) in enumerate(zip(clients, members, strict=True)):
+                answer = _heartbeat(client, topic, member, epochs[i], topic)
+                assert answer["error_code"] == "none", answer
+                epochs[i] = answer["member_epoch"]
+                if answer["assignment"] is not None:
+                    current[i] = _parts(answer)
+            if len(current[0] | current[1]) == partitions and not current[0] & current[1]:
+                break
+            assert time.monotonic() < deadline, f"not settled: {current}"
+            time.sleep(0.3)
+        for client, member in zip(clients, members, strict=True):
+            _heartbeat(client, topic, member, -1, topic)
+        return {"first": first, "settled": sorted(len(c) for c in current)}
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _parts(answer: dict[str, Any]) -> set[int]:
+    assignment = answer["assignment"] or {"topic_partitions": []}
+    return {p for t in assignment["topic_partitions"] for p in t["partitions"]}
