@@ -8,11 +8,12 @@ Kafka 4.4 and compares the observations. Topic and group names are the caller's 
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer, ShareConsumer
+from confluent_kafka import KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -28,8 +29,10 @@ from tests.support.kafka_wire import WireClient
 __all__ = (
     "ack_after_topic_deleted",
     "acks_of_a_closing_consumer",
-    "first_fetch_shape",
+    "acquired_by_one_fetch",
     "first_assignment_of_members_joining_together",
+    "first_fetch_shape",
+    "java_share_modes",
 )
 
 
@@ -55,14 +58,16 @@ def _topic(bootstrap: str, name: str, partitions: int) -> None:
         time.sleep(0.2)
 
 
-def _earliest(bootstrap: str, group: str) -> None:
+def _earliest(bootstrap: str, group: str, **more: str) -> None:
+    """The group starts at the earliest record (and ``more`` group configs, ``_`` for ``.``)."""
+    configs = {"share.auto.offset.reset": "earliest"}
+    configs.update({k.replace("_", "."): v for k, v in more.items()})
     resource = ConfigResource(
         ResourceType.GROUP,
         group,
         incremental_configs=[
-            ConfigEntry(
-                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-            )
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
         ],
     )
     for future in _admin(bootstrap).incremental_alter_configs([resource]).values():
@@ -144,6 +149,8 @@ def ack_after_topic_deleted(bootstrap: str, topic: str) -> list[str]:
 def _error_name(error: Any) -> str:
     if error is None:
         return "NO_ERROR"
+    if isinstance(error, KafkaException) and error.args:
+        error = error.args[0]
     if isinstance(error, KafkaError):
         return str(error.name())
     return str(error)
@@ -234,3 +241,89 @@ def first_assignment_of_members_joining_together(
 def _parts(answer: dict[str, Any]) -> set[int]:
     assignment = answer["assignment"] or {"topic_partitions": []}
     return {p for t in assignment["topic_partitions"] for p in t["partitions"]}
+
+
+def _share_fetch(
+    client: WireClient, group: str, member: str, epoch: int, topic_id: Any, mode: int
+) -> Any:
+    fields = {
+        "group_id": group,
+        "member_id": member,
+        "share_session_epoch": epoch,
+        "max_wait": 2000,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "max_records": 3,
+        "batch_size": 3,
+        "share_acquire_mode": mode,
+        "is_renew_ack": False,
+        "topics": [
+            {
+                "topic_id": topic_id,
+                "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+    return plain(client.request(build(request_class("share_fetch", 2), fields)))
+
+
+def acquired_by_one_fetch(bootstrap: str, topic: str, mode: int) -> list[int]:
+    """Ten records in one batch; a member fetches with MaxRecords 3 and ShareAcquireMode
+    ``mode`` (0 batch_optimized, 1 record_limit). The record counts of the acquired ranges of the
+    first ShareFetch answer that acquires any."""
+    _topic(bootstrap, topic, 1)
+    _earliest(bootstrap, topic)
+    _produce(bootstrap, topic, 0, 10)
+    member = str(uuid.uuid4())
+    with WireClient(bootstrap, timeout=30.0) as client:
+        answer = _heartbeat(client, topic, member, 0, topic)
+        epoch = answer["member_epoch"]
+        deadline = time.monotonic() + 30
+        while not _parts(answer):
+            assert time.monotonic() < deadline, f"never assigned: {answer}"
+            time.sleep(0.3)
+            answer = _heartbeat(client, topic, member, epoch, topic)
+            epoch = answer["member_epoch"]
+        topic_id = answer["assignment"]["topic_partitions"][0]["topic_id"]
+        session_epoch = 0
+        while True:
+            got = _share_fetch(client, topic, member, session_epoch, topic_id, mode)
+            assert got["error_code"] == "none", got
+            session_epoch += 1
+            ranges = [
+                r["last_offset"] - r["first_offset"] + 1
+                for t in got["responses"]
+                for p in t["partitions"]
+                for r in p["acquired_records"]
+            ]
+            if ranges:
+                _heartbeat(client, topic, member, -1, topic)
+                return ranges
+            assert time.monotonic() < deadline, f"nothing acquired: {got}"
+
+
+def java_share_modes(
+    classpath: str, bootstrap: str, topic: str, mode: str, records: int, lock_ms: int
+) -> dict[str, Any]:
+    """``ShareModes`` (tests/jvm/share, the Java KafkaShareConsumer 4.4) on a fresh topic of
+    ``records`` records (group lock duration ``lock_ms``): its poll sizes, renewals, commit
+    errors and the delivery count of each accepted offset."""
+    _topic(bootstrap, topic, 1)
+    _earliest(bootstrap, topic, share_record_lock_duration_ms=str(lock_ms))
+    _produce(bootstrap, topic, 0, records)
+    done = subprocess.run(
+        ["java", "-cp", classpath, "ShareModes", bootstrap, topic, topic, mode, str(records),
+         str(lock_ms)],
+        capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict[str, Any] = {"accepted": {}}
+    for line in done.stdout.split("\n"):
+        if line.startswith(("polls", "renewals", "errors")):
+            name, _, value = line.partition(" ")
+            out[name] = value
+        elif ":" in line:
+            offset, count = line.split(":")
+            out["accepted"][int(offset)] = int(count)
+    return out
