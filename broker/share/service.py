@@ -32,7 +32,14 @@ class ShareService:
 
     async def start(self) -> None:
         loaded = await self.persister.load()
+        # share partitions of topics deleted while the tombstone was not yet written go now
+        gone = [key for key in loaded if self.broker.topics.by_id(key[1]) is None]
+        if gone:
+            await self.persister.write([(key, None) for key in gone])
+            log.info("dropped the state of %d share partitions of deleted topics", len(gone))
         for (group_id, topic_id, partition), value in loaded.items():
+            if self.broker.topics.by_id(topic_id) is None:
+                continue
             sp = self.coordinator.new_share_partition(
                 group_id, value.start_offset, value.state_epoch
             )
