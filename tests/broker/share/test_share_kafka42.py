@@ -25,7 +25,8 @@ from tests.broker.share.share_support import (
     start_share_broker,
 )
 from tests.broker.share.test_share_wire import _join, heartbeat, share_ack, share_fetch
-from tests.security.secure_broker import PLAIN_JAAS, STANDARD_AUTHORIZER, start, wait_for_log
+from tests.security.secure_broker import wait_for_log
+from tests.security.test_acls import _sasl, acl_broker  # noqa: F401 (a fixture)
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_wire import WireClient
 from tests.support.net import free_port
@@ -169,17 +170,7 @@ def test_acknowledging_after_the_topic_is_deleted(share_broker: BrokerProcess) -
         assert _in_flight_locks("s42-del") == 0  # its share partition is gone
 
 
-def _sasl(port: int, user: str) -> dict[str, str]:
-    return {
-        "bootstrap.servers": f"127.0.0.1:{port}",
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": f"{user}-secret",
-    }
-
-
-def test_topic_acls_for_share_groups(broker_factory: Any) -> None:
+def test_topic_acls_for_share_groups(acl_broker: tuple[Any, int, int]) -> None:  # noqa: F811
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import (
         AclBinding,
@@ -190,17 +181,7 @@ def test_topic_acls_for_share_groups(broker_factory: Any) -> None:
         ResourceType,
     )
 
-    sasl_port, plain_port = free_port(), free_port()
-    broker = start(
-        broker_factory,
-        {"SASL_PLAINTEXT": sasl_port, "PLAINTEXT": plain_port},
-        {
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-            "authorizer.class.name": STANDARD_AUTHORIZER,
-            "super.users": "User:admin;User:ANONYMOUS",
-        },
-    )
+    broker, sasl_port, plain_port = acl_broker
     plain = f"127.0.0.1:{plain_port}"
     for topic in ("acl-read", "acl-describe", "acl-none"):
         create_topic(plain, topic)
