@@ -33,6 +33,7 @@ __all__ = (
     "first_assignment_of_members_joining_together",
     "first_fetch_shape",
     "java_share_modes",
+    "set_group_configs",
 )
 
 
@@ -58,10 +59,8 @@ def _topic(bootstrap: str, name: str, partitions: int) -> None:
         time.sleep(0.2)
 
 
-def _earliest(bootstrap: str, group: str, **more: str) -> None:
-    """The group starts at the earliest record (and ``more`` group configs, ``_`` for ``.``)."""
-    configs = {"share.auto.offset.reset": "earliest"}
-    configs.update({k.replace("_", "."): v for k, v in more.items()})
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs (SET) of share-group configs on the GROUP resource."""
     resource = ConfigResource(
         ResourceType.GROUP,
         group,
@@ -72,6 +71,13 @@ def _earliest(bootstrap: str, group: str, **more: str) -> None:
     )
     for future in _admin(bootstrap).incremental_alter_configs([resource]).values():
         future.result(30)
+
+
+def _earliest(bootstrap: str, group: str, **more: str) -> None:
+    """The group starts at the earliest record (and ``more`` group configs, ``_`` for ``.``)."""
+    configs = {"share.auto.offset.reset": "earliest"}
+    configs.update({k.replace("_", "."): v for k, v in more.items()})
+    set_group_configs(bootstrap, group, configs)
 
 
 def _produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
