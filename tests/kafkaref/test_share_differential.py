@@ -73,6 +73,11 @@ def test_a_closing_consumers_acknowledgements_count(brokers: dict[str, str]) -> 
     _same(_both(brokers, sb.acks_of_a_closing_consumer), 0)
 
 
+def test_a_closing_java_consumers_acknowledgements_count(brokers: dict[str, str]) -> None:
+    classpath = jvm_set_classpath("share")
+    _same(_both(brokers, lambda b, t: sb.acks_of_a_closing_consumer(b, t, classpath)), 0)
+
+
 @pytest.mark.parametrize(("mode", "acquired"), [(0, [10]), (1, [3])])
 def test_share_acquire_mode(brokers: dict[str, str], mode: int, acquired: list[int]) -> None:
     # KIP-1206: batch_optimized acquires the whole batch, record_limit at most MaxRecords

@@ -162,23 +162,29 @@ def _error_name(error: Any) -> str:
     return str(error)
 
 
-def acks_of_a_closing_consumer(bootstrap: str, topic: str) -> int:
+def acks_of_a_closing_consumer(bootstrap: str, topic: str, java_classpath: str = "") -> int:
     """A consumer acknowledges (ACCEPT) what it got and closes without committing (its close
-    sends the last acknowledgements and its leave heartbeat together); how many of those records
-    a second consumer of the group then receives within 8 s (none when the acks were kept)."""
-    _topic(bootstrap, topic, 1)
-    _earliest(bootstrap, topic)
-    _produce(bootstrap, topic, 0, 10)
-    first = _consumer(bootstrap, topic, topic)
-    got = []
-    deadline = time.monotonic() + 60
-    while len(got) < 10:
-        assert time.monotonic() < deadline, f"only {len(got)} records"
-        batch = [m for m in first.poll(0.5) if m.error() is None]
-        for m in batch:
-            first.acknowledge(m)
-        got.extend(batch)
-    first.close()
+    sends the last acknowledgements and its leave heartbeat together): confluent-kafka's
+    ShareConsumer, or the Java one (``ShareModes close``) with ``java_classpath``. How many of
+    those records a second consumer of the group then receives within 8 s (none when the
+    acknowledgements were kept)."""
+    if java_classpath:
+        seen = java_share_modes(java_classpath, bootstrap, topic, "close", 10, 15000)
+        assert len(seen["accepted"]) == 10, seen
+    else:
+        _topic(bootstrap, topic, 1)
+        _earliest(bootstrap, topic)
+        _produce(bootstrap, topic, 0, 10)
+        first = _consumer(bootstrap, topic, topic)
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10:
+            assert time.monotonic() < deadline, f"only {len(got)} records"
+            batch = [m for m in first.poll(0.5) if m.error() is None]
+            for m in batch:
+                first.acknowledge(m)
+            got.extend(batch)
+        first.close()
     second = _consumer(bootstrap, topic, topic)
     try:
         seen = 0

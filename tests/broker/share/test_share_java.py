@@ -71,3 +71,14 @@ def test_record_limit_acquire_mode(broker: BrokerProcess, share_classpath: str) 
     )
     assert seen["polls"] == "3,3,3,1" and seen["errors"] == "0", seen
     assert seen["accepted"] == dict.fromkeys(range(10), 1), seen
+
+
+def test_a_closing_consumers_last_acknowledgements_count(
+    broker: BrokerProcess, share_classpath: str
+) -> None:
+    # close() sends its last ShareAcknowledge (epoch -1) and the leave heartbeat together; the
+    # leave does not end the share session, so no accepted record comes back
+    assert (
+        share_behaviour.acks_of_a_closing_consumer(broker.bootstrap, "java-close", share_classpath)
+        == 0
+    )

@@ -19,6 +19,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *       then accepted; every other record is accepted at once.
  *   <li>{@code record_limit} (KIP-1206): {@code share.acquire.mode=record_limit} with {@code
  *       max.poll.records=3}; every record is accepted.
+ *   <li>{@code close}: every record is accepted and never committed: close() sends the last
+ *       acknowledgements (ShareAcknowledge epoch -1) with its leave heartbeat.
  * </ul>
  *
  * <p>Prints "polls c1,c2,..." (the record count of each non-empty poll), "renewals R", "errors
@@ -63,7 +65,10 @@ public final class ShareModes {
           consumer.acknowledge(r, AcknowledgeType.ACCEPT);
           accepted.put(r.offset(), count);
         }
-        errors += (int) consumer.commitSync().values().stream().filter(e -> e.isPresent()).count();
+        if (!mode.equals("close")) {
+          errors +=
+              (int) consumer.commitSync().values().stream().filter(e -> e.isPresent()).count();
+        }
       }
     }
     System.out.println("polls " + polls);
