@@ -161,9 +161,7 @@ class ShareCoordinator:
         entries (acknowledgements of their records answer UNKNOWN_TOPIC_ID, as in Kafka)."""
         gone = [key for key in self.partitions if key[1] == topic_id]
         for key in gone:
-            del self.partitions[key]
-            self.fetch_ready.discard(key)
-            self.cancel_lock_timer(key)
+            self.drop_partition(key)
         for session in self.sessions.sessions.values():
             for tp in [tp for tp in session.partitions if tp[0] == topic_id]:
                 del session.partitions[tp]
@@ -196,6 +194,13 @@ class ShareCoordinator:
                 self.arm_lock_timer((g, tid, p), sp)
         if changed:
             self.broker.spawn(self.write_state(changed))
+
+    def drop_partition(self, key: PartitionKey) -> None:
+        """Forget a share partition (deleted topic, group or offsets); the caller writes its
+        tombstone."""
+        self.partitions.pop(key, None)
+        self.fetch_ready.discard(key)
+        self.cancel_lock_timer(key)
 
     # -- acquisition-lock timers ---------------------------------------------------------------
     def arm_lock_timer(self, key: PartitionKey, sp: SharePartition) -> None:
@@ -354,15 +359,6 @@ class ShareCoordinator:
         for tid, p in order:
             result = FetchedPartition(tid, p)
             out.append(result)
-            fresh = (group_id, tid, p) not in self.fetch_ready
-            if fresh:
-                self.fetch_ready.add((group_id, tid, p))
-                if acquired_any:
-                    # Kafka loads a share partition's state on its first fetch, asynchronously,
-                    # and a share fetch completes as soon as one partition has records: the
-                    # others join from the next fetch. tidelog's state is in memory already; it
-                    # answers the same shape (one newly read partition's records per fetch).
-                    continue
             info = self.broker.topics.by_id(tid)
             if info is None:
                 result.error = ErrorCode.unknown_topic_id
@@ -372,6 +368,14 @@ class ShareCoordinator:
                 result.error = ErrorCode.unknown_topic_or_partition
                 continue
             key = (group_id, tid, p)
+            if key not in self.fetch_ready:
+                self.fetch_ready.add(key)
+                if acquired_any:
+                    # Kafka loads a share partition's state on its first fetch, asynchronously,
+                    # and a share fetch completes as soon as one partition has records: the
+                    # others join from the next fetch. tidelog's state is in memory already; it
+                    # answers the same shape (one newly read partition's records per fetch).
+                    continue
             sp = self.partitions.get(key)
             if sp is None or key in self.initializing:
                 self.on_assigned(group_id, tid, p)  # its state first: records from a later fetch
