@@ -78,6 +78,10 @@ def test_a_closing_java_consumers_acknowledgements_count(brokers: dict[str, str]
     _same(_both(brokers, lambda b, t: sb.acks_of_a_closing_consumer(b, t, classpath)), 0)
 
 
+def test_by_duration_starts_at_the_first_recent_record(brokers: dict[str, str]) -> None:
+    _same(_both(brokers, sb.by_duration_start), [5, 6, 7, 8, 9])
+
+
 @pytest.mark.parametrize(("mode", "acquired"), [(0, [10]), (1, [3])])
 def test_share_acquire_mode(brokers: dict[str, str], mode: int, acquired: list[int]) -> None:
     # KIP-1206: batch_optimized acquires the whole batch, record_limit at most MaxRecords

@@ -30,6 +30,7 @@ __all__ = (
     "ack_after_topic_deleted",
     "acks_of_a_closing_consumer",
     "acquired_by_one_fetch",
+    "by_duration_start",
     "first_assignment_of_members_joining_together",
     "first_fetch_shape",
     "java_share_modes",
@@ -99,6 +100,24 @@ def _consumer(bootstrap: str, group: str, topic: str) -> ShareConsumer:
     )
     consumer.subscribe([topic])
     return consumer
+
+
+def _accept(
+    consumer: ShareConsumer, enough: int, timeout_s: float, *, must: bool = True
+) -> list[Any]:
+    """Poll, ACCEPT every record, until ``enough`` records came or ``timeout_s`` passed (which
+    fails the scenario when ``must``); the records."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < enough:
+        if time.monotonic() >= deadline:
+            assert not must, f"only {len(got)} of {enough} records"
+            break
+        batch = [m for m in consumer.poll(0.5) if m.error() is None]
+        for m in batch:
+            consumer.acknowledge(m)
+        got.extend(batch)
+    return got
 
 
 def _first_records(consumer: ShareConsumer, timeout_s: float = 60.0) -> list[Any]:
@@ -176,25 +195,11 @@ def acks_of_a_closing_consumer(bootstrap: str, topic: str, java_classpath: str =
         _earliest(bootstrap, topic)
         _produce(bootstrap, topic, 0, 10)
         first = _consumer(bootstrap, topic, topic)
-        got = []
-        deadline = time.monotonic() + 60
-        while len(got) < 10:
-            assert time.monotonic() < deadline, f"only {len(got)} records"
-            batch = [m for m in first.poll(0.5) if m.error() is None]
-            for m in batch:
-                first.acknowledge(m)
-            got.extend(batch)
+        _accept(first, 10, 60)
         first.close()
     second = _consumer(bootstrap, topic, topic)
     try:
-        seen = 0
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            batch = [m for m in second.poll(0.5) if m.error() is None]
-            for m in batch:
-                second.acknowledge(m)
-            seen += len(batch)
-        return seen
+        return len(_accept(second, 1 << 30, 8, must=False))
     finally:
         second.close()
 
@@ -339,3 +344,23 @@ def java_share_modes(
             offset, count = line.split(":")
             out["accepted"][int(offset)] = int(count)
     return out
+
+
+def by_duration_start(bootstrap: str, topic: str) -> list[int]:
+    """Five records stamped two hours ago, then five stamped now; the group starts with
+    ``share.auto.offset.reset=by_duration:PT1H``: the offsets a consumer reads (sorted)."""
+    _topic(bootstrap, topic, 1)
+    now_ms = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(10):
+        stamp = now_ms - 7_200_000 if i < 5 else now_ms
+        producer.produce(topic, value=f"{i}".encode(), partition=0, timestamp=stamp)
+    assert producer.flush(30) == 0
+    set_group_configs(bootstrap, topic, {"share.auto.offset.reset": "by_duration:PT1H"})
+    consumer = _consumer(bootstrap, topic, topic)
+    try:
+        got = _accept(consumer, 5, 60)
+        got += _accept(consumer, 1 << 30, 2, must=False)  # nothing older comes after
+        return sorted(m.offset() for m in got)
+    finally:
+        consumer.close()

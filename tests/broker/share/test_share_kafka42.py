@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from kio.schema.errors import ErrorCode
 
 from tests.broker.share.share_support import (
@@ -21,12 +21,12 @@ from tests.broker.share.share_support import (
     poll_until,
     produce,
     set_group_configs,
-    share_consumer,
     start_share_broker,
 )
 from tests.broker.share.test_share_wire import _join, heartbeat, share_ack, share_fetch
 from tests.security.secure_broker import wait_for_log
 from tests.security.test_acls import _sasl, acl_broker  # noqa: F401 (a fixture)
+from tests.support import share_behaviour
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_wire import WireClient
 from tests.support.net import free_port
@@ -101,29 +101,8 @@ def test_renew_disabled_by_group_config(share_broker: BrokerProcess) -> None:
 
 
 def test_by_duration_starts_at_the_first_record_that_recent(share_broker: BrokerProcess) -> None:
-    create_topic(share_broker.bootstrap, "s42-dur")
-    now_ms = int(time.time() * 1000)
-    producer = Producer({"bootstrap.servers": share_broker.bootstrap})
-    for i in range(5):
-        producer.produce("s42-dur", value=f"old-{i}".encode(), timestamp=now_ms - 7_200_000)
-    for i in range(5):
-        producer.produce("s42-dur", value=f"new-{i}".encode(), timestamp=now_ms)
-    assert producer.flush(15) == 0
-    set_group_configs(
-        share_broker.bootstrap, "s42-dur", {"share.auto.offset.reset": "by_duration:PT1H"}
-    )
-    consumer = share_consumer(share_broker.bootstrap, "s42-dur", "s42-dur")
-    try:
-
-        def accept(batch: list[Any]) -> None:
-            for m in batch:
-                consumer.acknowledge(m)
-
-        got = poll_until(consumer, lambda g: len(g) >= 5, on_batch=accept)
-        assert sorted(m.value() for m in got) == [f"new-{i}".encode() for i in range(5)]
-        assert {m.offset() for m in got} == set(range(5, 10))
-    finally:
-        consumer.close()
+    # five records stamped 2 h ago, five now; share.auto.offset.reset=by_duration:PT1H
+    assert share_behaviour.by_duration_start(share_broker.bootstrap, "s42-dur") == [5, 6, 7, 8, 9]
 
 
 @pytest.mark.parametrize("value", ["by_duration:P1Y", "by_duration:-PT1H", "by_duration:", "soon"])
