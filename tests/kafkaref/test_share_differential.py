@@ -5,7 +5,9 @@ ShareGroupHeartbeat/ShareFetch requests, the Java ``KafkaShareConsumer`` 4.4 of
 ``tests/jvm/share``) runs on both brokers; the observations must be equal, and equal to what
 Kafka 4.4 is known to answer (so a change on either side shows). The pair has its own Kafka
 node: both brokers allow a 1 s acquisition lock (``group.share.min.record.lock.duration.ms``),
-which the RENEW scenario needs to stay short.
+which the RENEW scenario needs to stay short. The Java comparisons are marked ``slow`` (about a
+minute together; ``tests/broker/share/test_share_java.py`` runs the same programs on tidelog in
+the default profile).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def test_a_closing_consumers_acknowledgements_count(brokers: dict[str, str]) -> 
     _same(_both(brokers, sb.acks_of_a_closing_consumer), 0)
 
 
+@pytest.mark.slow
 def test_a_closing_java_consumers_acknowledgements_count(brokers: dict[str, str]) -> None:
     classpath = jvm_set_classpath("share")
     _same(_both(brokers, lambda b, t: sb.acks_of_a_closing_consumer(b, t, classpath)), 0)
@@ -88,6 +91,7 @@ def test_share_acquire_mode(brokers: dict[str, str], mode: int, acquired: list[i
     _same(_both(brokers, lambda b, t: sb.acquired_by_one_fetch(b, t, mode)), acquired)
 
 
+@pytest.mark.slow
 def test_java_renew_keeps_a_record_past_its_lock(brokers: dict[str, str]) -> None:
     classpath = jvm_set_classpath("share")
     seen = _both(brokers, lambda b, t: sb.java_share_modes(classpath, b, t, "renew", 5, 2000))
@@ -103,6 +107,7 @@ def test_java_renew_keeps_a_record_past_its_lock(brokers: dict[str, str]) -> Non
     )
 
 
+@pytest.mark.slow
 def test_java_record_limit_mode(brokers: dict[str, str]) -> None:
     classpath = jvm_set_classpath("share")
     seen = _both(

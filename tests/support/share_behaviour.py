@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.support.differential import build, plain, request_class
-from tests.support.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient, make_batch
 
 __all__ = (
     "ack_after_topic_deleted",
@@ -82,11 +82,19 @@ def _earliest(bootstrap: str, group: str, **more: str) -> None:
 
 
 def _produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
-    """``n`` records in one batch (one flush, linger long enough to gather them)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100})
-    for i in range(n):
-        producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
-    assert producer.flush(30) == 0
+    """``n`` records in exactly one batch (a raw Produce: a client may split them)."""
+    values = [f"{partition}-{i}".encode() for i in range(n)]
+    batch = make_batch(values, timestamp_ms=int(time.time() * 1000))
+    fields = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    with WireClient(bootstrap, timeout=30.0) as client:
+        answer = plain(client.request(build(request_class("produce", 9), fields)))
+    codes = [p["error_code"] for t in answer["responses"] for p in t["partition_responses"]]
+    assert codes == ["none"], answer
 
 
 def _consumer(bootstrap: str, group: str, topic: str) -> ShareConsumer:
@@ -185,7 +193,7 @@ def acks_of_a_closing_consumer(bootstrap: str, topic: str, java_classpath: str =
     """A consumer acknowledges (ACCEPT) what it got and closes without committing (its close
     sends the last acknowledgements and its leave heartbeat together): confluent-kafka's
     ShareConsumer, or the Java one (``ShareModes close``) with ``java_classpath``. How many of
-    those records a second consumer of the group then receives within 8 s (none when the
+    those records a second consumer of the group then receives within 5 s (none when the
     acknowledgements were kept)."""
     if java_classpath:
         seen = java_share_modes(java_classpath, bootstrap, topic, "close", 10, 15000)
@@ -199,7 +207,7 @@ def acks_of_a_closing_consumer(bootstrap: str, topic: str, java_classpath: str =
         first.close()
     second = _consumer(bootstrap, topic, topic)
     try:
-        return len(_accept(second, 1 << 30, 8, must=False))
+        return len(_accept(second, 1 << 30, 5, must=False))
     finally:
         second.close()
 
