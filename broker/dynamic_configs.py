@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.share.offset_reset import parse_auto_offset_reset
 from tidelog.config import BROKER_CONFIGS
 
 log = logging.getLogger("tidelog.admin")
@@ -116,7 +117,7 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
             "share.auto.offset.reset",
             "",
             "latest",
-            choices=("latest", "earliest"),
+            choices=("latest", "earliest", "by_duration:<PnDTnHnMn.nS>"),
             doc="The strategy to initialize the share-partition start offset.",
         ),
         GroupConfigDef(
@@ -125,6 +126,13 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
             "read_uncommitted",
             choices=("read_committed", "read_uncommitted"),
             doc="Which records share-group members read: committed ones only, or all.",
+        ),
+        GroupConfigDef(
+            "share.renew.acknowledge.enable",
+            "",
+            "true",
+            choices=("true", "false"),
+            doc="Whether the renew acknowledge type is enabled for the share group.",
         ),
         GroupConfigDef(
             "share.delivery.count.limit",
@@ -386,6 +394,15 @@ class DynamicConfigs:
             d = GROUP_CONFIGS.get(name)
             if d is None:
                 raise GroupConfigError(f"Unknown group config name: {name}")
+            if name == "share.auto.offset.reset":
+                if parse_auto_offset_reset(raw) is None:
+                    raise GroupConfigError(
+                        f"Invalid value `{raw}` for configuration {name}. The value must be "
+                        "either 'earliest', 'latest' or of the format "
+                        "'by_duration:<PnDTnHnMn.nS>'."
+                    )
+                values[name] = raw.strip()
+                continue
             if d.choices:
                 if raw.lower() not in d.choices:
                     raise GroupConfigError(

@@ -17,7 +17,8 @@ an internal topic.
 
 After a deletion, long-poll fetchers waiting on the topic's partitions are woken (they then find
 the partition gone), and the group coordinator, if it offers ``on_partitions_deleted``, is told so
-it can drop committed offsets of those partitions as Kafka does.
+it can drop committed offsets of those partitions as Kafka does; the share coordinator drops the
+share partitions of the topic.
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ def _delete_one(ctx: RequestContext, info: TopicInfo) -> _Result | None:
             hook(partitions)
         except Exception:
             log.exception("the group coordinator failed to forget partitions of %s", info.name)
+    if broker.share_groups is not None:
+        broker.share_groups.on_topic_deleted(info.topic_id)
     log.info("topic %s (id %s) deleted by %s", info.name, info.topic_id, ctx.client_id)
     return None
 

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 
 API_KEY = 32
 #: Kafka's DescribeConfigs config_type ids (ConfigDef.Type): STRING 2, INT 3.
+CONFIG_TYPE_BOOLEAN = 1
 CONFIG_TYPE_STRING = 2
 CONFIG_TYPE_INT = 3
 
@@ -165,6 +166,9 @@ def _group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
     for key, value in store.group_config(group_id).items():
         source = SOURCE_GROUP if key in overrides else SOURCE_DEFAULT
         d = GROUP_CONFIGS[key]
+        config_type = CONFIG_TYPE_STRING if d.choices else CONFIG_TYPE_INT
+        if d.choices == ("true", "false"):
+            config_type = CONFIG_TYPE_BOOLEAN
         out.append(
             ConfigEntry(
                 name=key,
@@ -173,7 +177,7 @@ def _group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
                 source=source,
                 read_only=False,
                 sensitive=False,
-                config_type=CONFIG_TYPE_STRING if d.choices else CONFIG_TYPE_INT,
+                config_type=config_type,
                 documentation=d.doc,
                 synonyms=(ConfigSynonym(key, str(value), source),),
             )

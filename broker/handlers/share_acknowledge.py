@@ -2,7 +2,8 @@
 
 Needs an open share session: epoch 0 is INVALID_SHARE_SESSION_EPOCH, an unknown session
 SHARE_SESSION_NOT_FOUND; -1 closes the session after the acknowledgements. Each partition's
-result is its error code (INVALID_RECORD_STATE for records the member did not acquire).
+result is its error code (INVALID_RECORD_STATE for records the member did not acquire,
+TOPIC_AUTHORIZATION_FAILED without READ on the topic, UNKNOWN_TOPIC_ID for a deleted topic).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.coordinator import PartitionKey
 from tidelog.broker.share.partition import SharePartition
-from tidelog.broker.share.wire import ack_batches, share_coordinator
+from tidelog.broker.share.wire import ack_batches, share_coordinator, topic_readable
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -59,10 +60,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        readable = topic_readable(ctx, t.topic_id or uuid_zero)
         for p in t.partitions:
             batches, valid = ack_batches(p.acknowledgement_batches, ctx.api_version)
             code = ErrorCode.invalid_request
-            if valid:
+            if not readable:
+                code = ErrorCode.topic_authorization_failed
+            elif valid:
                 code = coordinator.acknowledge(
                     group_id,
                     member_id,

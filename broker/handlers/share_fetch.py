@@ -3,7 +3,10 @@
 The share session (``broker/share/sessions.py``): epoch 0 opens one (acknowledgements are not
 allowed then: INVALID_REQUEST), later epochs must follow on (INVALID_SHARE_SESSION_EPOCH,
 SHARE_SESSION_NOT_FOUND), -1 closes it after the acknowledgements (no fetch; the member's
-acquired records of the session are released). The acknowledgement result of a partition is
+acquired records of the session are released). READ on the group and on each topic is checked
+(GROUP_AUTHORIZATION_FAILED for the request, TOPIC_AUTHORIZATION_FAILED for a topic's
+partitions). v2's ``share_acquire_mode`` 1 (``record_limit``, KIP-1206) caps the acquired records
+at ``max_records``. The acknowledgement result of a partition is
 its ``acknowledge_error_code``; records come as whole batches plus the acquired ranges with
 their delivery counts. v2's ``is_renew_ack`` only renews locks (no fetch).
 """
@@ -20,7 +23,7 @@ from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
 from tidelog.broker.share.coordinator import FetchedPartition, PartitionKey
 from tidelog.broker.share.partition import SharePartition
-from tidelog.broker.share.wire import ack_batches, share_coordinator
+from tidelog.broker.share.wire import ack_batches, share_coordinator, topic_readable
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 API_KEY = 78
 _DEFAULT_MAX_RECORDS = 500
+_RECORD_LIMIT = 1
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
@@ -51,7 +55,8 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         return _top_error(types, ErrorCode.invalid_request, "MemberId must be set.")
     if not allowed(ctx, Operation.READ, GROUP, group_id):
         return _top_error(types, ErrorCode.group_authorization_failed, None)
-    # Kafka divergence: READ on the topics is not checked here yet (READ on the group is).
+    if int(getattr(request, "share_acquire_mode", 0)) not in (0, _RECORD_LIMIT):
+        return _top_error(types, ErrorCode.invalid_request, "ShareAcquireMode is invalid.")
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0:
         if has_acks:
@@ -73,6 +78,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     for t in request.topics:
         # kio reads the all-zero id as None: the same id on the wire
         topic_id = t.topic_id or uuid_zero
+        if not topic_readable(ctx, topic_id):
+            # As Kafka: READ on each topic; the partitions of a denied one answer
+            # TOPIC_AUTHORIZATION_FAILED and stay out of the session.
+            for p in t.partitions:
+                tp = (topic_id, int(p.partition_index))
+                results[tp] = FetchedPartition(*tp, error=ErrorCode.topic_authorization_failed)
+            continue
         for p in t.partitions:
             tp = (topic_id, int(p.partition_index))
             if epoch != -1:
@@ -96,13 +108,21 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         coordinator.on_member_gone_session(group_id, member_id, session.partitions)
     elif not renew_only:
         max_records = int(getattr(request, "max_records", 0)) or _DEFAULT_MAX_RECORDS
+        # v2: ShareAcquireMode 0 batch_optimized (whole batches), 1 record_limit (KIP-1206)
+        record_limit = int(getattr(request, "share_acquire_mode", 0)) == _RECORD_LIMIT
         fetched = await coordinator.fetch(
-            session, max_records, int(request.max_bytes), max(ms(request.max_wait, 0), 0)
+            session,
+            max_records,
+            int(request.max_bytes),
+            max(ms(request.max_wait, 0), 0),
+            record_limit,
         )
         for f in fetched:
             known = results.get((f.topic_id, f.partition))
             if known is not None:
                 f.ack_error = known.ack_error
+            if known is not None and known.error is not ErrorCode.none:
+                continue
             if epoch == 0 or f.acquired or f.error is not ErrorCode.none or known is not None:
                 results[(f.topic_id, f.partition)] = f
     by_topic: dict[Any, list[FetchedPartition]] = {}

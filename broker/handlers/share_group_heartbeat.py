@@ -1,7 +1,8 @@
 """ShareGroupHeartbeat (key 76) v1: join (epoch 0), heartbeat, leave (-1) a share group.
 
 The answer carries the member epoch, the heartbeat interval and, when it changed, the member's
-assignment (topic ids and partitions). Membership is ``broker/share/groups.py``.
+assignment (topic ids and partitions). Membership is ``broker/share/groups.py``. READ on the
+group and DESCRIBE on each subscribed topic are checked, as Kafka does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.security.access import GROUP, Operation, allowed
+from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -36,6 +37,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     if not allowed(ctx, Operation.READ, GROUP, str(request.group_id)):
         return _answer(types, ErrorCode.group_authorization_failed, None, None, 0, 0, None)
     names = request.subscribed_topic_names
+    if names and not all(allowed(ctx, Operation.DESCRIBE, TOPIC, str(n)) for n in set(names)):
+        # As Kafka: DESCRIBE on every subscribed topic, else TOPIC_AUTHORIZATION_FAILED.
+        return _answer(types, ErrorCode.topic_authorization_failed, None, None, 0, 0, None)
     result = await coordinator.groups.heartbeat(
         str(request.group_id),
         str(request.member_id),

@@ -153,7 +153,7 @@ async def delete_offsets(
             results.append((name, uuid.UUID(int=0), ErrorCode.unknown_topic_or_partition))
             continue
         for key in [k for k in sc.partitions if k[0] == group_id and k[1] == info.topic_id]:
-            del sc.partitions[key]
+            sc.drop_partition(key)
             gone.append((key, None))
         results.append((name, info.topic_id, ErrorCode.none))
     if gone:
@@ -169,7 +169,7 @@ async def delete_group(sc: ShareCoordinator, group_id: str) -> ErrorCode:
         (key, None) for key in list(sc.partitions) if key[0] == group_id
     ]
     for key, _ in gone:
-        del sc.partitions[key]
+        sc.drop_partition(key)
     if gone:
         await sc.write_state(gone)
     return ErrorCode.none

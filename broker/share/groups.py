@@ -95,14 +95,17 @@ class GroupHost:
     max_size: int
     #: a group id used by a classic or consumer group (not a share group)
     other_group_type: Callable[[str], str | None]
-    #: called with (group id, topic id, partition) for each partition assigned (first use
-    #: initializes the share partition) and (group id, member id) when a member leaves
+    #: called with (group id, topic id, partition) for each subscribed partition whose share
+    #: state is not initialized yet (the coordinator initializes it and then calls
+    #: ``ShareGroups.partitions_initialized``) and (group id, member id) when a member leaves
     on_assigned: Callable[[str, uuid.UUID, int], None]
     on_member_gone: Callable[[str, str], None]
     #: appends records to the group's ``__consumer_offsets`` partition now and replays them
     #: (``ShareGroups.replay``); raises ``CoordinatorLogError`` when the append fails (nothing
     #: replayed); the awaitable resolves once they are durable
     write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
+    #: whether the share state of (group id, topic id, partition) is initialized
+    initialized: Callable[[str, uuid.UUID, int], bool] = lambda _g, _t, _p: True
 
 
 class _Nothing:
@@ -352,6 +355,20 @@ class ShareGroups:
         self._assign(group, metadata)
         self.host.on_member_gone(group.group_id, member_id)
 
+    def partitions_initialized(self, group_id: str) -> None:
+        """Share state was initialized for partitions of the group: as Kafka (the
+        ShareGroupStatePartitionMetadata record), the group epoch moves and the assignment takes
+        them in; members get it at their next heartbeat."""
+        scratch = self._scratch(group_id)
+        group = scratch.get(group_id)
+        if group is None:
+            return
+        group.group_epoch += 1
+        metadata = self._metadata(group)
+        group.metadata_hash = rec.metadata_hash(metadata)
+        self._assign(group, metadata)
+        self._write_background(group_id, group)
+
     def _expire(self, group_id: str, member_id: str) -> Callable[[], None]:
         def fire() -> None:
             scratch = self._scratch(group_id)
@@ -381,18 +398,27 @@ class ShareGroups:
             readers = sorted(m for m, member in group.members.items() if name in member.subscribed)
             if not readers or count <= 0:
                 continue
+            # As Kafka: only partitions whose share state is initialized are assigned; the
+            # others are initialized first (members joining together then share the first
+            # assignment instead of the first one taking every partition).
+            ready = []
+            for p in range(count):
+                if self.host.initialized(group.group_id, topic_id, p):
+                    ready.append(p)
+                else:
+                    self.host.on_assigned(group.group_id, topic_id, p)
+            if not ready:
+                continue
             given: dict[str, list[int]] = {m: [] for m in readers}
-            if len(readers) <= count:
-                for p in range(count):
-                    given[readers[p % len(readers)]].append(p)
+            if len(readers) <= len(ready):
+                for i, p in enumerate(ready):
+                    given[readers[i % len(readers)]].append(p)
             else:
                 for i, m in enumerate(readers):
-                    given[m].append(i % count)
+                    given[m].append(ready[i % len(ready)])
             for m, parts in given.items():
                 if parts:
                     group.members[m].assignment[topic_id] = frozenset(parts)
-            for p in range(count):
-                self.host.on_assigned(group.group_id, topic_id, p)
         group.assignment_epoch = group.group_epoch
 
     def delete(self, group_id: str) -> ErrorCode:

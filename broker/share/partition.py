@@ -150,10 +150,14 @@ class SharePartition:
         max_records: int,
         now_ms: int,
         lock_duration_ms: int,
+        record_limit: bool = False,
     ) -> tuple[list[AcquiredRange], list[Batch]]:
         """Acquire AVAILABLE and new records of ``batches`` (read from the log in offset order)
-        for ``member_id``; stops after the batch that reaches ``max_records`` (Kafka may exceed
-        it to keep batches whole). Returns the acquired ranges and the batches to send."""
+        for ``member_id``. By default (``share.acquire.mode=batch_optimized``) it stops after
+        the batch that reaches ``max_records`` (it may exceed it to keep batches whole); with
+        ``record_limit`` (KIP-1206) it acquires at most ``max_records`` records, the last batch
+        sent whole but acquired only in part. Returns the acquired ranges and the batches to
+        send."""
         deadline = now_ms + lock_duration_ms
         ranges: list[AcquiredRange] = []
         taken = 0
@@ -166,6 +170,8 @@ class SharePartition:
             if first == self.end_offset and not batch.skip:
                 # The common case: records never delivered, right after the in-flight ones.
                 room = self.max_in_flight - (self.end_offset - self.start_offset)
+                if record_limit:
+                    room = min(room, max_records - taken)
                 last = min(batch.last_offset, first + room - 1)
                 if last < first:
                     break
@@ -180,6 +186,8 @@ class SharePartition:
                 continue
             took = False
             for offset in range(first, batch.last_offset + 1):
+                if record_limit and taken >= max_records:
+                    break
                 if offset >= self.end_offset:
                     if self.end_offset - self.start_offset >= self.max_in_flight:
                         break
@@ -220,8 +228,11 @@ class SharePartition:
         types: Sequence[int],
         now_ms: int,
         lock_duration_ms: int,
+        renew_enabled: bool = True,
     ) -> ErrorCode:
-        """Apply one acknowledgement batch (all or nothing, as Kafka validates it first)."""
+        """Apply one acknowledgement batch (all or nothing, as Kafka validates it first).
+        RENEW (KIP-1222) restarts the acquisition lock of records the member holds; with the
+        group's ``share.renew.acknowledge.enable=false`` it is INVALID_RECORD_STATE, as Kafka."""
         if last_offset < first_offset or not types:
             return ErrorCode.invalid_request
         span = last_offset - first_offset + 1
@@ -229,6 +240,8 @@ class SharePartition:
             return ErrorCode.invalid_request
         if any(t not in _ACK_TYPES for t in types):
             return ErrorCode.invalid_request
+        if not renew_enabled and AcknowledgeType.RENEW in types:
+            return ErrorCode.invalid_record_state
         for offset in range(first_offset, last_offset + 1):
             record = self.records.get(offset)
             if (

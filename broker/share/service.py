@@ -33,7 +33,14 @@ class ShareService:
 
     async def start(self) -> None:
         loaded = await self.persister.load()
+        # share partitions of topics deleted while the tombstone was not yet written go now
+        gone = [key for key in loaded if self.broker.topics.by_id(key[1]) is None]
+        if gone:
+            await self.persister.write([(key, None) for key in gone])
+            log.info("dropped the state of %d share partitions of deleted topics", len(gone))
         for (group_id, topic_id, partition), value in loaded.items():
+            if self.broker.topics.by_id(topic_id) is None:
+                continue
             sp = self.coordinator.new_share_partition(
                 group_id, value.start_offset, value.state_epoch
             )
@@ -47,6 +54,8 @@ class ShareService:
         for group in groups.groups.values():
             for member_id in group.members:
                 groups.host.cancel(f"share-heartbeat:{group.group_id}:{member_id}")
+        for key in list(self.coordinator.lock_timers):
+            self.coordinator.cancel_lock_timer(key)
         await self.persister.runtime.stop()
 
 
@@ -102,6 +111,7 @@ def install(broker: Broker) -> ShareCoordinator:
         other_group_type=other_group_type,
         on_assigned=lambda g, t, p: holder[0].on_assigned(g, t, p),
         on_member_gone=lambda g, m: holder[0].on_member_gone(g, m),
+        initialized=lambda g, t, p: holder[0].initialized(g, t, p),
         # replayed into the share groups as appended (their one mutation path)
         write=lambda g, records: classic.metadata_log.write(
             g, records, replay=True, at_append=True
@@ -109,7 +119,14 @@ def install(broker: Broker) -> ShareCoordinator:
     )
     share_groups = ShareGroups(host)
     classic.share_groups = share_groups  # the group coordinator's load replays their records
-    coordinator = ShareCoordinator(broker, share_groups, timer.now_ms, persister.write)
+    coordinator = ShareCoordinator(
+        broker,
+        share_groups,
+        timer.now_ms,
+        persister.write,
+        schedule=timer.schedule,
+        cancel=timer.cancel,
+    )
     holder.append(coordinator)
     broker.share_groups = coordinator
     broker.metrics.extra_families.append(share_families(coordinator.metric_totals))

@@ -15,11 +15,21 @@ __all__ = (
     "share_coordinator",
     "share_listed",
     "split_share_groups",
+    "topic_readable",
 )
 
 
 def share_coordinator(ctx: RequestContext) -> ShareCoordinator | None:
     return ctx.broker.share_groups
+
+
+def topic_readable(ctx: RequestContext, topic_id: Any) -> bool:
+    """READ on the topic of ``topic_id`` (as Kafka checks for ShareFetch and ShareAcknowledge);
+    an unknown id is left to the coordinator (UNKNOWN_TOPIC_ID)."""
+    from tidelog.broker.security.access import TOPIC, Operation, allowed
+
+    info = ctx.broker.topics.by_id(topic_id)
+    return info is None or allowed(ctx, Operation.READ, TOPIC, info.name)
 
 
 def ack_batches(batches: Any, version: int) -> tuple[list[Any], bool]:

@@ -10,14 +10,17 @@ either way.
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.broker.share.share_support import (
     create_topic,
+    poll_until,
     produce,
     set_group_configs,
     share_consumer,
@@ -26,11 +29,14 @@ from tests.broker.share.share_support import (
 from tests.broker.share.test_share_wire import _join, ack_request, heartbeat, share_ack, share_fetch
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_wire import WireClient
+from tests.support.net import free_port
+
+METRICS_PORT = free_port()
 
 
 @pytest.fixture
 def share_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    yield from start_share_broker(tmp_path)
+    yield from start_share_broker(tmp_path, {"metrics.port": str(METRICS_PORT)})
 
 
 def _acquire_and_ack(broker: BrokerProcess, topic: str) -> WireClient:
@@ -96,3 +102,43 @@ def share_broker_topic_id(broker: BrokerProcess, topic: str) -> object:
         _, topic_id = _join(wire, topic, "probe", topic)
         heartbeat(wire, topic, "probe", -1, None)
     return topic_id
+
+
+def _groups_with_share_partitions() -> set[str]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read()
+    prefix = 'tidelog_share_in_flight_locks{group="'
+    return {
+        line[len(prefix) :].split('"', 1)[0]
+        for line in text.decode().splitlines()
+        if line.startswith(prefix)
+    }
+
+
+def test_a_deleted_topics_share_state_stays_gone_after_sigkill(
+    share_broker: BrokerProcess,
+) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    wire = _acquire_and_ack(share_broker, "crash-del")
+    wire.close()
+    assert "crash-del" in _groups_with_share_partitions()
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+    admin.delete_topics(["crash-del"])["crash-del"].result(15)
+    assert "crash-del" not in _groups_with_share_partitions()
+    share_broker.kill()
+    share_broker.start()
+    assert "crash-del" not in _groups_with_share_partitions()
+    # a new topic of the same name starts afresh for the group
+    create_topic(share_broker.bootstrap, "crash-del")
+    produce(share_broker.bootstrap, "crash-del", [b"n0", b"n1", b"n2"])
+    c = share_consumer(share_broker.bootstrap, "crash-del", "crash-del")
+    try:
+
+        def accept(batch: list[Any]) -> None:
+            for m in batch:
+                c.acknowledge(m)
+
+        got = poll_until(c, lambda g: len(g) >= 3, on_batch=accept)
+    finally:
+        c.close()
+    assert sorted((m.offset(), m.delivery_count()) for m in got) == [(0, 1), (1, 1), (2, 1)]

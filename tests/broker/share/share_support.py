@@ -10,14 +10,20 @@ from typing import Any
 from confluent_kafka import Message, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.share_behaviour import set_group_configs
+
+__all__ = (
+    "create_topic",
+    "poll_until",
+    "produce",
+    "set_group_configs",
+    "share_consumer",
+    "start_share_broker",
+)
 
 #: Lets a group config lower its lock duration to 1 s (Kafka's floor is 1000 ms too).
 SHARE_OVERRIDES = {"group.share.min.record.lock.duration.ms": "1000"}
@@ -38,20 +44,6 @@ def start_share_broker(base: Path, extra: dict[str, str] | None = None) -> Itera
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-
-
-def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(
-        ResourceType.GROUP,
-        group,
-        incremental_configs=[
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-            for k, v in configs.items()
-        ],
-    )
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(15)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:

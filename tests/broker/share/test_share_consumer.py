@@ -192,13 +192,20 @@ def test_two_consumers_share_one_partition(share_broker: BrokerProcess) -> None:
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
+    produced = 0
     try:
-        time.sleep(1.0)
-        for chunk in range(20):
-            produce(share_broker.bootstrap, "sh-two", [f"{chunk}-{i}".encode() for i in range(10)])
-            time.sleep(0.05)
+        # As in Kafka, members get the partition at a heartbeat after its share state is
+        # initialized (each on its own heartbeat schedule): records keep coming until both
+        # have read some.
+        deadline = time.monotonic() + 40
+        while produced < 200 or not (seen[0] and seen[1]):
+            assert time.monotonic() < deadline, f"one member read nothing: {seen}"
+            values = [f"{produced + i}".encode() for i in range(10)]
+            produce(share_broker.bootstrap, "sh-two", values)
+            produced += 10
+            time.sleep(0.1)
         deadline = time.monotonic() + 30
-        while len(seen[0]) + len(seen[1]) < 200 and time.monotonic() < deadline:
+        while len(seen[0]) + len(seen[1]) < produced and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
         stop.set()
@@ -206,7 +213,7 @@ def test_two_consumers_share_one_partition(share_broker: BrokerProcess) -> None:
             t.join(30)
         for c in consumers:
             c.close()
-    assert sorted(seen[0] + seen[1]) == list(range(200))  # each record once
+    assert sorted(seen[0] + seen[1]) == list(range(produced))  # each record once
     assert seen[0] and seen[1], "both members read the one partition"
 
 

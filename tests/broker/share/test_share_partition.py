@@ -126,3 +126,31 @@ def test_share_state_record_layout_round_trips() -> None:
     assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
     assert java_string_hash("polygenelubricants") == -(2**31)
     assert partition_for("polygenelubricants"[:0] + "g", uuid.UUID(int=0), 0, 50) in range(50)
+
+
+def test_record_limit_acquires_at_most_max_records() -> None:
+    # KIP-1206: batch_optimized keeps the batch whole, record_limit stops inside it
+    whole = _sp()
+    ranges, _ = whole.acquire("a", [Batch(0, 9)], 3, 0, LOCK_MS)
+    assert ranges == [AcquiredRange(0, 9, 1)]
+    limited = _sp()
+    ranges, sent = limited.acquire("a", [Batch(0, 9)], 3, 0, LOCK_MS, record_limit=True)
+    assert ranges == [AcquiredRange(0, 2, 1)] and sent == [Batch(0, 9)]
+    assert (limited.end_offset, limited.acquired_count()) == (3, 3)
+    # the rest of the batch is acquired by the next fetch (redelivered records count too)
+    assert limited.acknowledge("a", 1, 1, (2,), 0, LOCK_MS) is ErrorCode.none
+    ranges, _ = limited.acquire("b", [Batch(0, 9)], 3, 0, LOCK_MS, record_limit=True)
+    assert ranges == [AcquiredRange(1, 1, 2), AcquiredRange(3, 4, 1)]
+
+
+def test_renew_extends_the_lock_unless_the_group_disables_it() -> None:
+    sp = _sp()
+    sp.acquire("a", [Batch(0, 1)], 500, 0, LOCK_MS)
+    assert sp.acknowledge("a", 0, 0, (4,), 900, LOCK_MS) is ErrorCode.none
+    assert sp.expire_locks(1500) == 1  # offset 1's lock ran out, offset 0's was renewed
+    assert sp.records[0].state is RecordState.ACQUIRED
+    assert sp.next_lock_deadline_ms() == 1900
+    assert (
+        sp.acknowledge("a", 0, 0, (4,), 1000, LOCK_MS, renew_enabled=False)
+        is ErrorCode.invalid_record_state
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -130,12 +131,21 @@ def ack_request(
 
 
 def _join(wire: WireClient, group: str, member: str, topic: str) -> tuple[int, Any]:
+    """Join, then heartbeat until the assignment holds partition 0 (as Kafka, a partition is
+    assigned once its share state is initialized, which the first join of a group starts)."""
     answer = heartbeat(wire, group, member, 0, (topic,))
-    assert answer.error_code == ErrorCode.none, answer
-    assert answer.assignment is not None
-    (tp,) = answer.assignment.topic_partitions
-    assert list(tp.partitions) == [0]
-    return int(answer.member_epoch), tp.topic_id
+    deadline = time.monotonic() + 10
+    while True:
+        assert answer.error_code == ErrorCode.none, answer
+        epoch = int(answer.member_epoch)
+        assigned = () if answer.assignment is None else answer.assignment.topic_partitions
+        if assigned:
+            (tp,) = assigned
+            assert list(tp.partitions) == [0]
+            return epoch, tp.topic_id
+        assert time.monotonic() < deadline, "partition 0 never assigned"
+        time.sleep(0.05)
+        answer = heartbeat(wire, group, member, epoch, None)
 
 
 def test_api_versions_advertise_the_share_apis(share_broker: BrokerProcess) -> None:
