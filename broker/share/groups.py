@@ -150,6 +150,8 @@ class ShareGroups:
         self.host = host
         self.groups: dict[str, ShareGroup] = {}
         self._writes: set[asyncio.Future[None]] = set()
+        #: partitions to initialize once the heartbeat that found them is answered (None: now)
+        self._to_initialize: list[tuple[str, uuid.UUID, int]] | None = None
 
     async def heartbeat(
         self,
@@ -164,14 +166,30 @@ class ShareGroups:
         """ShareGroupHeartbeat on a copy of the group; answered once what changed is written
         (replayed into the group) and durable."""
         scratch = self._scratch(group_id)
-        result = self._heartbeat(
-            scratch, group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host
-        )
+        self._to_initialize = []
+        try:
+            result = self._heartbeat(
+                scratch,
+                group_id,
+                member_id,
+                member_epoch,
+                rack_id,
+                subscribed,
+                client_id,
+                client_host,
+            )
+        finally:
+            to_initialize, self._to_initialize = self._to_initialize, None
         try:
             await self._write(group_id, scratch.get(group_id))
         except CoordinatorLogError as exc:
             log.warning("share group %s: writing its state failed: %s", group_id, exc)
             return HeartbeatResult(ErrorCode.coordinator_not_available, str(exc))
+        # As Kafka: the share state of newly subscribed partitions is initialized after the
+        # heartbeat is answered; members get those partitions at a later heartbeat (members
+        # joining together then share the first assignment).
+        for key in to_initialize:
+            self.host.on_assigned(*key)
         return result
 
     def _scratch(self, group_id: str) -> dict[str, ShareGroup]:
@@ -405,6 +423,8 @@ class ShareGroups:
             for p in range(count):
                 if self.host.initialized(group.group_id, topic_id, p):
                     ready.append(p)
+                elif self._to_initialize is not None:
+                    self._to_initialize.append((group.group_id, topic_id, p))
                 else:
                     self.host.on_assigned(group.group_id, topic_id, p)
             if not ready:

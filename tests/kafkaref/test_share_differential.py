@@ -61,9 +61,15 @@ def test_first_fetch_of_two_partitions_answers_one(brokers: dict[str, str]) -> N
 
 
 def test_members_joining_together_share_the_first_assignment(brokers: dict[str, str]) -> None:
-    # the first heartbeats assign nothing (share state not initialized yet); then 2 + 2
+    # The first member's first heartbeat assigns nothing (share state not initialized yet); then
+    # 2 + 2. Whether the second member's first answer (sent right after) already holds a
+    # partition depends on how fast the initialization is written, on either broker: only the
+    # first answer and the settled split are compared.
     seen = _both(brokers, sb.first_assignment_of_members_joining_together)
-    _same(seen, {"first": [0, 0], "settled": [2, 2]})
+    shapes = {
+        name: {"first": got["first"][0], "settled": got["settled"]} for name, got in seen.items()
+    }
+    _same(shapes, {"first": 0, "settled": [2, 2]})
 
 
 def test_acknowledging_records_of_a_deleted_topic(brokers: dict[str, str]) -> None:

@@ -39,6 +39,11 @@ __all__ = (
 
 
 _ADMINS: dict[str, AdminClient] = {}
+_COORDINATOR_NOT_READY = (
+    "not_coordinator",
+    "coordinator_not_available",
+    "coordinator_load_in_progress",
+)
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -236,8 +241,17 @@ def first_assignment_of_members_joining_together(
         first = []
         epochs = []
         current: list[set[int]] = []
+        # as a client does first: FindCoordinator (Kafka creates __consumer_offsets on it)
+        found = {"key_type": 0, "coordinator_keys": [topic]}
+        clients[0].request(build(request_class("find_coordinator", 4), found))
         for client, member in zip(clients, members, strict=True):
             answer = _heartbeat(client, topic, member, 0, topic)
+            deadline = time.monotonic() + 30
+            # a broker that has just started may not have loaded its group coordinator yet
+            while answer["error_code"] in _COORDINATOR_NOT_READY:
+                assert time.monotonic() < deadline, answer
+                time.sleep(0.2)
+                answer = _heartbeat(client, topic, member, 0, topic)
             assert answer["error_code"] == "none", answer
             parts = _parts(answer)
             first.append(len(parts))

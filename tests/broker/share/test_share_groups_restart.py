@@ -75,6 +75,14 @@ def test_share_groups_and_member_epochs_survive_a_restart(broker_factory: Any, s
         for group in ("s1", "s2", "s3"):
             answer = heartbeat(wire, group, f"{group}-m", 0)
             assert answer.error_code == ErrorCode.none, answer
+            # As Kafka, partitions are assigned once their share state is initialized: heartbeat
+            # until the member holds its assignment (the group epoch moves meanwhile).
+            deadline = time.monotonic() + 30
+            while answer.assignment is None or not answer.assignment.topic_partitions:
+                assert time.monotonic() < deadline, f"{group}: no assignment: {answer}"
+                time.sleep(0.05)
+                answer = heartbeat(wire, group, f"{group}-m", int(answer.member_epoch))
+                assert answer.error_code == ErrorCode.none, answer
             epochs[group] = int(answer.member_epoch)
         # s3's member leaves: the group stays, empty.
         assert heartbeat(wire, "s3", "s3-m", -1).error_code == ErrorCode.none
