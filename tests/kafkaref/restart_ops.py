@@ -491,8 +491,9 @@ def _produce(
         base_sequence=sequence,
         batch_size=1 << 20,
     )
-    builder.append(0, timestamp=1_700_000_000_000, key=value.encode(), value=value.encode(),
-                   headers=[])  # fmt: skip
+    # now, not a fixed time: Kafka's time retention (7 days) would delete older segments
+    now_ms = int(time.time() * 1000)
+    builder.append(0, timestamp=now_ms, key=value.encode(), value=value.encode(), headers=[])
     answer = side.call(
         "produce",
         12,
