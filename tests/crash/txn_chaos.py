@@ -228,7 +228,13 @@ def run_txn_chaos(
     report = TxnChaosReport()
     broker = BrokerProcess(
         work_dir / "data",
-        {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"},
+        {
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+            # The broker lives seconds between kills: with the default 60 s the recovery point
+            # never moves and every start checks the whole log again (24 s at kill 88).
+            "log.flush.offset.checkpoint.interval.ms": "1000",
+        },
+        start_timeout_s=120.0,
     )
     broker.start()
     try:
