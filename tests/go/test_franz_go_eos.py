@@ -8,14 +8,13 @@ every topic of the chain."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.eos_program import ProgramRun, run_with_restarts
 from tests.support.go_programs import go_program
 from tests.support.read_committed import exactly_once, read_committed
 
@@ -65,38 +64,6 @@ CLASSIC_DEFECTS = [DEFECT_2, DEFECT_1]
 KIP848_DEFECTS = [DEFECT_2, DEFECT_4, DEFECT_1]
 
 
-@dataclass
-class ChainRun:
-    """The Go program's lines, read as it runs."""
-
-    lines: list[str] = field(default_factory=list)
-    committed: dict[int, int] = field(default_factory=dict)
-    started: threading.Event = field(default_factory=threading.Event)
-    changed: threading.Condition = field(default_factory=threading.Condition)
-
-    def read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            with self.changed:
-                self.lines.append(line)
-                if line.startswith("STAGES-STARTED"):
-                    self.started.set()
-                elif line.startswith("PROGRESS"):
-                    fields = dict(p.split("=") for p in line.split()[1:])
-                    self.committed[int(fields["stage"])] = int(fields["committed"])
-                self.changed.notify_all()
-
-    def wait_committed(self, stage: int, at_least: int, timeout_s: float) -> bool:
-        with self.changed:
-            return self.changed.wait_for(
-                lambda: self.committed.get(stage, 0) >= at_least, timeout=timeout_s
-            )
-
-    def result(self) -> str:
-        return next((x for x in reversed(self.lines) if x.startswith("RESULT")), "no RESULT line")
-
-
 def run_chain(
     broker: Any,
     mode: Mode,
@@ -105,7 +72,7 @@ def run_chain(
     stages: int,
     restarts: list[signal.Signals],
     deadline_s: float,
-) -> tuple[ChainRun, dict[str, list[str]]]:
+) -> tuple[ProgramRun, dict[str, list[str]]]:
     """Run the chain with a broker restart (by each signal of ``restarts``) each time stage 0
     has committed one more share of the records; the run and each topic's problems."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -118,29 +85,8 @@ def run_chain(
     command = [str(go_program("eosetl")), "-brokers", broker.bootstrap, "-prefix", prefix,
                "-records", str(records), "-stages", str(stages),
                "-deadline", f"{int(deadline_s)}s", *mode.args()]  # fmt: skip
-    run = ChainRun()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    reader = threading.Thread(target=run.read, args=(proc,), daemon=True)
-    reader.start()
-    try:
-        assert run.started.wait(120), "the Go program did not start its stages:\n" + "\n".join(
-            run.lines
-        )
-        for n, sig in enumerate(restarts, start=1):
-            # Restart once stage 0 has committed its share (or after a while if it is stuck:
-            # the restart then happens anyway and the final check tells what went wrong).
-            run.wait_committed(0, records * n // (len(restarts) + 1), deadline_s / 3)
-            if sig == signal.SIGKILL:
-                broker.kill()
-                broker.start()
-            else:
-                broker.restart()
-        proc.wait(deadline_s + 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(10)
+    run = run_with_restarts(command, broker, records=records, restarts=restarts,
+                            deadline_s=deadline_s, started_marker="STAGES-STARTED")  # fmt: skip
     problems = {}
     for topic in topics:
         got = read_committed(broker.bootstrap, topic, expect_at_least=records)
@@ -148,9 +94,9 @@ def run_chain(
     return run, problems
 
 
-def check(run: ChainRun, problems: dict[str, list[str]]) -> None:
+def check(run: ProgramRun, problems: dict[str, list[str]]) -> None:
     bad = {t: p for t, p in problems.items() if p}
-    tail = "\n".join(run.lines[-40:])
+    tail = run.tail()
     assert not bad, f"not every record once: {bad}\n{tail}"
     assert run.result() == "RESULT ok", tail
     errors = [x for x in run.lines if x.startswith("END-ERROR")]
