@@ -338,6 +338,34 @@ class RestartDifferential(RuleBasedStateMachine):
     def txn_timeout(self) -> None:
         self.both("txn left to time out", ops.txn_timeout, self.value())
 
+    # Sequences the issue names, drawn as one rule so a short run meets them ------------------
+
+    @rule(sig=SIGNAL, offset=OFFSET)
+    def txn_offsets_across_restart(self, sig: signal.Signals, offset: int) -> None:
+        """TxnOffsetCommit, a restart, then the commit: the offset is committed at once."""
+        if self.restarts >= self.max_restarts:
+            return
+        if self.tidelog.producer is None:
+            self.both("txn init", ops.txn_init)
+        self.both("txn produce p0", ops.txn_produce, 0, self.value())
+        what = f"TxnOffsetCommit classic p0@{offset} (AddOffsetsToTxn=False)"
+        self.both(what, ops.txn_offset_commit, "classic", 0, offset, False)
+        self.restart(sig)
+        self.both("txn commit", ops.txn_end, True)
+
+    @rule()
+    def consumer_member_commits_in_transactions(self) -> None:
+        """A consumer-protocol member's offsets in three transactions in a row."""
+        if not self.tidelog.consumers:
+            self.both("consumer join", ops.consumer_join)
+        if self.tidelog.producer is None:
+            self.both("txn init", ops.txn_init)
+        for offset in (1, 2, 3):
+            self.both("txn produce p1", ops.txn_produce, 1, self.value())
+            what = f"TxnOffsetCommit consumer p1@{offset} (AddOffsetsToTxn=False)"
+            self.both(what, ops.txn_offset_commit, "consumer", 1, offset, False)
+            self.both("txn commit", ops.txn_end, True)
+
 
 def _run(pair: Pair, *, examples: int, steps: int, max_restarts: int) -> None:
     machine = type(
@@ -364,19 +392,28 @@ def _run(pair: Pair, *, examples: int, steps: int, max_restarts: int) -> None:
         raise AssertionError(pair.first_failure)
 
 
-DEFECTS = "issue 37 defect 2"  # the first divergence most examples meet on today's tidelog
+# What today's tidelog answers differently (issue 37): the first difference an example meets is
+# one of these (which one depends on the steps drawn); the lead removes the marks once the fixes
+# merge. Share groups lost at a restart (the issue's "also seen") and the assignment epoch of an
+# emptied consumer group (docs/kafka-differences.md) show up here as well.
+ISSUE_37 = [pytest.mark.xfail(reason=f"issue 37 defect {n}", strict=False) for n in (1, 2, 3, 4)]
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.xfail(reason=DEFECTS, strict=False)
+@ISSUE_37[0]
+@ISSUE_37[1]
+@ISSUE_37[2]
+@ISSUE_37[3]
 def test_restart_at_every_step_short(pair: Pair) -> None:
     _run(pair, examples=4, steps=10, max_restarts=2)
-    assert pair.restarts > 0 or pair.examples > 0
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(4 * 3600)
-@pytest.mark.xfail(reason=DEFECTS, strict=False)
+@ISSUE_37[0]
+@ISSUE_37[1]
+@ISSUE_37[2]
+@ISSUE_37[3]
 def test_restart_at_every_step_long(pair: Pair) -> None:
     _run(pair, examples=60, steps=30, max_restarts=6)
 
