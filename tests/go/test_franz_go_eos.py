@@ -14,21 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.eos_program import ProgramRun, run_with_restarts
+from tests.support.eos_program import EOS_BROKER_SETTINGS, ProgramRun, run_with_restarts
 from tests.support.go_programs import go_program
 from tests.support.read_committed import exactly_once, read_committed
 
 pytestmark = [pytest.mark.integration]
 
 PARTITIONS = 3
-BROKER_SETTINGS = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.consumer.session.timeout.ms": "10000",
-    "group.consumer.min.session.timeout.ms": "6000",
-    "group.consumer.heartbeat.interval.ms": "1000",
-    "group.consumer.min.heartbeat.interval.ms": "1000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +97,15 @@ def check(run: ProgramRun, problems: dict[str, list[str]]) -> None:
     )
 
 
+def _modes(*modes: Mode) -> list[Any]:
+    return [pytest.param(m, id=m.name, marks=KIP848_DEFECTS if m.kip848 else CLASSIC_DEFECTS)
+            for m in modes]  # fmt: skip
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    "mode",
-    [
-        pytest.param(EAGER, marks=CLASSIC_DEFECTS),
-        pytest.param(COOPERATIVE, marks=CLASSIC_DEFECTS),
-        pytest.param(STATIC, marks=CLASSIC_DEFECTS),
-        pytest.param(STICKY_848, marks=KIP848_DEFECTS),
-    ],
-    ids=lambda m: m.name,
-)
+@pytest.mark.parametrize("mode", _modes(EAGER, COOPERATIVE, STATIC, STICKY_848))
 def test_franz_go_exactly_once_chain_across_restarts(broker_factory: Any, mode: Mode) -> None:
-    broker = broker_factory(BROKER_SETTINGS)
+    broker = broker_factory(EOS_BROKER_SETTINGS)
     restarts = [signal.SIGTERM, signal.SIGKILL]
     run, problems = run_chain(broker, mode, records=1000, stages=2, restarts=restarts,
                               deadline_s=120)  # fmt: skip
@@ -127,20 +115,11 @@ def test_franz_go_exactly_once_chain_across_restarts(broker_factory: Any, mode: 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
-    "mode",
-    [
-        pytest.param(EAGER, marks=CLASSIC_DEFECTS),
-        pytest.param(COOPERATIVE, marks=CLASSIC_DEFECTS),
-        pytest.param(STATIC, marks=CLASSIC_DEFECTS),
-        pytest.param(RANGE_848, marks=KIP848_DEFECTS),
-        pytest.param(STICKY_848, marks=KIP848_DEFECTS),
-        pytest.param(STATIC_848, marks=KIP848_DEFECTS),
-    ],
-    ids=lambda m: m.name,
+    "mode", _modes(EAGER, COOPERATIVE, STATIC, RANGE_848, STICKY_848, STATIC_848)
 )
 def test_franz_go_exactly_once_chain_long(broker_factory: Any, mode: Mode) -> None:
     """Every TestTxnEtl sub-test, three stages, 20,000 records, four restarts."""
-    broker = broker_factory(BROKER_SETTINGS)
+    broker = broker_factory(EOS_BROKER_SETTINGS)
     restarts = [signal.SIGTERM, signal.SIGKILL, signal.SIGTERM, signal.SIGKILL]
     run, problems = run_chain(broker, mode, records=20000, stages=3, restarts=restarts,
                               deadline_s=600)  # fmt: skip

@@ -11,20 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.eos_program import run_with_restarts
+from tests.support.eos_program import EOS_BROKER_SETTINGS, run_with_restarts
 from tests.support.jvm import java_bin, jvm_set_classpath
 from tests.support.read_committed import exactly_once, read_committed
 
 pytestmark = [pytest.mark.integration]
-
-BROKER_SETTINGS = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.consumer.session.timeout.ms": "10000",
-    "group.consumer.min.session.timeout.ms": "6000",
-    "group.consumer.heartbeat.interval.ms": "1000",
-    "group.consumer.min.heartbeat.interval.ms": "1000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-}
 
 
 def _run(broker: Any, prefix: str, records: int, restarts: list[signal.Signals],
@@ -48,7 +39,7 @@ def _run(broker: Any, prefix: str, records: int, restarts: list[signal.Signals],
 @pytest.mark.xfail(reason="issue 37 defect 4", strict=False)
 @pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
 def test_java_consumer_protocol_exactly_once_across_restarts(broker_factory: Any) -> None:
-    broker = broker_factory(BROKER_SETTINGS)
+    broker = broker_factory(EOS_BROKER_SETTINGS)
     _run(broker, "jeos", 2000, [signal.SIGTERM, signal.SIGKILL], deadline_s=90)
 
 
@@ -57,6 +48,6 @@ def test_java_consumer_protocol_exactly_once_across_restarts(broker_factory: Any
 @pytest.mark.xfail(reason="issue 37 defect 4", strict=False)
 @pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
 def test_java_consumer_protocol_exactly_once_long(broker_factory: Any) -> None:
-    broker = broker_factory(BROKER_SETTINGS)
+    broker = broker_factory(EOS_BROKER_SETTINGS)
     restarts = [signal.SIGTERM, signal.SIGKILL] * 3
     _run(broker, "jeos-long", 30000, restarts, deadline_s=900)

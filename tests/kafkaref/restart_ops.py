@@ -79,15 +79,7 @@ def wait_for_leaders(side: Side, names: Names, timeout_s: float = 90.0) -> None:
     """Until every partition of the topic has a leader (after a create or a restart)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        meta = side.call(
-            "metadata",
-            12,
-            {
-                "topics": [{"name": names.topic, "topic_id": None}],
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False,
-            },
-        )
+        meta = _metadata(side, names)
         parts = [p for t in meta["topics"] for p in t["partitions"]]
         if len(parts) == PARTITIONS and all(p["leader_id"] >= 0 for p in parts):
             return
@@ -182,14 +174,30 @@ def _offsets(names: Names, partition: int, offset: int) -> list[dict[str, Any]]:
 def classic_commit(side: Side, names: Names, partition: int, offset: int) -> dict[str, Any]:
     """OffsetCommit as the member (or as an admin client when the group has none)."""
     member = side.classic
+    if member is None:
+        return _offset_commit(side, names, names.classic, -1, "", None, partition, offset)
+    return _offset_commit(side, names, names.classic, member.epoch, member.member_id,
+                          side.classic_instance, partition, offset)  # fmt: skip
+
+
+def _offset_commit(
+    side: Side,
+    names: Names,
+    group_id: str,
+    generation: int,
+    member_id: str,
+    instance: str | None,
+    partition: int,
+    offset: int,
+) -> dict[str, Any]:
     answer = side.call(
         "offset_commit",
         9,
         {
-            "group_id": names.classic,
-            "generation_id_or_member_epoch": member.epoch if member else -1,
-            "member_id": member.member_id if member else "",
-            "group_instance_id": side.classic_instance if member else None,
+            "group_id": group_id,
+            "generation_id_or_member_epoch": generation,
+            "member_id": member_id,
+            "group_instance_id": instance,
             "topics": _offsets(names, partition, offset),
         },
     )
@@ -285,18 +293,8 @@ def consumer_leave(side: Side, names: Names, index: int) -> dict[str, Any]:
 def consumer_commit(side: Side, names: Names, partition: int, offset: int) -> dict[str, Any]:
     """OffsetCommit v9 as the first consumer-protocol member (its epoch as the generation)."""
     member = side.consumers[0]
-    answer = side.call(
-        "offset_commit",
-        9,
-        {
-            "group_id": names.consumer,
-            "generation_id_or_member_epoch": member.epoch,
-            "member_id": member.member_id,
-            "group_instance_id": None,
-            "topics": _offsets(names, partition, offset),
-        },
-    )
-    return {"topics": answer["topics"]}
+    return _offset_commit(side, names, names.consumer, member.epoch, member.member_id, None,
+                          partition, offset)  # fmt: skip
 
 
 # Share groups -----------------------------------------------------------------------------
@@ -435,8 +433,9 @@ def share_acknowledge(side: Side, names: Names, partition: int) -> dict[str, Any
     return outcome
 
 
-def _topic_id(side: Side, names: Names) -> str:
-    meta = side.call(
+def _metadata(side: Side, names: Names) -> Any:
+    """Metadata of the example's topic."""
+    return side.call(
         "metadata",
         12,
         {
@@ -445,7 +444,10 @@ def _topic_id(side: Side, names: Names) -> str:
             "include_topic_authorized_operations": False,
         },
     )
-    return str(meta["topics"][0]["topic_id"])
+
+
+def _topic_id(side: Side, names: Names) -> str:
+    return str(_metadata(side, names)["topics"][0]["topic_id"])
 
 
 # Transactions (transaction version 2) -----------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.differential import build, normalise, plain, request_class
+from tests.support.differential import build, errors, normalise, plain, request_class
 from tests.support.kafka_wire import WireClient
 
 __all__ = ("Names", "Side", "compare", "observe")
@@ -168,16 +168,6 @@ class Side:
     def restart(self, sig: signal.Signals) -> None:
         self.close()
         self._restart(sig)
-
-
-def errors(answer: Any) -> list[str]:
-    """Every error code in a plain answer."""
-    if isinstance(answer, dict):
-        own = [answer["error_code"]] if "error_code" in answer else []
-        return own + [e for v in answer.values() for e in errors(v)]
-    if isinstance(answer, list):
-        return [e for v in answer for e in errors(v)]
-    return []
 
 
 def client_member_id() -> str:

@@ -399,23 +399,18 @@ def _run(pair: Pair, *, examples: int, steps: int, max_restarts: int) -> None:
 ISSUE_37 = [pytest.mark.xfail(reason=f"issue 37 defect {n}", strict=False) for n in (1, 2, 3, 4)]
 
 
-@pytest.mark.timeout(600)
-@ISSUE_37[0]
-@ISSUE_37[1]
-@ISSUE_37[2]
-@ISSUE_37[3]
-def test_restart_at_every_step_short(pair: Pair) -> None:
-    _run(pair, examples=4, steps=10, max_restarts=2)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)
-@ISSUE_37[0]
-@ISSUE_37[1]
-@ISSUE_37[2]
-@ISSUE_37[3]
-def test_restart_at_every_step_long(pair: Pair) -> None:
-    _run(pair, examples=60, steps=30, max_restarts=6)
+@pytest.mark.parametrize(
+    ("examples", "steps", "max_restarts"),
+    [
+        pytest.param(4, 10, 2, id="short", marks=[*ISSUE_37, pytest.mark.timeout(600)]),
+        pytest.param(
+            60, 30, 6, id="long", marks=[*ISSUE_37, pytest.mark.slow, pytest.mark.timeout(4 * 3600)]
+        ),
+    ],
+)
+def test_restart_at_every_step(pair: Pair, examples: int, steps: int, max_restarts: int) -> None:
+    """The short profile runs by default (~2-3 minutes); the long one is marked slow."""
+    _run(pair, examples=examples, steps=steps, max_restarts=max_restarts)
 
 
 def test_the_suite_observes_every_api_the_issue_names() -> None:

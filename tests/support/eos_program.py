@@ -17,7 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("ProgramRun", "run_with_restarts")
+__all__ = ("EOS_BROKER_SETTINGS", "ProgramRun", "run_with_restarts")
+
+# The broker of the exactly-once program tests: groups rebalance at once, consumer-protocol
+# members that a restart cut off are fenced in seconds, timed-out transactions found quickly.
+EOS_BROKER_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
 
 
 @dataclass
