@@ -21,7 +21,6 @@ def _check(report: TxnChaosReport, kills: int) -> None:
     assert report.copied_records == report.visible_transactions * RECORDS
 
 
-@pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
 def test_transactions_are_all_or_nothing_across_sigkills(tmp_path: Path) -> None:
     _check(run_txn_chaos(3, work_dir=tmp_path), 3)
 
