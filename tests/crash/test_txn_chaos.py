@@ -27,6 +27,5 @@ def test_transactions_are_all_or_nothing_across_sigkills(tmp_path: Path) -> None
 
 @pytest.mark.slow
 @pytest.mark.timeout(3 * 3600)
-@pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
 def test_transactions_survive_200_sigkills(tmp_path: Path) -> None:
     _check(run_txn_chaos(200, work_dir=tmp_path, seed=37), 200)
