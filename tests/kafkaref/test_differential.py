@@ -15,7 +15,7 @@ import pytest
 
 from tests.kafkaref.scenarios import SCENARIOS, T
 from tests.support.broker_process import BrokerProcess
-from tests.support.differential import build, normalise, plain, request_class, resolve
+from tests.support.differential import build, errors, normalise, plain, request_class, resolve
 from tests.support.kafka_reference import KafkaProcess
 from tests.support.kafka_wire import WireClient
 
@@ -164,19 +164,10 @@ WARM_UP = [
 ]
 
 
-def _errors(answer: Any) -> list[str]:
-    if isinstance(answer, dict):
-        own = [answer["error_code"]] if "error_code" in answer else []
-        return own + [e for v in answer.values() for e in _errors(v)]
-    if isinstance(answer, list):
-        return [e for v in answer for e in _errors(v)]
-    return []
-
-
 def _warm_up(side: Side) -> None:
     for api, version, fields in WARM_UP:
         deadline = time.monotonic() + 60
-        while set(_errors(side.send("warm-up", api, version, fields))) != {"none"}:
+        while set(errors(side.send("warm-up", api, version, fields))) != {"none"}:
             assert time.monotonic() < deadline, f"{api} never ready: {side.answers['warm-up']}"
             time.sleep(0.3)
 

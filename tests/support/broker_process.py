@@ -34,12 +34,14 @@ class BrokerProcess:
         overrides: Mapping[str, str] | None = None,
         port: int | None = None,
         config_path: Path | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.log_dir = log_dir
         self.overrides: dict[str, str] = dict(overrides or {})
         self.config_path = config_path
+        self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._log_paths: list[Path] = []
@@ -75,7 +77,7 @@ class BrokerProcess:
             self.proc = subprocess.Popen(
                 self.command(), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if LISTENING in log_path.read_text(errors="replace"):
                 return self

@@ -21,7 +21,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ("FREE_TEXT", "NORMALISED", "build", "normalise", "plain", "request_class", "resolve")
+__all__ = (
+    "FREE_TEXT",
+    "NORMALISED",
+    "build",
+    "errors",
+    "normalise",
+    "plain",
+    "request_class",
+    "resolve",
+)
 
 # Fields whose values each broker picks for itself; compared as "present" only.
 NORMALISED = {
@@ -168,3 +177,13 @@ def resolve(fields: Any, answers: Mapping[str, Any]) -> Any:
             value = value[int(part)] if isinstance(value, list) else value[part]
         return value
     return fields
+
+
+def errors(answer: Any) -> list[str]:
+    """Every error code in a plain answer (``plain``), the answer's own first."""
+    if isinstance(answer, dict):
+        own = [answer["error_code"]] if "error_code" in answer else []
+        return own + [e for v in answer.values() for e in errors(v)]
+    if isinstance(answer, list):
+        return [e for v in answer for e in errors(v)]
+    return []

@@ -142,6 +142,7 @@ class KafkaProcess:
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         log4j = log4j_config(self.base)
         t0 = time.monotonic()
+        log_from = len(self.log_text())  # the ready line of this start, not of an earlier one
         if not (self.log_dir / "meta.properties").exists():
             run_java(
                 self.classpath,
@@ -174,7 +175,7 @@ class KafkaProcess:
             )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if READY in self.log_text():
+            if READY in self.log_text()[log_from:]:
                 self.started_in_s = time.monotonic() - t0
                 return self
             if self.proc.poll() is not None:
@@ -189,6 +190,13 @@ class KafkaProcess:
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout``; the exit code."""
         return stop_jvm(self.proc, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown work at all (restart tests start it again on the same ports and
+        log dir with ``start``)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     @property
     def running(self) -> bool:
