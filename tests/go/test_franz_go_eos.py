@@ -49,11 +49,6 @@ STATIC_848 = Mode("sticky/848/static", "sticky", kip848=True, static=True)
 # INVALID_TXN_STATE, fatal to franz-go) in every mode; restarts between TxnOffsetCommit and
 # EndTxn lose the pending offsets (defect 1); KIP-848 members' TxnOffsetCommit is refused
 # (defect 4).
-DEFECT_1 = pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
-DEFECT_2 = pytest.mark.xfail(reason="issue 37 defect 2", strict=False)
-DEFECT_4 = pytest.mark.xfail(reason="issue 37 defect 4", strict=False)
-CLASSIC_DEFECTS = [DEFECT_2, DEFECT_1]
-KIP848_DEFECTS = [DEFECT_2, DEFECT_4, DEFECT_1]
 
 
 def run_chain(
@@ -98,7 +93,7 @@ def check(run: ProgramRun, problems: dict[str, list[str]]) -> None:
 
 
 def _modes(*modes: Mode) -> list[Any]:
-    return [pytest.param(m, id=m.name, marks=KIP848_DEFECTS if m.kip848 else CLASSIC_DEFECTS)
+    return [pytest.param(m, id=m.name)
             for m in modes]  # fmt: skip
 
 

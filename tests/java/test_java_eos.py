@@ -36,8 +36,6 @@ def _run(broker: Any, prefix: str, records: int, restarts: list[signal.Signals],
 # TxnOffsetCommit from a consumer-protocol member is refused after its first transaction
 # (defect 4); pending offsets are lost at a restart (defect 1).
 @pytest.mark.timeout(400)
-@pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
-@pytest.mark.xfail(reason="issue 37 defect 4", strict=False)
 def test_java_consumer_protocol_exactly_once_across_restarts(broker_factory: Any) -> None:
     broker = broker_factory(EOS_BROKER_SETTINGS)
     _run(broker, "jeos", 2000, [signal.SIGTERM, signal.SIGKILL], deadline_s=90)
@@ -45,8 +43,6 @@ def test_java_consumer_protocol_exactly_once_across_restarts(broker_factory: Any
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.xfail(reason="issue 37 defect 1", strict=False)
-@pytest.mark.xfail(reason="issue 37 defect 4", strict=False)
 def test_java_consumer_protocol_exactly_once_long(broker_factory: Any) -> None:
     broker = broker_factory(EOS_BROKER_SETTINGS)
     restarts = [signal.SIGTERM, signal.SIGKILL] * 3

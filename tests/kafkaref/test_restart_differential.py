@@ -392,20 +392,11 @@ def _run(pair: Pair, *, examples: int, steps: int, max_restarts: int) -> None:
         raise AssertionError(pair.first_failure)
 
 
-# What today's tidelog answers differently (issue 37): the first difference an example meets is
-# one of these (which one depends on the steps drawn); the lead removes the marks once the fixes
-# merge. Share groups lost at a restart (the issue's "also seen") and the assignment epoch of an
-# emptied consumer group (docs/kafka-differences.md) show up here as well.
-ISSUE_37 = [pytest.mark.xfail(reason=f"issue 37 defect {n}", strict=False) for n in (1, 2, 3, 4)]
-
-
 @pytest.mark.parametrize(
     ("examples", "steps", "max_restarts"),
     [
-        pytest.param(4, 10, 2, id="short", marks=[*ISSUE_37, pytest.mark.timeout(600)]),
-        pytest.param(
-            60, 30, 6, id="long", marks=[*ISSUE_37, pytest.mark.slow, pytest.mark.timeout(4 * 3600)]
-        ),
+        pytest.param(4, 10, 2, id="short", marks=[pytest.mark.timeout(600)]),
+        pytest.param(60, 30, 6, id="long", marks=[pytest.mark.slow, pytest.mark.timeout(4 * 3600)]),
     ],
 )
 def test_restart_at_every_step(pair: Pair, examples: int, steps: int, max_restarts: int) -> None:
