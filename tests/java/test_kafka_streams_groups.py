@@ -1,0 +1,131 @@
+"""Kafka Streams 4.4 with ``group.protocol=streams`` (KIP-1071) against tidelog: the broker
+assigns the tasks (StreamsGroupHeartbeat) and creates the internal topics the topology declares.
+
+The application (tidelog.jvm.StreamsEos: a repartition topic, a KTable join and a windowed
+aggregation, exactly_once_v2) runs as one instance, then a second instance joins (the tasks are
+shared between them, StreamsGroupDescribe shows both), the first is SIGKILLed mid-run (its tasks
+move to the second once its session times out); a read_committed consumer then finds every
+enriched order exactly once and every window total right."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.analytics.kafka_connector_data import read_to_end
+from tests.java.test_kafka_streams import N_ORDERS, _enriched_count, _produce_inputs, _region
+from tests.support.jvm import java_bin, jvm_set_classpath
+from tests.support.kafka_wire import WireClient
+
+pytestmark = [pytest.mark.timeout(900)]
+APP = "st-app"
+#: Short timeouts so a killed instance's tasks move within seconds (Kafka's group.streams.*).
+OVERRIDES = {
+    "group.streams.session.timeout.ms": "8000",
+    "group.streams.heartbeat.interval.ms": "1000",
+}
+
+
+def _start(cp: str, bootstrap: str, state: Path, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [str(java_bin()), "-Xmx384m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp,
+           "tidelog.jvm.StreamsEos", bootstrap, str(state), "streams"]  # fmt: skip
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+
+def describe(bootstrap: str) -> Any:
+    """The group as StreamsGroupDescribe v0 answers it."""
+    from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
+
+    with WireClient(bootstrap) as c:
+        c.send(StreamsGroupDescribeRequest(group_ids=(APP,), include_authorized_operations=False))
+        _cid, response = c.receive()
+    (group,) = response.groups
+    return group
+
+
+def _active_counts(group: Any) -> list[int]:
+    return sorted(sum(len(t.partitions) for t in m.assignment.active_tasks) for m in group.members)
+
+
+def _wait(
+    what: str, cond: Any, log: Path, procs: list[subprocess.Popen[bytes]], secs: float
+) -> None:
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        for p in procs:
+            assert p.poll() is None, log.read_text()[-4000:]
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}\n{log.read_text()[-4000:]}")
+
+
+def test_streams_protocol_two_instances_one_killed(broker_factory: Any, tmp_path: Path) -> None:
+    broker = broker_factory(OVERRIDES)
+    cp = jvm_set_classpath("clients")
+    bs = broker.bootstrap
+    want_totals = _produce_inputs(bs)
+    log = tmp_path / "streams.log"
+    first = _start(cp, bs, tmp_path / "state-a", log)
+    second: subprocess.Popen[bytes] | None = None
+    t0 = time.monotonic()
+    try:
+        _wait("first progress", lambda: _enriched_count(bs) >= N_ORDERS // 5, log, [first], 240)
+        group = describe(bs)
+        assert group.error_code == 0 and group.group_state == "Stable", group
+        # 2 subtopologies (orders -> repartition; repartition + customers -> join, windows)
+        # x 3 partitions: the broker created the repartition topic with 3.
+        assert _active_counts(group) == [6], group
+        internal = {t.name for s in group.topology.subtopologies
+                    for t in (*s.repartition_source_topics, *s.state_changelog_topics)}  # fmt: skip
+        assert any(n.endswith("-repartition") for n in internal), internal
+        second = _start(cp, bs, tmp_path / "state-b", log)
+        _wait(
+            "tasks shared by two instances",
+            lambda: (g := describe(bs)).group_state == "Stable" and len(_active_counts(g)) == 2
+            and _active_counts(g) == [3, 3],
+            log, [first, second], 120,
+        )  # fmt: skip
+    finally:
+        first.send_signal(signal.SIGKILL)  # mid-run: open transactions, uncommitted offsets
+        first.wait()
+    assert second is not None
+    try:
+        _wait(
+            "the killed instance's tasks on the other",
+            lambda: _active_counts(describe(bs)) == [6], log, [second], 120,
+        )  # fmt: skip
+        enriched: list[Any] = []
+
+        def done() -> bool:
+            nonlocal enriched
+            enriched = read_to_end(bs, "st-enriched", 3, "read_committed")
+            return len(enriched) >= N_ORDERS
+
+        _wait("every order", done, log, [second], 400)
+        elapsed = time.monotonic() - t0
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(60)
+    orders = Counter(r.value.split(b":")[0] for r in enriched)
+    assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
+    assert all(r.value.split(b":")[1] == _region(int(r.key[1:])).encode() for r in enriched)
+    last: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in sorted(
+        read_to_end(bs, "st-totals", 3, "read_committed"), key=lambda r: (r.partition, r.offset)
+    ):
+        customer, start = r.key.decode().split("@")
+        n, total = r.value.decode().split(":")
+        last[(customer, int(start))] = (int(n), int(total))
+    assert last == want_totals
+    print(
+        f"\nKafka Streams (group.protocol=streams) on tidelog: {N_ORDERS} orders in "
+        f"{elapsed:.1f} s, two instances, one SIGKILLed"
+    )
