@@ -48,6 +48,7 @@ from tidelog.broker.group.results import (
     SyncGroupResult,
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.streams.records import STREAMS_KEY_VERSIONS
 from tidelog.broker.group.timer import LoopTimer, Timer
 from tidelog.broker.share.records import SHARE_KEY_VERSIONS
 from tidelog.protocol.internal_topics.consumer_offsets import (
@@ -115,6 +116,9 @@ class GroupCoordinator:
         #: Share groups (``broker/share/groups.py``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
         self.share_groups: Any = None
+        #: Streams groups (``broker/group/streams``), once installed: their records in
+        #: ``__consumer_offsets`` are replayed by this coordinator's load.
+        self.streams_groups: Any = None
 
     @property
     def partition_exists(self) -> Callable[[str, int], bool] | None:
@@ -165,6 +169,11 @@ class GroupCoordinator:
             self.consumer_groups.start_timers()
         if self.share_groups is not None:
             self.share_groups.loaded()
+        if self.streams_groups is not None:
+            for gid in list(self.groups):
+                if self.streams_groups.owns(gid) and self.groups[gid].is_empty:
+                    del self.groups[gid]  # offsets of a streams group, not a classic group
+            self.streams_groups.loaded()
         self.status = "active"
         self.offset_manager.schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
@@ -199,6 +208,10 @@ class GroupCoordinator:
         version = consumer_key_version(key)
         if self.consumer_groups is not None and version in CONSUMER_KEY_VERSIONS:
             self.consumer_groups.replay(key, value)
+            return
+        if version in STREAMS_KEY_VERSIONS:
+            if self.streams_groups is not None:
+                self.streams_groups.replay(key, value)
             return
         if version in SHARE_KEY_VERSIONS:
             if self.share_groups is not None:

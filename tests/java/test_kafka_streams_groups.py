@@ -4,8 +4,10 @@ assigns the tasks (StreamsGroupHeartbeat) and creates the internal topics the to
 The application (tidelog.jvm.StreamsEos: a repartition topic, a KTable join and a windowed
 aggregation, exactly_once_v2) runs as one instance, then a second instance joins (the tasks are
 shared between them, StreamsGroupDescribe shows both), the first is SIGKILLed mid-run (its tasks
-move to the second once its session times out); a read_committed consumer then finds every
-enriched order exactly once and every window total right."""
+move to the second once its session times out), then the broker is restarted with SIGTERM and
+with SIGKILL (the group comes back from its StreamsGroup* records with its epoch, member and
+tasks); a read_committed consumer then finds every enriched order exactly once and every window
+total right."""
 
 from __future__ import annotations
 
@@ -102,6 +104,16 @@ def test_streams_protocol_two_instances_one_killed(broker_factory: Any, tmp_path
             "the killed instance's tasks on the other",
             lambda: _active_counts(describe(bs)) == [6], log, [second], 120,
         )  # fmt: skip
+        # Broker restarts (SIGTERM, then SIGKILL): the group comes back from its records in
+        # __consumer_offsets with its epoch, member and tasks; the instance carries on.
+        for stop in (broker.stop, broker.kill):
+            kept = describe(bs)
+            stop()
+            broker.start()
+            again = describe(bs)
+            assert again.group_epoch >= kept.group_epoch, (kept, again)
+            assert [m.member_id for m in again.members] == [m.member_id for m in kept.members]
+            assert _active_counts(again) == [6], again
         enriched: list[Any] = []
 
         def done() -> bool:

@@ -13,9 +13,10 @@ it uses its timer and its offsets (the offset manager asks it about the groups i
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.streams.coordinator import Host, StreamsGroups
 
 if TYPE_CHECKING:
@@ -61,7 +62,12 @@ def install(broker: Broker) -> StreamsGroups:
             config.get_int("group.streams.num.standby.replicas"),
         )
 
+    def write(group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
+        waiter: Awaitable[None] = classic.metadata_log.write(group_id, records)
+        return waiter
+
     host = Host(
+        write=write,
         now_ms=classic.timer.now_ms,
         schedule=classic.timer.schedule,
         cancel=classic.timer.cancel,
@@ -74,5 +80,6 @@ def install(broker: Broker) -> StreamsGroups:
     )
     groups = StreamsGroups(host)
     classic.offset_manager.streams_groups = groups
+    classic.streams_groups = groups
     broker.streams_groups = groups
     return groups

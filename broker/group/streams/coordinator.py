@@ -25,23 +25,32 @@ A heartbeat (Kafka's GroupMetadataManager.streamsGroupHeartbeat, simplified):
 A member that sends no heartbeat for ``group.streams.session.timeout.ms`` is fenced: removed,
 the group epoch bumped.
 
-Kafka divergence: the group's state lives in memory only (Kafka writes the StreamsGroup*
-records to ``__consumer_offsets``; a broker restart forgets streams groups, their committed
-offsets stay); no warm-up tasks and no rebalance-timeout fencing of a member that does not
-revoke; the endpoint information (interactive queries) is answered for the members that declare
-an endpoint, without epochs of its own (every change bumps it).
+State: every change is written as Kafka 4.4's StreamsGroup* records (``records``: group epoch,
+topology, member metadata, target assignment, current member assignment, tombstones for removed
+members) to the group's ``__consumer_offsets`` partition, and the heartbeat is answered once they
+are covered by the high watermark; at load ``replay`` rebuilds the groups from them.
+
+Kafka divergence: the change is applied in memory, then written as the records of the
+difference (Kafka applies the records by replaying them); the metadata hash is written 0 (the
+partition counts are compared again after a load); no warm-up tasks and no rebalance-timeout
+fencing of a member that does not revoke; the endpoint information (interactive queries) is
+answered for the members that declare an endpoint, every change of one bumping its epoch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.group.streams.assignor import MemberSpec, assign_tasks
+from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group.streams import records as rec
+from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
 from tidelog.broker.group.streams.model import (
+    EMPTY_TASKS,
     StreamsGroup,
     StreamsMember,
     TaskSet,
@@ -61,6 +70,8 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 class Host:
     """What the streams-group protocol uses of the broker."""
 
+    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
+    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
     now_ms: Callable[[], int]
     schedule: Callable[[str, int, Callable[[], None]], None]
     cancel: Callable[[str], None]
@@ -151,10 +162,19 @@ class StreamsGroups:
         error = self.host.inactive_error()
         if error is not None:
             return StreamsHeartbeatResult(error, member_id=req.member_id)
+        before = _snapshot(self.groups.get(req.group_id))
         try:
             result, create = self._heartbeat(req)
         except _Refused as exc:
             return StreamsHeartbeatResult(exc.error, exc.message, req.member_id)
+        writes = _diff(req.group_id, before, self.groups.get(req.group_id))
+        if writes:
+            try:
+                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+            except CoordinatorLogError as exc:
+                return StreamsHeartbeatResult(exc.error, str(exc) or None, result.member_id)
+            except TimeoutError:
+                return StreamsHeartbeatResult(ErrorCode.request_timed_out, None, result.member_id)
         if create:
             await self._create(create)
         return result
@@ -421,7 +441,88 @@ class StreamsGroups:
         if group is None or member_id not in group.members:
             return
         log.info("streams group %s: member %s fenced (session timeout)", group_id, member_id)
+        before = _snapshot(group)
         self._remove_member(group, member_id)
+        writes = _diff(group_id, before, group)
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
+            return
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    # ------------------------------------------------------------------ load
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one StreamsGroup* record (at load)."""
+        k = rec.decode_key(key)
+        group = self.groups.get(k.group_id)
+        if k.version == rec.METADATA_KEY and value is None:
+            self.groups.pop(k.group_id, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[k.group_id] = StreamsGroup(k.group_id)
+        mid = k.member_id or ""
+        if k.version == rec.METADATA_KEY and value is not None:
+            group.group_epoch = rec.decode_epoch(value)
+        elif k.version == rec.TOPOLOGY_KEY:
+            group.topology = None if value is None else rec.decode_topology_value(value)
+        elif k.version == rec.TARGET_ASSIGNMENT_METADATA_KEY:
+            group.target_epoch = 0 if value is None else rec.decode_epoch(value)
+        elif k.version == rec.TARGET_ASSIGNMENT_MEMBER_KEY:
+            if value is None:
+                group.targets.pop(mid, None)
+            else:
+                group.targets[mid] = rec.decode_target_member_value(value)
+        elif k.version == rec.MEMBER_METADATA_KEY:
+            if value is None:
+                group.members.pop(mid, None)
+                return
+            old = group.members.get(mid, StreamsMember(member_id=mid))
+            new = rec.decode_member_metadata_value(mid, value)
+            group.members[mid] = replace(
+                new,
+                member_epoch=old.member_epoch,
+                previous_member_epoch=old.previous_member_epoch,
+                state=old.state,
+                assigned=old.assigned,
+                revoking=old.revoking,
+            )
+        elif k.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
+            old = group.members.get(mid, StreamsMember(member_id=mid))
+            if value is None:
+                group.members[mid] = replace(
+                    old,
+                    member_epoch=0,
+                    previous_member_epoch=-1,
+                    assigned=EMPTY_TASKS,
+                    revoking=EMPTY_TASKS,
+                )
+                return
+            epoch, previous, state, assigned, revoking = rec.decode_current_assignment_value(value)
+            group.members[mid] = replace(
+                old,
+                member_epoch=epoch,
+                previous_member_epoch=previous,
+                state=state,
+                assigned=assigned,
+                revoking=revoking,
+            )
+
+    def loaded(self) -> None:
+        """After the load: the topologies configured against today's topics, session timers
+        started afresh."""
+        existing = self.host.partitions()
+        for group in self.groups.values():
+            if group.topology is not None:
+                names = group.topology.topic_names()
+                group.metadata = {n: existing[n] for n in names if n in existing}
+                group.configured = configure(group.topology, group.metadata)
+            session_ms, _interval, _standby = self.host.settings(group.group_id)
+            for member_id in group.members:
+                self._schedule_session(group.group_id, member_id, session_ms)
 
     # ------------------------------------------------------------------ offsets
     def validate_offset_commit(
@@ -468,6 +569,87 @@ class StreamsGroups:
         if group is None or group.topology is None or not group.members:
             return False
         return topic in group.topology.topic_names()
+
+
+_Snapshot = tuple[int, int, Topology | None, dict[str, StreamsMember], dict[str, TaskAssignment]]
+
+
+def _snapshot(group: StreamsGroup | None) -> _Snapshot | None:
+    if group is None:
+        return None
+    return (
+        group.group_epoch,
+        group.target_epoch,
+        group.topology,
+        dict(group.members),
+        dict(group.targets),
+    )
+
+
+def _metadata_part(m: StreamsMember) -> StreamsMember:
+    return replace(
+        m,
+        member_epoch=0,
+        previous_member_epoch=-1,
+        state="",
+        assigned=EMPTY_TASKS,
+        revoking=EMPTY_TASKS,
+        task_offsets=(),
+        task_end_offsets=(),
+    )
+
+
+def _assignment_part(m: StreamsMember) -> tuple[int, int, str, TaskSet, TaskSet]:
+    return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.revoking)
+
+
+def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -> list[KeyValue]:
+    """The StreamsGroup* records that take ``before`` to ``group`` (Kafka's order: member
+    metadata, group epoch, topology, target assignment, current assignments)."""
+    if group is None:
+        return []
+    epoch, target_epoch, topology, members, targets = before or (0, 0, None, {}, {})
+    fresh = before is None
+
+    def key(version: int, member_id: str | None = None) -> bytes:
+        return rec.encode_key(rec.StreamsKey(version, group_id, member_id))
+
+    out: list[KeyValue] = []
+    for mid in sorted(set(members) - set(group.members)):
+        out.append((key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid), None))
+        if mid in targets:
+            out.append((key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), None))
+        out.append((key(rec.MEMBER_METADATA_KEY, mid), None))
+    for mid, m in sorted(group.members.items()):
+        old = members.get(mid)
+        if old is None or _metadata_part(old) != _metadata_part(m):
+            out.append((key(rec.MEMBER_METADATA_KEY, mid), rec.encode_member_metadata_value(m)))
+    if fresh or group.group_epoch != epoch:
+        out.append((key(rec.METADATA_KEY), rec.encode_metadata_value(group.group_epoch)))
+    if group.topology is not None and group.topology != topology:
+        out.append((key(rec.TOPOLOGY_KEY), rec.encode_topology_value(group.topology)))
+    if group.target_epoch != target_epoch:
+        for mid, t in sorted(group.targets.items()):
+            if targets.get(mid) != t:
+                out.append(
+                    (key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), rec.encode_target_member_value(t))
+                )
+        out.append(
+            (
+                key(rec.TARGET_ASSIGNMENT_METADATA_KEY),
+                rec.encode_assignment_epoch_value(group.target_epoch),
+            )
+        )
+    for mid, m in sorted(group.members.items()):
+        old = members.get(mid)
+        if old is None or _assignment_part(old) != _assignment_part(m):
+            out.append(
+                (
+                    key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid),
+                    rec.encode_current_assignment_value(m),
+                )
+            )
+    return out
 
 
 def _session_key(group_id: str, member_id: str) -> str:
