@@ -300,6 +300,12 @@ class GroupCoordinator:
                 for gid, g in self.consumer_groups.groups.items()
                 if not wanted or g.state.lower() in wanted
             ]
+        if self.streams_groups is not None:
+            listed += [
+                ListedGroup(gid, "streams", g.state(), "streams")
+                for gid, g in self.streams_groups.groups.items()
+                if not wanted or g.state().lower() in wanted
+            ]
         return ErrorCode.none, listed
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
