@@ -12,7 +12,7 @@ key   key fields                                  value (version 0) fields
 17    StreamsGroupMetadataKey: group              Epoch i32, MetadataHash i64 (written 0)
 19    StreamsGroupMemberMetadataKey: group,       InstanceId str?, RackId str?, ClientId,
       member                                      ClientHost, RebalanceTimeoutMs i32,
-                                                  TopologyEpoch i32, ProcessId, UserEndpoint
+                                                  TopologyEpoch i32, ProcessId, UserEndpoint?
                                                   (Host, Port u16), ClientTags[] (Key, Value)
 20    StreamsGroupTargetAssignmentMetadataKey     AssignmentEpoch i32
 21    StreamsGroupTargetAssignmentMemberKey:      ActiveTasks[], StandbyTasks[], WarmupTasks[]
@@ -148,10 +148,14 @@ def encode_member_metadata_value(m: StreamsMember) -> bytes:
     w.i32(m.rebalance_timeout_ms)
     w.i32(m.topology_epoch)
     w.string(m.process_id)
-    host, port = m.user_endpoint if m.user_endpoint is not None else ("", 0)
-    w.string(host)
-    w.buf += port.to_bytes(2, "big")
-    w.no_tags()
+    if m.user_endpoint is None:
+        w.i8(-1)  # a null struct
+    else:
+        w.i8(1)
+        host, port = m.user_endpoint
+        w.string(host)
+        w.buf += port.to_bytes(2, "big")
+        w.no_tags()
     w.array_len(len(m.client_tags))
     for k, v in m.client_tags:
         w.string(k)
@@ -171,9 +175,12 @@ def decode_member_metadata_value(member_id: str, data: bytes) -> StreamsMember:
     rebalance_timeout_ms = r.i32()
     topology_epoch = r.i32()
     process_id = r.required_string()
-    host = r.required_string()
-    port = (r.i8() & 0xFF) << 8 | (r.i8() & 0xFF)
-    r.tags()
+    endpoint = None
+    if r.i8() >= 0:
+        host = r.required_string()
+        port = (r.i8() & 0xFF) << 8 | (r.i8() & 0xFF)
+        r.tags()
+        endpoint = (host, port)
     tags = []
     for _ in range(r.array_len()):
         tags.append((r.required_string(), r.required_string()))
@@ -188,7 +195,7 @@ def decode_member_metadata_value(member_id: str, data: bytes) -> StreamsMember:
         rebalance_timeout_ms=rebalance_timeout_ms,
         topology_epoch=topology_epoch,
         process_id=process_id,
-        user_endpoint=(host, port) if host else None,
+        user_endpoint=endpoint,
         client_tags=tuple(tags),
     )
 
