@@ -365,15 +365,12 @@ class GroupCoordinator:
         waits: list[tuple[int, str, Awaitable[None]]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if (
-                group is None
-                and self.consumer_groups is not None
-                and self.consumer_groups.owns(gid)
-            ):
-                if self.consumer_groups.has_members(gid):
+            modern = self.offset_manager.modern_group(gid)  # a consumer or streams group
+            if group is None and modern is not None:
+                if modern.has_members(gid):
                     results.append((gid, ErrorCode.non_empty_group))
                     continue
-                self.consumer_groups.drop_if_empty(gid)
+                modern.drop_if_empty(gid)
                 # deleted below like an empty group
                 group = ClassicGroup(gid, self.metadata_log.now())
             if group is None or group.is_in(GroupState.DEAD):

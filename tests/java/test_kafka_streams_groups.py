@@ -23,6 +23,7 @@ import pytest
 from tests.analytics.kafka_connector_data import read_to_end
 from tests.java.test_kafka_streams import N_ORDERS, _enriched_count, _produce_inputs, _region
 from tests.support.jvm import java_bin, jvm_set_classpath
+from tests.support.kafka_reference import KafkaProcess
 from tests.support.kafka_wire import WireClient
 
 pytestmark = [pytest.mark.timeout(900)]
@@ -31,6 +32,13 @@ APP = "st-app"
 OVERRIDES = {
     "group.streams.session.timeout.ms": "8000",
     "group.streams.heartbeat.interval.ms": "1000",
+}
+
+#: Kafka checks them against its group.streams.min.* bounds (5000 and 45000 by default).
+KAFKA_OVERRIDES = {
+    **OVERRIDES,
+    "group.streams.min.session.timeout.ms": "8000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
 }
 
 
@@ -141,3 +149,51 @@ def test_streams_protocol_two_instances_one_killed(broker_factory: Any, tmp_path
         f"\nKafka Streams (group.protocol=streams) on tidelog: {N_ORDERS} orders in "
         f"{elapsed:.1f} s, two instances, one SIGKILLed"
     )
+
+
+def _check_output(bs: str, want_totals: dict[tuple[str, int], tuple[int, int]]) -> None:
+    enriched = read_to_end(bs, "st-enriched", 3, "read_committed")
+    orders = Counter(r.value.split(b":")[0] for r in enriched)
+    assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
+    last: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in sorted(
+        read_to_end(bs, "st-totals", 3, "read_committed"), key=lambda r: (r.partition, r.offset)
+    ):
+        customer, start = r.key.decode().split("@")
+        n, total = r.value.decode().split(":")
+        last[(customer, int(start))] = (int(n), int(total))
+    assert last == want_totals
+
+
+@pytest.mark.slow
+def test_same_application_on_apache_kafka(tmp_path: Path) -> None:
+    """The reference: the same application, one instance then two, against Apache Kafka 4.4
+    (tests/support/kafka_reference.py) gives the output the tidelog test checks for."""
+    kafka = KafkaProcess(jvm_set_classpath("kafka"), tmp_path / "kafka", KAFKA_OVERRIDES).start()
+    try:
+        cp = jvm_set_classpath("clients")
+        bs = kafka.bootstrap
+        want_totals = _produce_inputs(bs)
+        log = tmp_path / "streams.log"
+        procs = [_start(cp, bs, tmp_path / "state-a", log)]
+        try:
+            _wait("first progress", lambda: _enriched_count(bs) >= N_ORDERS // 5, log, procs, 240)
+            group = describe(bs)
+            assert group.error_code == 0 and _active_counts(group) == [6], group
+            procs.append(_start(cp, bs, tmp_path / "state-b", log))
+            _wait(
+                "tasks shared by two instances",
+                lambda: _active_counts(describe(bs)) == [3, 3], log, procs, 120,
+            )  # fmt: skip
+            _wait(
+                "every order",
+                lambda: len(read_to_end(bs, "st-enriched", 3, "read_committed")) >= N_ORDERS,
+                log, procs, 400,
+            )  # fmt: skip
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+                p.wait(60)
+        _check_output(bs, want_totals)
+    finally:
+        kafka.stop()

@@ -155,6 +155,24 @@ class StreamsGroups:
         if group is None or group.members:
             return False
         del self.groups[group_id]
+        self._shutdown.discard(group_id)
+
+        def key(version: int) -> bytes:
+            return rec.encode_key(rec.StreamsKey(version, group_id))
+
+        # Kafka's tombstones of a deleted streams group (its members are gone already).
+        writes: list[KeyValue] = [
+            (key(rec.TARGET_ASSIGNMENT_METADATA_KEY), None),
+            (key(rec.METADATA_KEY), None),
+            (key(rec.TOPOLOGY_KEY), None),
+        ]
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
+            return True
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return True
 
     # ------------------------------------------------------------------ heartbeat

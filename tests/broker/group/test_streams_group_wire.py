@@ -242,3 +242,18 @@ def test_list_groups_shows_the_streams_group(w: WireBroker) -> None:
     assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups] == [
         ("app", "streams", "NotReady", "streams")
     ]
+
+
+def test_delete_groups_removes_an_empty_streams_group_for_good(w: WireBroker) -> None:
+    heartbeat(w, "m1", 0)
+
+    def delete() -> int:
+        request = w.request(42, 2, "DeleteGroupsRequest", groups_names=("app",))
+        return int(w.call(42, 2, request).results[0].error_code)
+
+    assert delete() == ErrorCode.non_empty_group
+    heartbeat(w, "m1", -1)
+    assert delete() == ErrorCode.none
+    assert describe(w, "app")[0].error_code == ErrorCode.group_id_not_found
+    w.restart()
+    assert describe(w, "app")[0].error_code == ErrorCode.group_id_not_found
