@@ -269,7 +269,7 @@ def _partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def _list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int) -> dict[Any, int]:
+def list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int) -> dict[Any, int]:
     t = _types(LIST_OFFSETS)
     by_topic: dict[str, list[int]] = {}
     for topic, p in tps:
@@ -300,9 +300,9 @@ def _list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int)
 def _reset(wire: WireSession, args: argparse.Namespace) -> int:
     group = args.group[0]
     tps = _partitions(wire, args.topic)
-    earliest = _list_offsets(wire, tps, -2)
-    latest = _list_offsets(wire, tps, -1)
-    by_time = _list_offsets(wire, tps, parse_datetime(args.to_datetime)) if args.to_datetime else {}
+    earliest = list_offsets(wire, tps, -2)
+    latest = list_offsets(wire, tps, -1)
+    by_time = list_offsets(wire, tps, parse_datetime(args.to_datetime)) if args.to_datetime else {}
     plan: list[tuple[str, int, int]] = []
     for tp in tps:
         if args.to_earliest:
