@@ -247,7 +247,8 @@ def _delete_offsets(wire: WireSession, group: str, topics: list[str]) -> int:
     )
 
 
-def _partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
+def topic_partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
+    """The partitions of ``--topic TOPIC[:P,P]`` specs (all of a topic's, from Metadata)."""
     out: list[tuple[str, int]] = []
     t = _types(METADATA)
     for spec in specs:
@@ -297,9 +298,11 @@ def list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int) 
     }
 
 
-def _reset(wire: WireSession, args: argparse.Namespace) -> int:
-    group = args.group[0]
-    tps = _partitions(wire, args.topic)
+def reset_plan(
+    wire: WireSession, args: argparse.Namespace, tps: list[tuple[str, int]]
+) -> list[tuple[str, int, int]]:
+    """(topic, partition, new offset) for ``--to-earliest``, ``--to-latest``, ``--to-offset N``
+    or ``--to-datetime T``, clamped into [log start, log end] as Kafka clamps it."""
     earliest = list_offsets(wire, tps, -2)
     latest = list_offsets(wire, tps, -1)
     by_time = list_offsets(wire, tps, parse_datetime(args.to_datetime)) if args.to_datetime else {}
@@ -314,6 +317,13 @@ def _reset(wire: WireSession, args: argparse.Namespace) -> int:
         else:
             target = args.to_offset
         plan.append((tp[0], tp[1], min(max(target, earliest[tp]), latest[tp])))
+    return plan
+
+
+def _reset(wire: WireSession, args: argparse.Namespace) -> int:
+    group = args.group[0]
+    tps = topic_partitions(wire, args.topic)
+    plan = reset_plan(wire, args, tps)
     if args.execute:
         t = _types(ALTER_OFFSETS)
         by_topic: dict[str, list[tuple[int, int]]] = {}

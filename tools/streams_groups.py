@@ -3,7 +3,10 @@
 ``--describe`` prints kafka-streams-groups' views: ``--offsets`` (the default: GROUP TOPIC
 PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG of the committed offsets), ``--members`` (GROUP
 MEMBER PROCESS CLIENT-ID ASSIGNMENTS, tasks as ``subtopology_partition``) and ``--state``
-(GROUP COORDINATOR (ID) STATE #MEMBERS). ``--delete`` removes empty groups and their offsets.
+(GROUP COORDINATOR (ID) STATE #MEMBERS). ``--reset-offsets`` moves the committed offsets of a
+group without members (``--topic TOPIC[:P,P]``; ``--to-earliest``, ``--to-latest``,
+``--to-offset N``, ``--to-datetime T``; ``--dry-run`` shows the plan, ``--execute`` commits it).
+``--delete`` removes empty groups and their offsets.
 StreamsGroupDescribe goes over one raw connection (``_share_wire``).
 """
 
@@ -26,7 +29,7 @@ from tidelog.tools._common import (
     format_table,
 )
 from tidelog.tools._share_wire import WireSession
-from tidelog.tools.share_groups import list_offsets
+from tidelog.tools.share_groups import list_offsets, reset_plan, topic_partitions
 
 __all__ = ["add_parser", "run"]
 
@@ -34,13 +37,16 @@ EXAMPLES = """\
   tidelog streams-groups --bootstrap-server 127.0.0.1:9092 --list
   tidelog streams-groups --bootstrap-server 127.0.0.1:9092 --describe --group my-app
   tidelog streams-groups --bootstrap-server 127.0.0.1:9092 --describe --group my-app --members
+  tidelog streams-groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group my-app \\
+      --topic orders --to-earliest --execute
   tidelog streams-groups --bootstrap-server 127.0.0.1:9092 --delete --group my-app
 """
 
 #: (API key, version) of the requests sent
 LIST_GROUPS, OFFSET_FETCH, DELETE_GROUPS, STREAMS_GROUP_DESCRIBE = (16, 5), (9, 8), (42, 2), (89, 0)
+OFFSET_COMMIT = (8, 9)
 LATEST = -1
-ACTIONS = ("list", "describe", "delete")
+ACTIONS = ("list", "describe", "reset_offsets", "delete")
 
 
 def add_parser(subparsers: SubParsers) -> None:
@@ -57,6 +63,7 @@ def add_parser(subparsers: SubParsers) -> None:
         (
             ("--list", "list streams groups"),
             ("--describe", "offsets and lag, members or state of a group"),
+            ("--reset-offsets", "move an empty group's committed offsets"),
             ("--delete", "delete empty streams groups and their offsets"),
         ),
     )
@@ -64,13 +71,43 @@ def add_parser(subparsers: SubParsers) -> None:
     p.add_argument("--offsets", action="store_true", help="--describe: offsets and lag (default)")
     p.add_argument("--members", action="store_true", help="--describe: the members and tasks")
     p.add_argument("--state", action="store_true", help="--describe: state and member count")
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P]",
+        help="--reset-offsets: topic, optionally with partitions",
+    )
+    to = p.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true", help="reset to the log start")
+    to.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    to.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
+    to.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset to the first offset at or after this time",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     add_timeout_ms(p, "(30000)")
 
 
 def run(args: argparse.Namespace) -> int:
     action = next(a for a in ACTIONS if getattr(args, a))
+    flag = "--" + action.replace("_", "-")
     if action != "list" and not args.group:
-        raise ToolError(f"--{action} needs --group GROUP", 2)
+        raise ToolError(f"{flag} needs --group GROUP", 2)
+    if action == "reset_offsets" and (len(args.group) != 1 or not args.topic):
+        raise ToolError("--reset-offsets needs one --group GROUP and --topic", 2)
+    if action == "reset_offsets" and not (
+        args.to_earliest or args.to_latest or args.to_datetime or args.to_offset is not None
+    ):
+        raise ToolError(
+            "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, "
+            "--to-datetime T",
+            2,
+        )
     if sum((args.offsets, args.members, args.state)) > 1:
         raise ToolError("--offsets, --members and --state are different views: choose one", 2)
     try:
@@ -79,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
                 return _list(wire)
             if action == "describe":
                 return _describe(wire, args)
+            if action == "reset_offsets":
+                return _reset(wire, args)
             return _delete(wire, args.group)
     except OSError as exc:
         raise ToolError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
@@ -92,6 +131,63 @@ def _list(wire: WireSession) -> int:
     return EXIT_OK
 
 
+def _describe_group(wire: WireSession, group: str) -> Any:
+    t = request_types(*STREAMS_GROUP_DESCRIBE)
+    answer = wire.request(
+        t.StreamsGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
+    )
+    return answer.groups[0]
+
+
+def _reset(wire: WireSession, args: argparse.Namespace) -> int:
+    group = args.group[0]
+    described = _describe_group(wire, group)
+    if described.error_code == ErrorCode.none and described.members:
+        raise ToolError(
+            f"Error: Assignments can only be reset if the group '{group}' is inactive, but the "
+            f"current state is {described.group_state}."
+        )
+    plan = reset_plan(wire, args, topic_partitions(wire, args.topic))
+    if args.execute:
+        t = request_types(*OFFSET_COMMIT)
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for topic, p, offset in plan:
+            by_topic.setdefault(topic, []).append((p, offset))
+        answer = wire.request(
+            t.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=tuple(
+                    t.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=tuple(
+                            t.OffsetCommitRequestPartition(
+                                partition_index=p, committed_offset=o, committed_metadata=""
+                            )
+                            for p, o in parts
+                        ),
+                    )
+                    for topic, parts in by_topic.items()
+                ),
+            )
+        )
+        errors = {p.error_code for topic in answer.topics for p in topic.partitions} - {
+            ErrorCode.none
+        }
+        if errors:
+            names = ", ".join(sorted(e.name.upper() for e in errors))
+            raise ToolError(f"Error: resetting offsets of streams group '{group}' failed: {names}")
+    else:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "Add --execute to apply the new offsets.", file=sys.stderr)  # fmt: skip
+    print()
+    print(format_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                       [[group, topic, p, o] for topic, p, o in plan]))  # fmt: skip
+    return EXIT_OK
+
+
 def _tasks(kind: str, tasks: Any) -> str:
     ids = [f"{t.subtopology_id}_{p}" for t in tasks for p in sorted(t.partitions)]
     return f"{kind}:[{', '.join(ids)}]" if ids else ""
@@ -99,12 +195,8 @@ def _tasks(kind: str, tasks: Any) -> str:
 
 def _describe(wire: WireSession, args: argparse.Namespace) -> int:
     status = EXIT_OK
-    t = request_types(*STREAMS_GROUP_DESCRIBE)
     for group in args.group:
-        answer = wire.request(
-            t.StreamsGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
-        )
-        described = answer.groups[0]
+        described = _describe_group(wire, group)
         if described.error_code != ErrorCode.none:
             print(f"Error: Streams group '{group}' does not exist.", file=sys.stderr)
             status = EXIT_FAILURE

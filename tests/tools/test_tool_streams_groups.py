@@ -79,7 +79,22 @@ def test_streams_groups_tool(broker: Any, tidelog: RunTool) -> None:
         assert state.out.strip().splitlines()[1].split()[-2:] == ["Stable", "1"]
         busy = tool("--delete", "--group", "tool-app")
         assert busy.code != 0 and "NON_EMPTY_GROUP" in busy.err
+        active = tool("--reset-offsets", "--group", "tool-app", "--topic", "tool-in",
+                      "--to-earliest", "--execute")  # fmt: skip
+        assert active.code != 0 and "inactive" in active.err
         _heartbeat(wire, "m-1", -1, "p-1")
+    dry = tool("--reset-offsets", "--group", "tool-app", "--topic", "tool-in:0", "--to-offset",
+               "1", "--dry-run")  # fmt: skip
+    assert dry.code == 0 and dry.out.strip().splitlines()[-1].split() == [
+        "tool-app", "tool-in", "0", "1"
+    ]  # fmt: skip
+    assert tool("--describe", "--group", "tool-app").out.strip().splitlines()[1].split()[3] == "3"
+    reset = tool("--reset-offsets", "--group", "tool-app", "--topic", "tool-in", "--to-latest",
+                 "--execute")  # fmt: skip
+    assert reset.code == 0, reset.err
+    rows = [line.split() for line in tool("--describe", "--group", "tool-app").out.splitlines()]
+    assert ["tool-app", "tool-in", "0", "5", "5", "0"] in rows
+    assert ["tool-app", "tool-in", "1", "0", "0", "0"] in rows
     deleted = tool("--delete", "--group", "tool-app")
     assert deleted.code == 0, deleted.err
     missing = tool("--describe", "--group", "tool-app")
