@@ -83,6 +83,12 @@ def add_parser(subparsers: SubParsers) -> None:
         metavar="TOPIC[:P,P]",
         help="--reset-offsets / --delete-offsets: topic, optionally with partitions",
     )
+    add_reset_arguments(p)
+
+
+def add_reset_arguments(p: argparse.ArgumentParser) -> None:
+    """``--to-earliest | --to-latest | --to-offset N | --to-datetime T`` and
+    ``--dry-run | --execute`` of ``--reset-offsets``."""
     to = p.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", action="store_true", help="reset to the log start")
     to.add_argument("--to-latest", action="store_true", help="reset to the log end")

@@ -24,12 +24,16 @@ from tidelog.tools._common import (
     SubParsers,
     ToolError,
     add_admin_options,
-    add_timeout_ms,
     add_tool_parser,
     format_table,
 )
 from tidelog.tools._share_wire import WireSession
-from tidelog.tools.share_groups import list_offsets, reset_plan, topic_partitions
+from tidelog.tools.share_groups import (
+    add_reset_arguments,
+    list_offsets,
+    reset_plan,
+    topic_partitions,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -78,19 +82,7 @@ def add_parser(subparsers: SubParsers) -> None:
         metavar="TOPIC[:P,P]",
         help="--reset-offsets: topic, optionally with partitions",
     )
-    to = p.add_mutually_exclusive_group()
-    to.add_argument("--to-earliest", action="store_true", help="reset to the log start")
-    to.add_argument("--to-latest", action="store_true", help="reset to the log end")
-    to.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
-    to.add_argument(
-        "--to-datetime",
-        metavar="YYYY-MM-DDTHH:mm:SS.sss",
-        help="reset to the first offset at or after this time",
-    )
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    add_timeout_ms(p, "(30000)")
+    add_reset_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,14 +14,18 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.analytics.kafka_connector_data import read_to_end
-from tests.java.test_kafka_streams import N_ORDERS, _enriched_count, _produce_inputs, _region
+from tests.java.test_kafka_streams import (
+    N_ORDERS,
+    _enriched_count,
+    _produce_inputs,
+    check_output,
+)
 from tests.support.jvm import java_bin, jvm_set_classpath
 from tests.support.kafka_reference import KafkaProcess
 from tests.support.kafka_wire import WireClient
@@ -77,6 +81,7 @@ def _wait(
     raise AssertionError(f"timed out waiting for {what}\n{log.read_text()[-4000:]}")
 
 
+@pytest.mark.slow
 def test_streams_protocol_two_instances_one_killed(broker_factory: Any, tmp_path: Path) -> None:
     broker = broker_factory(OVERRIDES)
     cp = jvm_set_classpath("clients")
@@ -134,35 +139,11 @@ def test_streams_protocol_two_instances_one_killed(broker_factory: Any, tmp_path
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(60)
-    orders = Counter(r.value.split(b":")[0] for r in enriched)
-    assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
-    assert all(r.value.split(b":")[1] == _region(int(r.key[1:])).encode() for r in enriched)
-    last: dict[tuple[str, int], tuple[int, int]] = {}
-    for r in sorted(
-        read_to_end(bs, "st-totals", 3, "read_committed"), key=lambda r: (r.partition, r.offset)
-    ):
-        customer, start = r.key.decode().split("@")
-        n, total = r.value.decode().split(":")
-        last[(customer, int(start))] = (int(n), int(total))
-    assert last == want_totals
+    check_output(bs, enriched, want_totals)
     print(
         f"\nKafka Streams (group.protocol=streams) on tidelog: {N_ORDERS} orders in "
         f"{elapsed:.1f} s, two instances, one SIGKILLed"
     )
-
-
-def _check_output(bs: str, want_totals: dict[tuple[str, int], tuple[int, int]]) -> None:
-    enriched = read_to_end(bs, "st-enriched", 3, "read_committed")
-    orders = Counter(r.value.split(b":")[0] for r in enriched)
-    assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
-    last: dict[tuple[str, int], tuple[int, int]] = {}
-    for r in sorted(
-        read_to_end(bs, "st-totals", 3, "read_committed"), key=lambda r: (r.partition, r.offset)
-    ):
-        customer, start = r.key.decode().split("@")
-        n, total = r.value.decode().split(":")
-        last[(customer, int(start))] = (int(n), int(total))
-    assert last == want_totals
 
 
 @pytest.mark.slow
@@ -194,6 +175,6 @@ def test_same_application_on_apache_kafka(tmp_path: Path) -> None:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
                 p.wait(60)
-        _check_output(bs, want_totals)
+        check_output(bs, read_to_end(bs, "st-enriched", 3, "read_committed"), want_totals)
     finally:
         kafka.stop()
