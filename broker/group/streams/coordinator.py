@@ -23,7 +23,8 @@ A heartbeat (Kafka's GroupMetadataManager.streamsGroupHeartbeat, simplified):
    epoch, the heartbeat interval, the status, and - when they changed or it joined - its tasks.
 
 A member that sends no heartbeat for ``group.streams.session.timeout.ms`` is fenced: removed,
-the group epoch bumped.
+the group epoch bumped; so is a member that keeps tasks it must revoke past its rebalance
+timeout.
 
 State: every change is written as Kafka 4.4's StreamsGroup* records (``records``: group epoch,
 topology, member metadata, target assignment, current member assignment, tombstones for removed
@@ -32,9 +33,9 @@ are covered by the high watermark; at load ``replay`` rebuilds the groups from t
 
 Kafka divergence: the change is applied in memory, then written as the records of the
 difference (Kafka applies the records by replaying them); the metadata hash is written 0 (the
-partition counts are compared again after a load); no warm-up tasks and no rebalance-timeout
-fencing of a member that does not revoke; the endpoint information (interactive queries) is
-answered for the members that declare an endpoint, every change of one bumping its epoch.
+partition counts are compared again after a load); no warm-up tasks; the endpoint information
+(interactive queries) is answered for the members that declare an endpoint, every change of one
+bumping its epoch.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from tidelog.broker.group.streams import records as rec
 from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
 from tidelog.broker.group.streams.model import (
     EMPTY_TASKS,
+    UNREVOKED_TASKS,
     StreamsGroup,
     StreamsMember,
     TaskSet,
@@ -348,6 +350,9 @@ class StreamsGroups:
         )
         group.members[reconciled.member_id] = reconciled
         self._schedule_session(group.group_id, reconciled.member_id, session_ms)
+        self._schedule_rebalance(
+            group.group_id, reconciled, started=member.state != UNREVOKED_TASKS
+        )
         send = joining or reconciled.assigned != before or reconciled.state != member.state
         endpoints = None
         if req.endpoint_information_epoch < group.endpoint_epoch:
@@ -443,6 +448,7 @@ class StreamsGroups:
             return
         group.targets.pop(member_id, None)
         self.host.cancel(_session_key(group.group_id, member_id))
+        self.host.cancel(_rebalance_key(group.group_id, member_id))
         group.group_epoch += 1
         if not group.members:
             self._shutdown.discard(group.group_id)
@@ -454,11 +460,29 @@ class StreamsGroups:
             lambda: self._fence(group_id, member_id),
         )
 
-    def _fence(self, group_id: str, member_id: str) -> None:
+    def _schedule_rebalance(self, group_id: str, member: StreamsMember, *, started: bool) -> None:
+        """A member told to revoke tasks has its rebalance timeout, from the heartbeat that
+        told it (``started``), to do it; it is fenced otherwise."""
+        key = _rebalance_key(group_id, member.member_id)
+        if member.state != UNREVOKED_TASKS:
+            self.host.cancel(key)
+            return
+        epoch = member.member_epoch
+
+        def expire() -> None:
+            group = self.groups.get(group_id)
+            now = None if group is None else group.members.get(member.member_id)
+            if now is not None and now.state == UNREVOKED_TASKS and now.member_epoch == epoch:
+                self._fence(group_id, member.member_id, "rebalance timeout")
+
+        if started and member.rebalance_timeout_ms > 0:
+            self.host.schedule(key, member.rebalance_timeout_ms, expire)
+
+    def _fence(self, group_id: str, member_id: str, why: str = "session timeout") -> None:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
-        log.info("streams group %s: member %s fenced (session timeout)", group_id, member_id)
+        log.info("streams group %s: member %s fenced (%s)", group_id, member_id, why)
         before = _snapshot(group)
         self._remove_member(group, member_id)
         writes = _diff(group_id, before, group)
@@ -668,6 +692,10 @@ def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -
                 )
             )
     return out
+
+
+def _rebalance_key(group_id: str, member_id: str) -> str:
+    return f"streams-rebalance:{group_id}:{member_id}"
 
 
 def _session_key(group_id: str, member_id: str) -> str:

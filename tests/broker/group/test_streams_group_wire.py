@@ -67,6 +67,7 @@ def heartbeat(
     active: dict[str, list[int]] | None = None,
     process: str = "p1",
     group: str = "app",
+    rebalance_ms: int = 30000,
 ) -> Any:
     joining = epoch == 0
 
@@ -82,7 +83,7 @@ def heartbeat(
         HEARTBEAT, 0, "StreamsGroupHeartbeatRequest",
         group_id=group, member_id=member_id, member_epoch=epoch, endpoint_information_epoch=0,
         instance_id=None, rack_id=None,
-        rebalance_timeout=timedelta(milliseconds=30000 if joining else -1),
+        rebalance_timeout=timedelta(milliseconds=rebalance_ms if joining else -1),
         topology=topology(w) if joining else None,
         active_tasks=ids(active), standby_tasks=() if joining or active is not None else None,
         warmup_tasks=() if joining or active is not None else None,
@@ -257,3 +258,22 @@ def test_delete_groups_removes_an_empty_streams_group_for_good(w: WireBroker) ->
     assert describe(w, "app")[0].error_code == ErrorCode.group_id_not_found
     w.restart()
     assert describe(w, "app")[0].error_code == ErrorCode.group_id_not_found
+
+
+def test_member_keeping_tasks_to_revoke_is_fenced_after_its_rebalance_timeout(
+    w: WireBroker,
+) -> None:
+    w.broker.topics.create_topic("in", 2)
+    heartbeat(w, "m1", 0, rebalance_ms=300)
+    heartbeat(w, "m1", 1, active={})  # the internal topics exist now: m1 gets every task
+    r1 = heartbeat(w, "m1", 2, active={"0": [0, 1], "1": [0, 1]})
+    heartbeat(w, "m2", 0, process="p2")
+    r1 = heartbeat(w, "m1", r1.member_epoch, active={"0": [0, 1], "1": [0, 1]})
+    assert sum(len(v) for v in tasks(r1).values()) == 2  # told to give two up; it never does
+    for _ in range(100):
+        if [m.member_id for m in describe(w, "app")[0].members] == ["m2"]:
+            break
+        w.sleep(0.05)
+    assert [m.member_id for m in describe(w, "app")[0].members] == ["m2"]
+    late = heartbeat(w, "m1", r1.member_epoch, active={"0": [0, 1], "1": [0, 1]})
+    assert late.error_code == ErrorCode.unknown_member_id
