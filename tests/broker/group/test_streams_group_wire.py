@@ -277,3 +277,19 @@ def test_member_keeping_tasks_to_revoke_is_fenced_after_its_rebalance_timeout(
     assert [m.member_id for m in describe(w, "app")[0].members] == ["m2"]
     late = heartbeat(w, "m1", r1.member_epoch, active={"0": [0, 1], "1": [0, 1]})
     assert late.error_code == ErrorCode.unknown_member_id
+
+
+def test_a_consumer_group_heartbeat_cannot_take_a_streams_group_id(w: WireBroker) -> None:
+    heartbeat(w, "m1", 0)
+    request = w.request(
+        68, 1, "ConsumerGroupHeartbeatRequest",
+        group_id="app", member_id="c1", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=("in",),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=(),
+    )  # fmt: skip
+    answer = w.call(68, 1, request)
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.group_id_not_found, "Group app is not a consumer group."
+    )  # fmt: skip
+    (g,) = describe(w, "app")
+    assert [m.member_id for m in g.members] == ["m1"]
