@@ -26,9 +26,8 @@ key   key fields                                  value (version 0) fields
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from tidelog.broker.group.consumer.records import RecordReader, RecordWriter
+from tidelog.broker.group.consumer import records as consumer_records
+from tidelog.broker.group.consumer.records import ConsumerKey, RecordReader, RecordWriter
 from tidelog.broker.group.streams.assignor import TaskAssignment, Tasks
 from tidelog.broker.group.streams.model import (
     STABLE,
@@ -38,7 +37,6 @@ from tidelog.broker.group.streams.model import (
     TaskSet,
 )
 from tidelog.broker.group.streams.topology import Subtopology, TopicInfo, Topology
-from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 __all__ = [
     "STREAMS_KEY_VERSIONS",
@@ -55,38 +53,21 @@ CURRENT_MEMBER_ASSIGNMENT_KEY = 22
 TOPOLOGY_KEY = 23
 #: 18 (StreamsGroupPartitionMetadataKey, before Kafka 4.1) is read and ignored.
 STREAMS_KEY_VERSIONS = frozenset({17, 18, 19, 20, 21, 22, 23})
-_MEMBER_KEYS = frozenset({MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, 22})
 #: Kafka's streams MemberState bytes.
 _STATES = {STABLE: 1, UNREVOKED_TASKS: 2, UNRELEASED_TASKS: 3}
 _STATE_NAMES = {v: k for k, v in _STATES.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class StreamsKey:
-    version: int
-    group_id: str
-    member_id: str | None = None
+#: A streams-group key: its version (17-23), group and member (19, 21, 22 only).
+StreamsKey = ConsumerKey
 
 
 def encode_key(key: StreamsKey) -> bytes:
-    w = RecordWriter()
-    w.i16(key.version)
-    w.key_string(key.group_id)
-    if key.version in _MEMBER_KEYS:
-        if key.member_id is None:
-            raise SchemaError(f"key version {key.version} needs a member id")
-        w.key_string(key.member_id)
-    return bytes(w.buf)
+    return consumer_records.encode_key(key)
 
 
 def decode_key(data: bytes) -> StreamsKey:
-    r = RecordReader(data)
-    version = r.i16()
-    if version not in STREAMS_KEY_VERSIONS:
-        raise SchemaError(f"not a streams group key version: {version}")
-    group_id = r.key_string()
-    member_id = r.key_string() if version in _MEMBER_KEYS else None
-    return StreamsKey(version, group_id, member_id)
+    return consumer_records.decode_key(data, STREAMS_KEY_VERSIONS)
 
 
 def _value() -> RecordWriter:
