@@ -97,6 +97,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(77, "ShareGroupDescribe", "share_group_describe", 1, 1),
     ApiEntry(78, "ShareFetch", "share_fetch", 1, 2),
     ApiEntry(79, "ShareAcknowledge", "share_acknowledge", 1, 2),
+    ApiEntry(88, "StreamsGroupHeartbeat", "streams_group_heartbeat", 0, 0),
+    ApiEntry(89, "StreamsGroupDescribe", "streams_group_describe", 0, 0),
     ApiEntry(90, "DescribeShareGroupOffsets", "describe_share_group_offsets", 0, 1),
     ApiEntry(91, "AlterShareGroupOffsets", "alter_share_group_offsets", 0, 0),
     ApiEntry(92, "DeleteShareGroupOffsets", "delete_share_group_offsets", 0, 0),

@@ -64,6 +64,7 @@ from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config
 if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported lazily there
     from tidelog.broker.coordinator.partition_writer import PartitionWriter
     from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.streams import StreamsGroups
     from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.txn.coordinator import TransactionCoordinator
 
@@ -225,6 +226,8 @@ class Broker:
         self.partition_writer: PartitionWriter
         # Share groups (KIP-932, broker/share/): sets ``share_groups`` (broker/coordinators.py).
         self.share_groups: ShareCoordinator | None = None
+        # Streams groups (KIP-1071, broker/group/streams/): set by broker/coordinators.py.
+        self.streams_groups: StreamsGroups | None = None
         self.listeners: list[ListenerServer] = []
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(

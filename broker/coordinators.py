@@ -49,6 +49,7 @@ def install(broker: Broker) -> None:
     from tidelog.broker.coordinator.partition_writer import PartitionWriter, WriterHost
     from tidelog.broker.group.consumer import install as install_consumer_groups
     from tidelog.broker.group.service import install as install_group_coordinator
+    from tidelog.broker.group.streams import install as install_streams_groups
     from tidelog.broker.share.service import install as install_share_coordinator
     from tidelog.broker.txn.service import install as install_transaction_coordinator
 
@@ -65,6 +66,7 @@ def install(broker: Broker) -> None:
     )
     install_group_coordinator(broker)  # sets broker.groups, joins broker.services
     install_consumer_groups(broker)  # KIP-848 consumer groups beside the classic ones
+    install_streams_groups(broker)  # KIP-1071 streams groups beside them
     broker.services.append(broker.producer_ids)
     install_transaction_coordinator(broker)  # sets broker.transactions
     install_share_coordinator(broker)  # share groups (KIP-932): sets broker.share_groups

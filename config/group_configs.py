@@ -93,6 +93,31 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
     ),
     broker_def("group.max.size", "int", INT_MAX, "Most members in one group.", min_value=1),
     # Consumer groups of KIP-848 (group.protocol=consumer); Kafka 4's names and defaults.
+    # Streams groups of KIP-1071 (group.protocol=streams); Kafka 4's names and defaults.
+    broker_def(
+        "group.streams.session.timeout.ms",
+        "int",
+        45000,
+        "A streams-group member that sends no heartbeat for this long is fenced.",
+        min_value=1,
+    ),
+    broker_def(
+        "group.streams.heartbeat.interval.ms",
+        "int",
+        5000,
+        "How often streams-group members are told to heartbeat.",
+        min_value=1,
+    ),
+    broker_def(
+        "group.streams.num.standby.replicas",
+        "int",
+        0,
+        "Standby copies of each task a streams group's assignment holds.",
+        min_value=0,
+    ),
+    broker_def(
+        "group.streams.max.size", "int", INT_MAX, "Most members in a streams group.", min_value=1
+    ),
     broker_def(
         "group.consumer.session.timeout.ms",
         "int",

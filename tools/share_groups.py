@@ -83,6 +83,12 @@ def add_parser(subparsers: SubParsers) -> None:
         metavar="TOPIC[:P,P]",
         help="--reset-offsets / --delete-offsets: topic, optionally with partitions",
     )
+    add_reset_arguments(p)
+
+
+def add_reset_arguments(p: argparse.ArgumentParser) -> None:
+    """``--to-earliest | --to-latest | --to-offset N | --to-datetime T`` and
+    ``--dry-run | --execute`` of ``--reset-offsets``."""
     to = p.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", action="store_true", help="reset to the log start")
     to.add_argument("--to-latest", action="store_true", help="reset to the log end")
@@ -247,7 +253,8 @@ def _delete_offsets(wire: WireSession, group: str, topics: list[str]) -> int:
     )
 
 
-def _partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
+def topic_partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
+    """The partitions of ``--topic TOPIC[:P,P]`` specs (all of a topic's, from Metadata)."""
     out: list[tuple[str, int]] = []
     t = _types(METADATA)
     for spec in specs:
@@ -269,7 +276,7 @@ def _partitions(wire: WireSession, specs: list[str]) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def _list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int) -> dict[Any, int]:
+def list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int) -> dict[Any, int]:
     t = _types(LIST_OFFSETS)
     by_topic: dict[str, list[int]] = {}
     for topic, p in tps:
@@ -297,12 +304,14 @@ def _list_offsets(wire: WireSession, tps: list[tuple[str, int]], timestamp: int)
     }
 
 
-def _reset(wire: WireSession, args: argparse.Namespace) -> int:
-    group = args.group[0]
-    tps = _partitions(wire, args.topic)
-    earliest = _list_offsets(wire, tps, -2)
-    latest = _list_offsets(wire, tps, -1)
-    by_time = _list_offsets(wire, tps, parse_datetime(args.to_datetime)) if args.to_datetime else {}
+def reset_plan(
+    wire: WireSession, args: argparse.Namespace, tps: list[tuple[str, int]]
+) -> list[tuple[str, int, int]]:
+    """(topic, partition, new offset) for ``--to-earliest``, ``--to-latest``, ``--to-offset N``
+    or ``--to-datetime T``, clamped into [log start, log end] as Kafka clamps it."""
+    earliest = list_offsets(wire, tps, -2)
+    latest = list_offsets(wire, tps, -1)
+    by_time = list_offsets(wire, tps, parse_datetime(args.to_datetime)) if args.to_datetime else {}
     plan: list[tuple[str, int, int]] = []
     for tp in tps:
         if args.to_earliest:
@@ -314,6 +323,13 @@ def _reset(wire: WireSession, args: argparse.Namespace) -> int:
         else:
             target = args.to_offset
         plan.append((tp[0], tp[1], min(max(target, earliest[tp]), latest[tp])))
+    return plan
+
+
+def _reset(wire: WireSession, args: argparse.Namespace) -> int:
+    group = args.group[0]
+    tps = topic_partitions(wire, args.topic)
+    plan = reset_plan(wire, args, tps)
     if args.execute:
         t = _types(ALTER_OFFSETS)
         by_topic: dict[str, list[tuple[int, int]]] = {}

@@ -48,6 +48,7 @@ from tidelog.broker.group.results import (
     SyncGroupResult,
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+from tidelog.broker.group.streams.records import STREAMS_KEY_VERSIONS
 from tidelog.broker.group.timer import LoopTimer, Timer
 from tidelog.broker.share.records import SHARE_KEY_VERSIONS
 from tidelog.protocol.internal_topics.consumer_offsets import (
@@ -115,6 +116,9 @@ class GroupCoordinator:
         #: Share groups (``broker/share/groups.py``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
         self.share_groups: Any = None
+        #: Streams groups (``broker/group/streams``), once installed: their records in
+        #: ``__consumer_offsets`` are replayed by this coordinator's load.
+        self.streams_groups: Any = None
 
     @property
     def partition_exists(self) -> Callable[[str, int], bool] | None:
@@ -165,6 +169,11 @@ class GroupCoordinator:
             self.consumer_groups.start_timers()
         if self.share_groups is not None:
             self.share_groups.loaded()
+        if self.streams_groups is not None:
+            for gid in list(self.groups):
+                if self.streams_groups.owns(gid) and self.groups[gid].is_empty:
+                    del self.groups[gid]  # offsets of a streams group, not a classic group
+            self.streams_groups.loaded()
         self.status = "active"
         self.offset_manager.schedule_expiration()
         log.info("group coordinator loaded %d records: %d groups", count, len(self.groups))
@@ -199,6 +208,10 @@ class GroupCoordinator:
         version = consumer_key_version(key)
         if self.consumer_groups is not None and version in CONSUMER_KEY_VERSIONS:
             self.consumer_groups.replay(key, value)
+            return
+        if version in STREAMS_KEY_VERSIONS:
+            if self.streams_groups is not None:
+                self.streams_groups.replay(key, value)
             return
         if version in SHARE_KEY_VERSIONS:
             if self.share_groups is not None:
@@ -287,6 +300,12 @@ class GroupCoordinator:
                 for gid, g in self.consumer_groups.groups.items()
                 if not wanted or g.state.lower() in wanted
             ]
+        if self.streams_groups is not None:
+            listed += [
+                ListedGroup(gid, "streams", g.state(), "streams")
+                for gid, g in self.streams_groups.groups.items()
+                if not wanted or g.state().lower() in wanted
+            ]
         return ErrorCode.none, listed
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
@@ -346,15 +365,12 @@ class GroupCoordinator:
         waits: list[tuple[int, str, Awaitable[None]]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if (
-                group is None
-                and self.consumer_groups is not None
-                and self.consumer_groups.owns(gid)
-            ):
-                if self.consumer_groups.has_members(gid):
+            modern = self.offset_manager.modern_group(gid)  # a consumer or streams group
+            if group is None and modern is not None:
+                if modern.has_members(gid):
                     results.append((gid, ErrorCode.non_empty_group))
                     continue
-                self.consumer_groups.drop_if_empty(gid)
+                modern.drop_if_empty(gid)
                 # deleted below like an empty group
                 group = ClassicGroup(gid, self.metadata_log.now())
             if group is None or group.is_in(GroupState.DEAD):

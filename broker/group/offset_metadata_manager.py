@@ -104,6 +104,8 @@ class OffsetMetadataManager:
         self.partition_exists = partition_exists
         #: KIP-848 consumer groups (``broker/group/consumer``), once installed.
         self.consumer_groups: Any = None
+        #: KIP-1071 streams groups (``broker/group/streams``), once installed.
+        self.streams_groups: Any = None
         #: Kafka's pendingTransactionalOffsets: producer id -> the offsets its open
         #: transaction committed, replayed from its transactional batches.
         self.pending_transactional_offsets: dict[int, dict[_Key, CommittedOffset]] = {}
@@ -150,12 +152,19 @@ class OffsetMetadataManager:
         key = (group_id, topic, partition)
         return any(key in offsets for offsets in self.pending_transactional_offsets.values())
 
+    def modern_group(self, group_id: str) -> Any:
+        """The consumer (KIP-848) or streams (KIP-1071) groups that own ``group_id``, or None."""
+        for groups in (self.consumer_groups, self.streams_groups):
+            if groups is not None and groups.owns(group_id):
+                return groups
+        return None
+
     def _ensure_simple_group(self, group_id: str) -> None:
         """Kafka: offsets of a group nobody manages make a "simple" group (empty, classic,
         no protocol type); a consumer group's offsets stay the consumer group's."""
         if group_id in self.groups:
             return
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+        if self.modern_group(group_id) is not None:
             return
         self.groups[group_id] = ClassicGroup(group_id, self.metadata_log.now())
 
@@ -214,10 +223,9 @@ class OffsetMetadataManager:
         error = self.metadata_log.inactive_error()
         if error is not None:
             return all_(error)
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
-            error = self.consumer_groups.validate_offset_commit(
-                group_id, member_id, generation_id, api_version
-            )
+        modern = self.modern_group(group_id)
+        if modern is not None:
+            error = modern.validate_offset_commit(group_id, member_id, generation_id, api_version)
             if error is not ErrorCode.none:
                 return all_(error)
             return await self._commit_accepted(group_id, partitions, retention_ms)
@@ -300,8 +308,9 @@ class OffsetMetadataManager:
         generation (ClassicGroup.validateOffsetCommit: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
         ILLEGAL_GENERATION). An unknown group with a generation is ILLEGAL_GENERATION; without
         member and generation anything goes (a producer not in the group)."""
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
-            error: ErrorCode = self.consumer_groups.validate_transactional_offset_commit(
+        modern = self.modern_group(group_id)
+        if modern is not None:
+            error: ErrorCode = modern.validate_transactional_offset_commit(
                 group_id, member_id, generation_id
             )
             return error
@@ -389,7 +398,7 @@ class OffsetMetadataManager:
             return OffsetFetchResult(error)
         group = self.groups.get(group_id)
         dead = group is None or group.is_in(GroupState.DEAD)
-        if self.consumer_groups is not None and self.consumer_groups.owns(group_id):
+        if self.modern_group(group_id) is not None:
             dead = False
         if topics is None:
             if dead:
@@ -424,9 +433,9 @@ class OffsetMetadataManager:
         if not group_id:
             return OffsetDeleteResult(ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
-        consumer = self.consumer_groups
+        consumer = self.modern_group(group_id)
         is_subscribed: Callable[[str], bool]
-        if group is None and consumer is not None and consumer.owns(group_id):
+        if group is None and consumer is not None:
             is_subscribed = lambda topic: bool(consumer.is_subscribed(group_id, topic))  # noqa: E731
         elif group is None or group.is_in(GroupState.DEAD):
             return OffsetDeleteResult(ErrorCode.group_id_not_found)

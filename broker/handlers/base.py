@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.endpoints import Endpoint
     from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.streams import StreamsGroups
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
@@ -141,6 +142,8 @@ class BrokerView(Protocol):
     partition_writer: PartitionWriter
     #: The share coordinator (KIP-932; ``broker.share.service.install`` sets it).
     share_groups: ShareCoordinator | None
+    #: Streams groups (KIP-1071; ``broker.group.streams.install`` sets it).
+    streams_groups: StreamsGroups | None
 
     @property
     def clock(self) -> Callable[[], int]: ...

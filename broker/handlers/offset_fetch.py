@@ -73,8 +73,8 @@ def _fetch(
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
     if groups is None:
         return OffsetFetchResult(ErrorCode.coordinator_not_available)
-    consumer = groups.consumer_groups
-    if consumer is not None and consumer.owns(group_id):
+    consumer = groups.offset_manager.modern_group(group_id)
+    if consumer is not None:
         # v9+ (KIP-848): a named member must exist with its current epoch.
         error = consumer.validate_offset_fetch(group_id, member_id, member_epoch)
         if error is not ErrorCode.none:

@@ -55,8 +55,6 @@ REFUSED: dict[int, str] = {
     85: "share group state (inter-broker)",
     86: "share group state (inter-broker)",
     87: "share group state (inter-broker)",
-    88: "streams groups (KIP-1071): not supported",
-    89: "streams groups (KIP-1071): not supported",
 }
 
 

@@ -41,8 +41,7 @@ ADMIN_ROWS: dict[str, tuple[str, str, str]] = {
     # exist, which both brokers answer with GROUP_ID_NOT_FOUND (tests/kafkaref checks describe).
     "describeShareGroups": (
         "GroupIdNotFoundException", "GroupIdNotFoundException", "a group that does not exist"),
-    # Kafka divergence: streams groups (KIP-1071) are not served yet.
-    "describeStreamsGroups": (_UNSUPPORTED, "ok", "streams groups not served"),
+    "describeStreamsGroups": ("GroupIdNotFoundException", "ok", "a group that does not exist"),
     "listConsumerGroupOffsets": ("ok", "ok", ""),
     "alterConsumerGroupOffsets": ("ok", "ok", ""),
     "deleteConsumerGroupOffsets": ("ok", "ok", ""),

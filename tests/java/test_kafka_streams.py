@@ -100,6 +100,19 @@ def test_streams_exactly_once_v2_survives_sigkill(module_broker: Any, tmp_path: 
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(60)
+    check_output(bs, enriched, want_totals)
+    _check_internal_topics(bs)
+    print(
+        f"\nKafka Streams EOS v2 on tidelog: {N_ORDERS} orders in {elapsed:.1f} s "
+        f"({N_ORDERS / elapsed:,.0f} records/s, including one SIGKILL and restart)"
+    )
+
+
+def check_output(
+    bs: str, enriched: list[Any], want_totals: dict[tuple[str, int], tuple[int, int]]
+) -> None:
+    """Every order enriched exactly once with its customer's region; every window's last total
+    as computed from the input (a replayed order would inflate a window's count and sum)."""
     orders = Counter(r.value.split(b":")[0] for r in enriched)
     assert len(orders) == N_ORDERS and max(orders.values()) == 1, "every order exactly once"
     assert all(r.value.split(b":")[1] == _region(int(r.key[1:])).encode() for r in enriched)
@@ -110,12 +123,7 @@ def test_streams_exactly_once_v2_survives_sigkill(module_broker: Any, tmp_path: 
         customer, start = r.key.decode().split("@")
         n, total = r.value.decode().split(":")
         last[(customer, int(start))] = (int(n), int(total))
-    assert last == want_totals  # a replayed order would inflate a window's count and sum
-    _check_internal_topics(bs)
-    print(
-        f"\nKafka Streams EOS v2 on tidelog: {N_ORDERS} orders in {elapsed:.1f} s "
-        f"({N_ORDERS / elapsed:,.0f} records/s, including one SIGKILL and restart)"
-    )
+    assert last == want_totals
 
 
 def _check_internal_topics(bs: str) -> None:

@@ -43,6 +43,9 @@ def install(broker: Broker) -> ConsumerGroups:
         return error
 
     def classic_group_busy(group_id: str) -> bool | None:
+        streams = classic.streams_groups
+        if streams is not None and streams.owns(group_id):
+            return True  # a streams group's id: "Group X is not a consumer group."
         group = classic.groups.get(group_id)
         return None if group is None else not group.is_empty
 

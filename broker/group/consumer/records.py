@@ -49,10 +49,12 @@ TARGET_ASSIGNMENT_METADATA_KEY = 6
 TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
-#: The key types whose key names a member too: the consumer groups' (5, 7, 8) and the share
-#: groups' (10, 13, 14: ``broker/share/records.py``).
+#: The key types whose key names a member too: the consumer groups' (5, 7, 8), the share
+#: groups' (10, 13, 14: ``broker/share/records.py``) and the streams groups' (19, 21, 22:
+#: ``broker/group/streams/records.py``).
 MEMBER_KEY_VERSIONS = frozenset(
     {MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY, 10, 13, 14}
+    | {19, 21, 22}
 )
 
 _I16 = struct.Struct(">h")

@@ -20,7 +20,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * "customer:amount") are re-keyed by customer (a repartition topic), joined with the customers
  * KTable (value region), written to st-enriched ("order:region:amount"), and summed per customer in
  * 10-second windows (a windowed state store with a changelog) into st-totals ("count:sum").
- * Runs until SIGTERM. Usage: StreamsEos BOOTSTRAP STATE_DIR */
+ * Runs until SIGTERM. Usage: StreamsEos BOOTSTRAP STATE_DIR [GROUP_PROTOCOL] (classic, the default,
+ * or streams: KIP-1071's StreamsGroupHeartbeat). */
 public final class StreamsEos {
   public static void main(String[] args) throws Exception {
     Properties p = new Properties();
@@ -34,6 +35,9 @@ public final class StreamsEos {
     p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
     p.put("consumer.session.timeout.ms", 10000);
     p.put("consumer.max.poll.records", 2000);
+    if (args.length > 2) {
+      p.put("group.protocol", args[2]);
+    }
 
     StreamsBuilder b = new StreamsBuilder();
     KTable<String, String> customers =

@@ -1,0 +1,702 @@
+"""The streams rebalance protocol of KIP-1071: StreamsGroupHeartbeat, StreamsGroupDescribe and
+the offset-commit rules of streams groups, beside the classic and consumer group coordinators.
+
+A heartbeat (Kafka's GroupMetadataManager.streamsGroupHeartbeat, simplified):
+
+1. checks the request (group id; on join, member epoch 0: a rebalance timeout, a topology, a
+   process id, empty task lists), the group's type (a classic or consumer group of that id
+   answers GROUP_ID_NOT_FOUND "Group X is not a streams group."), and the member: an unknown id
+   with an epoch other than 0 UNKNOWN_MEMBER_ID; an epoch above the member's, or below it
+   unless it is the previous epoch, FENCED_MEMBER_EPOCH;
+2. epoch -1 leaves (the member is removed, its tasks freed; the group epoch bumped); -2 (a
+   static member's temporary leave) is answered the same way;
+3. takes the topology of the first member (or a newer epoch of it), the member's process id,
+   endpoint, rack and client tags; a new member, a changed topology or changed partition counts
+   of the topology's topics bump the group epoch;
+4. configures the topology against the topics that exist (``topology.configure``): missing
+   internal topics are created with the partitions and configs declared (the answer reports
+   MISSING_INTERNAL_TOPICS meanwhile), missing source topics are reported
+   (MISSING_SOURCE_TOPICS) and leave the group without tasks;
+5. when the group epoch is above the target assignment epoch, computes the target with the
+   sticky assignor (``assignor``; ``group.streams.num.standby.replicas`` standby copies);
+6. reconciles the member (``model.reconcile``: revocation before reassignment) and answers its
+   epoch, the heartbeat interval, the status, and - when they changed or it joined - its tasks.
+
+A member that sends no heartbeat for ``group.streams.session.timeout.ms`` is fenced: removed,
+the group epoch bumped; so is a member that keeps tasks it must revoke past its rebalance
+timeout.
+
+State: every change is written as Kafka 4.4's StreamsGroup* records (``records``: group epoch,
+topology, member metadata, target assignment, current member assignment, tombstones for removed
+members) to the group's ``__consumer_offsets`` partition, and the heartbeat is answered once they
+are covered by the high watermark; at load ``replay`` rebuilds the groups from them.
+
+Kafka divergence: the change is applied in memory, then written as the records of the
+difference (Kafka applies the records by replaying them); the metadata hash is written 0 (the
+partition counts are compared again after a load); no warm-up tasks; the endpoint information
+(interactive queries) is answered for the members that declare an endpoint, every change of one
+bumping its epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from kio.schema.errors import ErrorCode
+
+from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group.streams import records as rec
+from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
+from tidelog.broker.group.streams.model import (
+    EMPTY_TASKS,
+    UNREVOKED_TASKS,
+    StreamsGroup,
+    StreamsMember,
+    TaskSet,
+    reconcile,
+)
+from tidelog.broker.group.streams.topology import Status, Topology, configure
+
+log = logging.getLogger("tidelog.group.streams")
+
+__all__ = ["Host", "StreamsGroups", "StreamsHeartbeat", "StreamsHeartbeatResult"]
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What the streams-group protocol uses of the broker."""
+
+    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
+    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
+    now_ms: Callable[[], int]
+    schedule: Callable[[str, int, Callable[[], None]], None]
+    cancel: Callable[[str], None]
+    #: ErrorCode while the coordinator loads or is stopped, else None
+    inactive_error: Callable[[], ErrorCode | None]
+    #: True when a classic or consumer group of that id exists
+    other_group: Callable[[str], bool]
+    #: name -> partition count of the topics that exist
+    partitions: Callable[[], Mapping[str, int]]
+    #: create internal topics: name -> (partitions, configs); failures are logged
+    create_topics: Callable[[Mapping[str, tuple[int, Mapping[str, str]]]], Awaitable[None]]
+    #: (session timeout ms, heartbeat interval ms, standby replicas)
+    settings: Callable[[str], tuple[int, int, int]]
+    max_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: Topology | None
+    reported: TaskSet | None
+    process_id: str | None
+    user_endpoint: tuple[str, int] | None
+    client_tags: tuple[tuple[str, str], ...] | None
+    shutdown_application: bool
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str = ""
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    status: tuple[tuple[int, str], ...] | None = None
+    tasks: TaskSet | None = None
+    endpoint_information_epoch: int = 0
+    #: (host, port) -> (active, standby) partitions by topic, when the client is behind
+    endpoints: (
+        tuple[tuple[tuple[str, int], dict[str, set[int]], dict[str, set[int]]], ...] | None
+    ) = None
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+class StreamsGroups:
+    """Streams groups of this coordinator (see the module docstring)."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.groups: dict[str, StreamsGroup] = {}
+        self._creating: set[str] = set()
+        self._shutdown: set[str] = set()
+
+    # ------------------------------------------------------------------ queries
+    def owns(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def describe(self, group_id: str) -> StreamsGroup | None:
+        return self.groups.get(group_id)
+
+    def drop_if_empty(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            return False
+        del self.groups[group_id]
+        self._shutdown.discard(group_id)
+
+        def key(version: int) -> bytes:
+            return rec.encode_key(rec.StreamsKey(version, group_id))
+
+        # Kafka's tombstones of a deleted streams group (its members are gone already).
+        writes: list[KeyValue] = [
+            (key(rec.TARGET_ASSIGNMENT_METADATA_KEY), None),
+            (key(rec.METADATA_KEY), None),
+            (key(rec.TOPOLOGY_KEY), None),
+        ]
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
+            return True
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return True
+
+    # ------------------------------------------------------------------ heartbeat
+    async def heartbeat(self, req: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        error = self.host.inactive_error()
+        if error is not None:
+            return StreamsHeartbeatResult(error, member_id=req.member_id)
+        before = _snapshot(self.groups.get(req.group_id))
+        try:
+            result, create = self._heartbeat(req)
+        except _Refused as exc:
+            return StreamsHeartbeatResult(exc.error, exc.message, req.member_id)
+        writes = _diff(req.group_id, before, self.groups.get(req.group_id))
+        if writes:
+            try:
+                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+            except CoordinatorLogError as exc:
+                return StreamsHeartbeatResult(exc.error, str(exc) or None, result.member_id)
+            except TimeoutError:
+                return StreamsHeartbeatResult(ErrorCode.request_timed_out, None, result.member_id)
+        if create:
+            await self._create(create)
+        return result
+
+    async def _create(self, topics: Mapping[str, tuple[int, Mapping[str, str]]]) -> None:
+        todo = {n: v for n, v in topics.items() if n not in self._creating}
+        if not todo:
+            return
+        self._creating.update(todo)
+        try:
+            await self.host.create_topics(todo)
+        finally:
+            self._creating.difference_update(todo)
+
+    def _validate(self, req: StreamsHeartbeat) -> None:
+        if not req.group_id:
+            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id:
+            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
+        if not req.member_id:
+            raise _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise _Refused(
+                    ErrorCode.invalid_request,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if req.topology is None:
+                raise _Refused(ErrorCode.invalid_request, "Topology must be non-null when joining.")
+            if not req.process_id:
+                raise _Refused(ErrorCode.invalid_request, "ProcessId can't be empty.")
+            if req.reported is None or not req.reported.is_empty():
+                raise _Refused(
+                    ErrorCode.invalid_request,
+                    "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining.",
+                )
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
+            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
+
+    def _group_for(self, req: StreamsHeartbeat) -> StreamsGroup:
+        group = self.groups.get(req.group_id)
+        if group is not None:
+            return group
+        if self.host.other_group(req.group_id):
+            raise _Refused(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group."
+            )
+        if req.member_epoch != 0:
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        group = StreamsGroup(req.group_id)
+        self.groups[req.group_id] = group
+        return group
+
+    def _heartbeat(
+        self, req: StreamsHeartbeat
+    ) -> tuple[StreamsHeartbeatResult, dict[str, tuple[int, Mapping[str, str]]]]:
+        self._validate(req)
+        group = self._group_for(req)
+        session_ms, interval_ms, standby_replicas = self.host.settings(group.group_id)
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            self._remove_member(group, req.member_id)
+            return (
+                StreamsHeartbeatResult(
+                    ErrorCode.none,
+                    member_id=req.member_id,
+                    member_epoch=req.member_epoch,
+                ),
+                {},
+            )
+        member = self._member_for(group, req)
+        joining = req.member_epoch == 0
+        bump = member.member_id not in group.members
+        if req.topology is not None and (
+            group.topology is None or req.topology.epoch > group.topology.epoch
+        ):
+            group.topology = req.topology
+            bump = True
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            topology_epoch=(
+                req.topology.epoch if req.topology is not None else member.topology_epoch
+            ),
+            process_id=req.process_id if req.process_id is not None else member.process_id,
+            user_endpoint=(
+                req.user_endpoint if req.user_endpoint is not None else member.user_endpoint
+            ),
+            client_tags=req.client_tags if req.client_tags is not None else member.client_tags,
+            client_id=req.client_id,
+            client_host=req.client_host,
+        )
+        if (
+            updated.process_id != member.process_id
+            or updated.rack_id != member.rack_id
+            or updated.client_tags != member.client_tags
+        ):
+            bump = True
+        if updated.user_endpoint != member.user_endpoint:
+            group.endpoint_epoch += 1
+        # The topology against the topics that exist.
+        create: dict[str, tuple[int, Mapping[str, str]]] = {}
+        status: list[tuple[int, str]] = []
+        if group.topology is not None:
+            existing = self.host.partitions()
+            names = group.topology.topic_names()
+            metadata = {n: existing[n] for n in names if n in existing}
+            if metadata != group.metadata or not group.configured.tasks:
+                group.metadata = metadata
+                configured = configure(group.topology, metadata)
+                if configured != group.configured:
+                    group.configured = configured
+                    bump = True
+            create = dict(group.configured.missing_internal)
+            status.extend(group.configured.status)
+            if req.topology is not None and req.topology.epoch < group.topology.epoch:
+                status.append(
+                    (
+                        Status.STALE_TOPOLOGY,
+                        f"The member's topology epoch {req.topology.epoch} is behind the "
+                        f"group's topology epoch {group.topology.epoch}.",
+                    )
+                )
+        if req.shutdown_application:
+            self._shutdown.add(group.group_id)
+        if group.group_id in self._shutdown:
+            status.append(
+                (
+                    Status.SHUTDOWN_APPLICATION,
+                    "A KafkaStreams instance encountered a fatal error and requested a "
+                    "shutdown for the entire application.",
+                )
+            )
+        group.members[updated.member_id] = updated
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.target_epoch:
+            self._compute_target(group, standby_replicas)
+        before = updated.assigned
+        reconciled = reconcile(
+            updated,
+            group.target_epoch,
+            group.targets.get(updated.member_id),
+            group.active_owned_by_others(updated.member_id),
+            req.reported,
+        )
+        group.members[reconciled.member_id] = reconciled
+        self._schedule_session(group.group_id, reconciled.member_id, session_ms)
+        self._schedule_rebalance(
+            group.group_id, reconciled, started=member.state != UNREVOKED_TASKS
+        )
+        send = joining or reconciled.assigned != before or reconciled.state != member.state
+        endpoints = None
+        if req.endpoint_information_epoch < group.endpoint_epoch:
+            endpoints = self._endpoints(group)
+        return (
+            StreamsHeartbeatResult(
+                ErrorCode.none,
+                member_id=reconciled.member_id,
+                member_epoch=reconciled.member_epoch,
+                heartbeat_interval_ms=interval_ms,
+                status=tuple(status),
+                tasks=reconciled.assigned if send else None,
+                endpoint_information_epoch=group.endpoint_epoch,
+                endpoints=endpoints,
+            ),
+            create,
+        )
+
+    def _member_for(self, group: StreamsGroup, req: StreamsHeartbeat) -> StreamsMember:
+        member = group.members.get(req.member_id)
+        if member is None:
+            if req.member_epoch != 0:
+                raise _Refused(
+                    ErrorCode.unknown_member_id,
+                    f"Member {req.member_id} is not a member of group {group.group_id}.",
+                )
+            if len(group.members) >= self.host.max_size:
+                raise _Refused(
+                    ErrorCode.group_max_size_reached,
+                    f"The streams group has reached its maximum capacity of "
+                    f"{self.host.max_size} members.",
+                )
+            return StreamsMember(member_id=req.member_id)
+        if req.member_epoch == 0:
+            return member  # a rejoin of a known member keeps its tasks until reconciled
+        if req.member_epoch > member.member_epoch:
+            raise _Refused(
+                ErrorCode.fenced_member_epoch,
+                f"The streams group member has a greater member epoch ({req.member_epoch}) "
+                f"than the one known by the group coordinator ({member.member_epoch}). The "
+                "member must abandon all its partitions and rejoin.",
+            )
+        if req.member_epoch < member.member_epoch and not (
+            req.member_epoch == member.previous_member_epoch
+        ):
+            raise _Refused(
+                ErrorCode.fenced_member_epoch,
+                f"The streams group member has a smaller member epoch ({req.member_epoch}) "
+                f"than the one known by the group coordinator ({member.member_epoch}). The "
+                "member must abandon all its partitions and rejoin.",
+            )
+        return member
+
+    def _compute_target(self, group: StreamsGroup, standby_replicas: int) -> None:
+        tasks = dict(group.configured.tasks) if group.configured.ready else {}
+        if group.configured.missing_internal:
+            tasks = {}
+        specs = {}
+        for m in group.members.values():
+            old = group.targets.get(m.member_id)
+            specs[m.member_id] = MemberSpec(
+                process_id=m.process_id,
+                active=old.active if old is not None else m.assigned.active,
+                standby=old.standby if old is not None else m.assigned.standby,
+            )
+        group.targets = assign_tasks(tasks, specs, standby_replicas)
+        group.target_epoch = group.group_epoch
+
+    def _endpoints(
+        self, group: StreamsGroup
+    ) -> tuple[tuple[tuple[str, int], dict[str, set[int]], dict[str, set[int]]], ...]:
+        topology = group.topology
+        out = []
+        for m in sorted(group.members.values(), key=lambda m: m.member_id):
+            if m.user_endpoint is None or topology is None:
+                continue
+            active: dict[str, set[int]] = {}
+            standby: dict[str, set[int]] = {}
+            for sub in topology.subtopologies:
+                sources = list(sub.source_topics) + [t.name for t in sub.repartition_source_topics]
+                for p in m.assigned.active.get(sub.subtopology_id, frozenset()):
+                    for t in sources:
+                        active.setdefault(t, set()).add(p)
+                for p in m.assigned.standby.get(sub.subtopology_id, frozenset()):
+                    for t in sources:
+                        standby.setdefault(t, set()).add(p)
+            out.append((m.user_endpoint, active, standby))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ membership
+    def _remove_member(self, group: StreamsGroup, member_id: str) -> None:
+        if group.members.pop(member_id, None) is None:
+            return
+        group.targets.pop(member_id, None)
+        self.host.cancel(_session_key(group.group_id, member_id))
+        self.host.cancel(_rebalance_key(group.group_id, member_id))
+        group.group_epoch += 1
+        if not group.members:
+            self._shutdown.discard(group.group_id)
+
+    def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
+        self.host.schedule(
+            _session_key(group_id, member_id),
+            session_ms,
+            lambda: self._fence(group_id, member_id),
+        )
+
+    def _schedule_rebalance(self, group_id: str, member: StreamsMember, *, started: bool) -> None:
+        """A member told to revoke tasks has its rebalance timeout, from the heartbeat that
+        told it (``started``), to do it; it is fenced otherwise."""
+        key = _rebalance_key(group_id, member.member_id)
+        if member.state != UNREVOKED_TASKS:
+            self.host.cancel(key)
+            return
+        epoch = member.member_epoch
+
+        def expire() -> None:
+            group = self.groups.get(group_id)
+            now = None if group is None else group.members.get(member.member_id)
+            if now is not None and now.state == UNREVOKED_TASKS and now.member_epoch == epoch:
+                self._fence(group_id, member.member_id, "rebalance timeout")
+
+        if started and member.rebalance_timeout_ms > 0:
+            self.host.schedule(key, member.rebalance_timeout_ms, expire)
+
+    def _fence(self, group_id: str, member_id: str, why: str = "session timeout") -> None:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        log.info("streams group %s: member %s fenced (%s)", group_id, member_id, why)
+        before = _snapshot(group)
+        self._remove_member(group, member_id)
+        writes = _diff(group_id, before, group)
+        try:
+            waiter = self.host.write(group_id, writes)
+        except CoordinatorLogError as exc:
+            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
+            return
+        task = asyncio.ensure_future(waiter)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    # ------------------------------------------------------------------ load
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one StreamsGroup* record (at load)."""
+        k = rec.decode_key(key)
+        group = self.groups.get(k.group_id)
+        if k.version == rec.METADATA_KEY and value is None:
+            self.groups.pop(k.group_id, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[k.group_id] = StreamsGroup(k.group_id)
+        mid = k.member_id or ""
+        if k.version == rec.METADATA_KEY and value is not None:
+            group.group_epoch = rec.decode_epoch(value)
+        elif k.version == rec.TOPOLOGY_KEY:
+            group.topology = None if value is None else rec.decode_topology_value(value)
+        elif k.version == rec.TARGET_ASSIGNMENT_METADATA_KEY:
+            group.target_epoch = 0 if value is None else rec.decode_epoch(value)
+        elif k.version == rec.TARGET_ASSIGNMENT_MEMBER_KEY:
+            if value is None:
+                group.targets.pop(mid, None)
+            else:
+                group.targets[mid] = rec.decode_target_member_value(value)
+        elif k.version == rec.MEMBER_METADATA_KEY:
+            if value is None:
+                group.members.pop(mid, None)
+                return
+            old = group.members.get(mid, StreamsMember(member_id=mid))
+            new = rec.decode_member_metadata_value(mid, value)
+            group.members[mid] = replace(
+                new,
+                member_epoch=old.member_epoch,
+                previous_member_epoch=old.previous_member_epoch,
+                state=old.state,
+                assigned=old.assigned,
+                revoking=old.revoking,
+            )
+        elif k.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
+            old = group.members.get(mid, StreamsMember(member_id=mid))
+            if value is None:
+                group.members[mid] = replace(
+                    old,
+                    member_epoch=0,
+                    previous_member_epoch=-1,
+                    assigned=EMPTY_TASKS,
+                    revoking=EMPTY_TASKS,
+                )
+                return
+            epoch, previous, state, assigned, revoking = rec.decode_current_assignment_value(value)
+            group.members[mid] = replace(
+                old,
+                member_epoch=epoch,
+                previous_member_epoch=previous,
+                state=state,
+                assigned=assigned,
+                revoking=revoking,
+            )
+
+    def loaded(self) -> None:
+        """After the load: the topologies configured against today's topics, session timers
+        started afresh."""
+        existing = self.host.partitions()
+        for group in self.groups.values():
+            if group.topology is not None:
+                names = group.topology.topic_names()
+                group.metadata = {n: existing[n] for n in names if n in existing}
+                group.configured = configure(group.topology, group.metadata)
+            session_ms, _interval, _standby = self.host.settings(group.group_id)
+            for member_id in group.members:
+                self._schedule_session(group.group_id, member_id, session_ms)
+
+    # ------------------------------------------------------------------ offsets
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> ErrorCode:
+        """Kafka's StreamsGroup.validateOffsetCommit."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found
+        if member_epoch < 0 and not member_id and not group.members:
+            return ErrorCode.none  # an admin or a client without group management
+        if not member_id:
+            return ErrorCode.unknown_member_id
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    def validate_transactional_offset_commit(
+        self, group_id: str, member_id: str, generation_id: int
+    ) -> ErrorCode:
+        if generation_id < 0 and not member_id:
+            return ErrorCode.none
+        error = self.validate_offset_commit(group_id, member_id, generation_id, 5)
+        return ErrorCode.illegal_generation if error is ErrorCode.stale_member_epoch else error
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        if member_id is None or (not member_id and member_epoch < 0):
+            return ErrorCode.none
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    def is_subscribed(self, group_id: str, topic: str) -> bool:
+        group = self.groups.get(group_id)
+        if group is None or group.topology is None or not group.members:
+            return False
+        return topic in group.topology.topic_names()
+
+
+_Snapshot = tuple[int, int, Topology | None, dict[str, StreamsMember], dict[str, TaskAssignment]]
+
+
+def _snapshot(group: StreamsGroup | None) -> _Snapshot | None:
+    if group is None:
+        return None
+    return (
+        group.group_epoch,
+        group.target_epoch,
+        group.topology,
+        dict(group.members),
+        dict(group.targets),
+    )
+
+
+def _metadata_part(m: StreamsMember) -> StreamsMember:
+    return replace(
+        m,
+        member_epoch=0,
+        previous_member_epoch=-1,
+        state="",
+        assigned=EMPTY_TASKS,
+        revoking=EMPTY_TASKS,
+        task_offsets=(),
+        task_end_offsets=(),
+    )
+
+
+def _assignment_part(m: StreamsMember) -> tuple[int, int, str, TaskSet, TaskSet]:
+    return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.revoking)
+
+
+def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -> list[KeyValue]:
+    """The StreamsGroup* records that take ``before`` to ``group`` (Kafka's order: member
+    metadata, group epoch, topology, target assignment, current assignments)."""
+    if group is None:
+        return []
+    epoch, target_epoch, topology, members, targets = before or (0, 0, None, {}, {})
+    fresh = before is None
+
+    def key(version: int, member_id: str | None = None) -> bytes:
+        return rec.encode_key(rec.StreamsKey(version, group_id, member_id))
+
+    out: list[KeyValue] = []
+    for mid in sorted(set(members) - set(group.members)):
+        out.append((key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid), None))
+        if mid in targets:
+            out.append((key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), None))
+        out.append((key(rec.MEMBER_METADATA_KEY, mid), None))
+    for mid, m in sorted(group.members.items()):
+        old = members.get(mid)
+        if old is None or _metadata_part(old) != _metadata_part(m):
+            out.append((key(rec.MEMBER_METADATA_KEY, mid), rec.encode_member_metadata_value(m)))
+    if fresh or group.group_epoch != epoch:
+        out.append((key(rec.METADATA_KEY), rec.encode_metadata_value(group.group_epoch)))
+    if group.topology is not None and group.topology != topology:
+        out.append((key(rec.TOPOLOGY_KEY), rec.encode_topology_value(group.topology)))
+    if group.target_epoch != target_epoch:
+        for mid, t in sorted(group.targets.items()):
+            if targets.get(mid) != t:
+                out.append(
+                    (key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), rec.encode_target_member_value(t))
+                )
+        out.append(
+            (
+                key(rec.TARGET_ASSIGNMENT_METADATA_KEY),
+                rec.encode_assignment_epoch_value(group.target_epoch),
+            )
+        )
+    for mid, m in sorted(group.members.items()):
+        old = members.get(mid)
+        if old is None or _assignment_part(old) != _assignment_part(m):
+            out.append(
+                (
+                    key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid),
+                    rec.encode_current_assignment_value(m),
+                )
+            )
+    return out
+
+
+def _rebalance_key(group_id: str, member_id: str) -> str:
+    return f"streams-rebalance:{group_id}:{member_id}"
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"streams-session:{group_id}:{member_id}"
