@@ -22,7 +22,7 @@ ApiVersions v3 answer with extra tagged fields ("Read underflow").
 
 Kafka divergence (docs/kafka-differences.md): a fresh Kafka 4.4 node also finalizes
 ``share.version`` 2 (share-group dead-letter queues, KIP-1191; not served here),
-``streams.version`` 1 (streams groups, KIP-1071; not served here), ``eligible.leader.replicas``
+``eligible.leader.replicas``
 ``.version`` 1 (replication; one node has no replicas), ``metadata.version`` and
 ``kraft.version`` (its KRaft metadata log and quorum; tidelog has neither); it sends the
 finalized features (and the supported ones whose minimum is not 0) in v3 answers too, and its
@@ -83,6 +83,7 @@ class Feature:
 FEATURES = (
     Feature("group.version", 1, "ConsumerGroupHeartbeat"),
     Feature("share.version", 1, "ShareGroupHeartbeat"),
+    Feature("streams.version", 1, "StreamsGroupHeartbeat"),
     Feature(TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION),
 )
 #: API name -> key, from the table (importing the handler modules would slow the first answer).

@@ -71,7 +71,12 @@ def test_admin_coverage_table(module_broker: Any) -> None:
     # test_features_as_kafka)
     (features,) = [x for x in lines if x.startswith("ADMIN describeFeatures ok ")]
     names = features.removeprefix("ADMIN describeFeatures ok ").strip("[]").split(", ")
-    assert sorted(names) == ["group.version", "share.version", "transaction.version"], features
+    assert sorted(names) == [
+        "group.version",
+        "share.version",
+        "streams.version",
+        "transaction.version",
+    ], features
 
 
 def test_admin_table_is_in_the_docs() -> None:

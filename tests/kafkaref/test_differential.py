@@ -248,7 +248,6 @@ API_VERSION_DIVERGENCES: dict[int, str] = {}
 # tidelog's ApiVersions features differ from a fresh Kafka 4.4 node's (docs row).
 FEATURE_DIVERGENCES: dict[str, tuple[int | None, str]] = {
     "share.version": (1, "level 2 is share-group dead-letter queues (KIP-1191), not served"),
-    "streams.version": (None, "streams groups (KIP-1071) are not served"),
     "eligible.leader.replicas.version": (None, "one node has no replicas to elect from"),
     "metadata.version": (None, "no KRaft metadata log"),
     "kraft.version": (None, "no KRaft quorum"),
