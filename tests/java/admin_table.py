@@ -28,7 +28,11 @@ ADMIN_ROWS: dict[str, tuple[str, str, str]] = {
     "describeLogDirs": ("ok", "ok", ""),
     "describeReplicaLogDirs": ("ok", "ok", ""),
     "describeCluster": ("ok", "ok", ""),
-    "describeFeatures": ("ok", "ok", "group.version 1, share.version 1, streams.version 1, transaction.version 2"),
+    "describeFeatures": (
+        "ok",
+        "ok",
+        "group.version 1, share.version 1, streams.version 1, transaction.version 2",
+    ),
     # Kafka divergence: features are fixed by the release (no UpdateFeatures).
     "updateFeatures": (_UNSUPPORTED, "ok", "features are fixed"),
     # Kafka divergence: no KRaft quorum to describe or change.
