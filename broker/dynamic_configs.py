@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidelog.broker.share.offset_reset import parse_auto_offset_reset
 from tidelog.config import BROKER_CONFIGS
 
 log = logging.getLogger("tidelog.admin")
@@ -395,6 +394,9 @@ class DynamicConfigs:
             if d is None:
                 raise GroupConfigError(f"Unknown group config name: {name}")
             if name == "share.auto.offset.reset":
+                # imported here: the share package loads after the first ApiVersions answer
+                from tidelog.broker.share.offset_reset import parse_auto_offset_reset
+
                 if parse_auto_offset_reset(raw) is None:
                     raise GroupConfigError(
                         f"Invalid value `{raw}` for configuration {name}. The value must be "

@@ -1,6 +1,6 @@
 """A streams group's topology as the client declares it (StreamsGroupHeartbeat's Topology), and
 what the coordinator makes of it against the topics that exist (Kafka's
-``streams.topics.InternalTopicManager.configureTopics``): the number of tasks of each
+InternalTopicManager.configureTopics in its streams.topics package): the number of tasks of each
 subtopology, the partition counts of the repartition and changelog topics, the internal topics
 to create and the status to report (MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS,
 MISSING_INTERNAL_TOPICS).
