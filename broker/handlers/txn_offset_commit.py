@@ -13,8 +13,8 @@ replayed (``OffsetMetadataManager.commit_transactional_offsets``,
 v5 is transaction version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, so the
 group's ``__consumer_offsets`` partition is added to the transaction here first (the
 coordinator's AddPartitionsToTxn, as Kafka's group coordinator asks the transaction
-coordinator); its errors are answered for every partition (PRODUCER_FENCED,
-CONCURRENT_TRANSACTIONS, ...).
+coordinator); its errors are answered for every partition (CONCURRENT_TRANSACTIONS, ...; a
+fenced epoch as INVALID_PRODUCER_EPOCH, as Kafka's AddPartitionsToTxnManager answers it).
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 [offsets_partition],
                 client_txn_version=2,
             )
+            if error is ErrorCode.producer_fenced:
+                # As Kafka's AddPartitionsToTxnManager, for the group coordinator as for a
+                # partition leader: a fenced epoch is answered INVALID_PRODUCER_EPOCH.
+                error = ErrorCode.invalid_producer_epoch
         if error is ErrorCode.none:
             error = txn.check_txn_offset_commit(
                 request.transactional_id,
