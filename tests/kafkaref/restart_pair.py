@@ -407,10 +407,27 @@ def read_committed_records(side: Side, topic: str, partitions: int) -> list[dict
     return out
 
 
+_PREPARED = ("PrepareCommit", "PrepareAbort")
+
+
+def _wait_markers_written(side: Side, ids: list[str]) -> None:
+    """Until no transaction of ``ids`` is between EndTxn's answer and its markers (Prepare*): on
+    both brokers the markers are written after EndTxn is answered, and a client that reads
+    offsets with require_stable retries UNSTABLE_OFFSET_COMMIT meanwhile. After RETRY_FOR_S the
+    state is compared as it is."""
+    deadline = time.monotonic() + RETRY_FOR_S
+    while time.monotonic() < deadline:
+        states = describe_transactions(side, ids)["transaction_states"]
+        if not any(t.get("transaction_state") in _PREPARED for t in states):
+            return
+        time.sleep(0.05)
+
+
 def observe(side: Side, names: Names, partitions: int, acknowledged: bool) -> dict[str, Any]:
     """Everything a client can see of this example, canonical (see the module's doc). Until a
     share member has ``acknowledged`` records, share start offsets are not compared: Kafka 4.4
     answers -1 until the first ShareFetch initialises a partition, tidelog the offset at once."""
+    _wait_markers_written(side, names.txns())
     mine = set(names.groups())
     seen: dict[str, Any] = {}
     seen["offset_fetch"] = side.call(
