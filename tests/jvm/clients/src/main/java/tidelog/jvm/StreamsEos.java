@@ -2,9 +2,7 @@ package tidelog.jvm;
 
 import java.time.Duration;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -64,23 +62,6 @@ public final class StreamsEos {
         .toStream((w, v) -> w.key() + "@" + w.window().start())
         .to("st-totals", Produced.with(Serdes.String(), Serdes.String()));
 
-    KafkaStreams streams = new KafkaStreams(b.build(), p);
-    CountDownLatch stopped = new CountDownLatch(1);
-    streams.setStateListener((now, before) -> {
-      System.out.println("STATE " + now);
-      System.out.flush();
-    });
-    streams.setUncaughtExceptionHandler(e -> {
-      System.out.println("ERROR " + e);
-      e.printStackTrace();
-      System.out.flush();
-      return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-    });
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      streams.close(Duration.ofSeconds(30));
-      stopped.countDown();
-    }));
-    streams.start();
-    stopped.await();
+    StreamsRunner.runUntilSigterm(b.build(), p);
   }
 }
