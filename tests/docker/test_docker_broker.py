@@ -217,7 +217,10 @@ def test_the_image_is_small(podman: Podman, broker_image: str) -> None:
     base, image = podman.size_mb("docker.io/library/python:3.11-slim"), podman.size_mb(broker_image)
     print(f"\nbroker image {image:.0f} MB (base {base:.0f} MB, tidelog adds {image - base:.0f} MB)",
           file=sys.stderr)  # fmt: skip
-    assert image - base < 60, f"tidelog adds {image - base:.0f} MB to the base"
+    # 61 MB measured on 2026-11-29: the Schema Registry's libraries (aiohttp, avro, fastavro,
+    # protobuf, jsonschema) and the JWT validation (PyJWT, cryptography) came in with issues 39
+    # and 42 (29 MB before them); the budget is that plus a margin, raised on purpose.
+    assert image - base < 75, f"tidelog adds {image - base:.0f} MB to the base"
     run = ["run", "--rm", *ulimits(), "--network=none", "--entrypoint", "sh", broker_image, "-c"]
     # No pip, build tree or sources in the image; the broker's code is there once.
     assert podman(*run, "ls /opt/tidelog/bin").stdout.split().count("pip") == 0
