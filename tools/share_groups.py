@@ -72,17 +72,21 @@ def add_parser(subparsers: SubParsers) -> None:
             ("--delete-offsets", "forget an empty group's state of --topic"),
         ),
     )
+    add_group_arguments(
+        p,
+        members_help="--describe: the members",
+        topic_help="--reset-offsets / --delete-offsets: topic, optionally with partitions",
+    )
+
+
+def add_group_arguments(p: argparse.ArgumentParser, *, members_help: str, topic_help: str) -> None:
+    """What kafka-share-groups.sh and kafka-streams-groups.sh share after their actions:
+    ``--group``, the ``--describe`` views, ``--topic`` and the ``--reset-offsets`` arguments."""
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id")
     p.add_argument("--offsets", action="store_true", help="--describe: offsets and lag (default)")
-    p.add_argument("--members", action="store_true", help="--describe: the members")
+    p.add_argument("--members", action="store_true", help=members_help)
     p.add_argument("--state", action="store_true", help="--describe: state and member count")
-    p.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="TOPIC[:P,P]",
-        help="--reset-offsets / --delete-offsets: topic, optionally with partitions",
-    )
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]", help=topic_help)
     add_reset_arguments(p)
 
 

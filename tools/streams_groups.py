@@ -29,7 +29,7 @@ from tidelog.tools._common import (
 )
 from tidelog.tools._share_wire import WireSession
 from tidelog.tools.share_groups import (
-    add_reset_arguments,
+    add_group_arguments,
     list_offsets,
     reset_plan,
     topic_partitions,
@@ -71,18 +71,11 @@ def add_parser(subparsers: SubParsers) -> None:
             ("--delete", "delete empty streams groups and their offsets"),
         ),
     )
-    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id")
-    p.add_argument("--offsets", action="store_true", help="--describe: offsets and lag (default)")
-    p.add_argument("--members", action="store_true", help="--describe: the members and tasks")
-    p.add_argument("--state", action="store_true", help="--describe: state and member count")
-    p.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="TOPIC[:P,P]",
-        help="--reset-offsets: topic, optionally with partitions",
+    add_group_arguments(
+        p,
+        members_help="--describe: the members and tasks",
+        topic_help="--reset-offsets: topic, optionally with partitions",
     )
-    add_reset_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
