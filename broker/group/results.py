@@ -141,3 +141,13 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
+
+
+class Refused(Exception):
+    """A heartbeat or commit of a consumer or streams group refused with ``error`` (answered to
+    the member with ``message``)."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message

@@ -84,18 +84,12 @@ from tidelog.broker.group.consumer.state_records import (
     target_member_record,
     tombstone,
 )
+from tidelog.broker.group.results import Refused
 from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
 log = logging.getLogger("tidelog.group.consumer")
 
 __all__ = ["ConsumerGroups"]
-
-
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 class ConsumerGroups:
@@ -121,7 +115,7 @@ class ConsumerGroups:
         original = self._scratch(req.group_id)
         try:
             result, writes = self._heartbeat(req)
-        except _Refused as exc:
+        except Refused as exc:
             return HeartbeatResult(exc.error, exc.message, req.member_id or None)
         finally:
             self._restore(req.group_id, original)
@@ -149,32 +143,32 @@ class ConsumerGroups:
 
     def _validate(self, req: HeartbeatRequest) -> None:
         if not req.group_id:
-            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
         if req.instance_id is not None and not req.instance_id:
-            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
         if req.member_epoch > 0 and not req.member_id:
-            raise _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_request,
                     "RebalanceTimeoutMs must be provided in first request.",
                 )
             if req.owned is None or any(req.owned.values()):
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
                 )
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_request,
                     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
                 )
         elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
+            raise Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
-            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
+            raise Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
         if req.server_assignor is not None and req.server_assignor not in self.host.assignors:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.unsupported_assignor,
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                 + ", ".join(self.host.assignors)
@@ -184,7 +178,7 @@ class ConsumerGroups:
             try:
                 re.compile(req.subscribed_topic_regex)
             except re.error as exc:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_regular_expression,
                     f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid "
                     f"regular expression: {exc}.",
@@ -196,11 +190,11 @@ class ConsumerGroups:
             return group
         busy = self.host.classic_group_busy(req.group_id)
         if busy:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
             )
         if req.member_epoch != 0:
-            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         if busy is False:
             self.host.drop_classic_group(req.group_id)  # online upgrade of an empty classic group
             log.info("empty classic group %s converted to a consumer group", req.group_id)
@@ -299,7 +293,7 @@ class ConsumerGroups:
                 existing = group.static_member(req.instance_id)
                 if existing is not None:
                     if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise _Refused(
+                        raise Refused(
                             ErrorCode.unreleased_instance_id,
                             f"Static member {existing.member_id} with instance id "
                             f"{req.instance_id} is not released yet.",
@@ -313,7 +307,7 @@ class ConsumerGroups:
                     existing, member_epoch=0, state=0, assigned={}, pending_revocation={}
                 )
             if len(group.members) >= self.host.max_size:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.group_max_size_reached,
                     "The consumer group has reached its maximum capacity of "
                     f"{self.host.max_size} members.",
@@ -321,12 +315,12 @@ class ConsumerGroups:
             return ConsumerMember(member_id=member_id)
         member = group.members.get(req.member_id)
         if member is None:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.unknown_member_id,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
         if req.member_epoch > member.member_epoch:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.fenced_member_epoch,
                 f"The consumer group member has a greater member epoch ({req.member_epoch}) than "
                 f"the one known by the group coordinator ({member.member_epoch}). The member must "
@@ -337,7 +331,7 @@ class ConsumerGroups:
                 req.owned is not None and _subset(req.owned, member.assigned)
             )
             if not lost_answer:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.fenced_member_epoch,
                     f"The consumer group member has a smaller member epoch ({req.member_epoch}) "
                     f"than the one known by the group coordinator ({member.member_epoch}). The "
@@ -376,7 +370,7 @@ class ConsumerGroups:
         if member is None and req.instance_id is not None:
             member = group.static_member(req.instance_id)
         if member is None:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.unknown_member_id,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group.results import Refused
 from tidelog.broker.group.streams import records as rec
 from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
 from tidelog.broker.group.streams.model import (
@@ -125,13 +126,6 @@ class StreamsHeartbeatResult:
     ) = None
 
 
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 class StreamsGroups:
     """Streams groups of this coordinator (see the module docstring)."""
 
@@ -185,7 +179,7 @@ class StreamsGroups:
         before = _snapshot(self.groups.get(req.group_id))
         try:
             result, create = self._heartbeat(req)
-        except _Refused as exc:
+        except Refused as exc:
             return StreamsHeartbeatResult(exc.error, exc.message, req.member_id)
         writes = _diff(req.group_id, before, self.groups.get(req.group_id))
         if writes:
@@ -211,41 +205,41 @@ class StreamsGroups:
 
     def _validate(self, req: StreamsHeartbeat) -> None:
         if not req.group_id:
-            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
         if req.instance_id is not None and not req.instance_id:
-            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
         if not req.member_id:
-            raise _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+            raise Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_request,
                     "RebalanceTimeoutMs must be provided in first request.",
                 )
             if req.topology is None:
-                raise _Refused(ErrorCode.invalid_request, "Topology must be non-null when joining.")
+                raise Refused(ErrorCode.invalid_request, "Topology must be non-null when joining.")
             if not req.process_id:
-                raise _Refused(ErrorCode.invalid_request, "ProcessId can't be empty.")
+                raise Refused(ErrorCode.invalid_request, "ProcessId can't be empty.")
             if req.reported is None or not req.reported.is_empty():
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_request,
                     "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining.",
                 )
         elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
+            raise Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
-            raise _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
+            raise Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
 
     def _group_for(self, req: StreamsHeartbeat) -> StreamsGroup:
         group = self.groups.get(req.group_id)
         if group is not None:
             return group
         if self.host.other_group(req.group_id):
-            raise _Refused(
+            raise Refused(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group."
             )
         if req.member_epoch != 0:
-            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         group = StreamsGroup(req.group_id)
         self.groups[req.group_id] = group
         return group
@@ -375,12 +369,12 @@ class StreamsGroups:
         member = group.members.get(req.member_id)
         if member is None:
             if req.member_epoch != 0:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.unknown_member_id,
                     f"Member {req.member_id} is not a member of group {group.group_id}.",
                 )
             if len(group.members) >= self.host.max_size:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.group_max_size_reached,
                     f"The streams group has reached its maximum capacity of "
                     f"{self.host.max_size} members.",
@@ -389,7 +383,7 @@ class StreamsGroups:
         if req.member_epoch == 0:
             return member  # a rejoin of a known member keeps its tasks until reconciled
         if req.member_epoch > member.member_epoch:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.fenced_member_epoch,
                 f"The streams group member has a greater member epoch ({req.member_epoch}) "
                 f"than the one known by the group coordinator ({member.member_epoch}). The "
@@ -398,7 +392,7 @@ class StreamsGroups:
         if req.member_epoch < member.member_epoch and not (
             req.member_epoch == member.previous_member_epoch
         ):
-            raise _Refused(
+            raise Refused(
                 ErrorCode.fenced_member_epoch,
                 f"The streams group member has a smaller member epoch ({req.member_epoch}) "
                 f"than the one known by the group coordinator ({member.member_epoch}). The "
