@@ -758,10 +758,6 @@ def parse_decode_option(text: str | None) -> dict[str, str]:
     return out
 
 
-def _mode_for(modes: dict[str, str], topic: str) -> str:
-    return modes.get(topic, modes.get("*", "raw"))
-
-
 def decode(df: Any, decoder: TopicDecoder) -> tuple[Any, Any]:
     """(decoded rows, undecodable rows) of ``decoder.topic`` in ``df`` (the ``tidelog``
     source's columns). ``decoded`` mode: ``key``/``value`` become the typed columns (a field

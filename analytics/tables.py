@@ -272,7 +272,6 @@ def _topics_of(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def group_lag(
     bootstrap: str,
     group: str,
-    tps_end: dict[tuple[str, int], int] | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A consumer group's lag per partition, over the wire. Returns (rows, error or None):
     a broker without group support gives an explanation, not a crash."""

@@ -5,7 +5,8 @@
 - ``config`` (BrokerConfig), ``node_id``, ``cluster_id``;
 - ``log_manager`` (storage.LogManager) and ``topics`` (broker.topics.Topics: the topic registry;
   ``topics.get_log(topic, partition)`` is the usual way to a PartitionLog);
-- ``partitions`` (HighWatermarkWaiters): ``await partitions.wait_any(...)`` for long polls;
+- ``partitions`` (HighWatermarkWaiters): the long polls' wake-ups (a delayed Fetch registers a
+  future with ``partitions.add`` and is woken by callbacks; share fetches ``await wait_any``);
 - ``after_append(log, hw_before)``: call after every append; wakes HW waiters now or schedules the
   group-commit fsync that will (flush policy);
 - ``held_answers`` (HeldAnswers): produce answers parked until the fsync covering them returns

@@ -111,11 +111,6 @@ class BrokerConfig:
             return value
         return self.get(name)
 
-    def listener_is_default(self, listener: str, name: str) -> bool:
-        return self.is_default(name) and (
-            f"{LISTENER_PREFIX}{listener.lower()}.{name}" not in self.explicit
-        )
-
     # The settings the broker reads most, typed.
     @property
     def node_id(self) -> int:
@@ -163,10 +158,6 @@ class BrokerConfig:
         return ms_from_synonyms(
             self, ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
         )
-
-    @property
-    def roll_ms(self) -> int:
-        return ms_from_synonyms(self, ("log.roll.ms", "log.roll.hours"))
 
     @property
     def flush_interval_messages(self) -> int | None:

@@ -75,7 +75,6 @@ LOG_OVERHEAD = 12  # base_offset + batch_length
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
 MAGIC_V2 = 2
 MAGIC_OFFSET = 16
-CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 # The low byte of the big-endian attributes (where the compression, timestamp-type,
 # transactional, control and delete-horizon bits are).

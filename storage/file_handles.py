@@ -231,15 +231,6 @@ class FileHandleCache:
         """Descriptors open now (pinned, held and idle)."""
         return self._open
 
-    @property
-    def idle_count(self) -> int:
-        return len(self._idle)
-
-    def close_idle(self) -> int:
-        """Close every idle descriptor (fsyncing unsynced ones first); returns how many."""
-        with self._lock:
-            return self._evict_locked(len(self._idle))
-
     # -- under the lock --------------------------------------------------------------------------
     def _make_room_locked(self) -> None:
         if self.max_open is not None and self._open >= self.max_open:

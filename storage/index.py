@@ -128,10 +128,6 @@ class _Index:
         return len(self._keys)
 
     @property
-    def max_entries(self) -> int:
-        return self._max_entries
-
-    @property
     def size_in_bytes(self) -> int:
         """Bytes of used entries (the file size once trimmed)."""
         return self.entries * self.entry_size

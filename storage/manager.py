@@ -406,12 +406,6 @@ class LogManager:
                 logger.exception("retention failed for %s", log)
         self.delete_expired_dirs(now_ms)
 
-    def flush_logs(self, now_ms: int) -> None:
-        """Flush every log whose flush policy asks for it (convenience for a flusher thread)."""
-        for log in self.logs():
-            if log.needs_flush(now_ms):
-                log.flush(now_ms)
-
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker.
 

@@ -345,10 +345,6 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         return sorted(list_snapshots(self.directory))
 
-    def latest_snapshot_offset(self) -> int | None:
-        offsets = self.snapshot_offsets()
-        return offsets[-1] if offsets else None
-
     def take_snapshot(self, offset: int, *, sync: bool = True) -> Path | None:
         """Write ``<offset>.snapshot`` with the current state, unless it exists already.
 

@@ -66,8 +66,6 @@ __all__ = [
     "read_batch_header",
 ]
 
-CONTROL_ABORT, CONTROL_COMMIT = 0, 1
-
 _LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _LEGACY_V1 = struct.Struct(">qiIbbq")  # ... timestamp
 _I32 = struct.Struct(">i")

@@ -66,10 +66,6 @@ class OngoingTransactions:
         self._ongoing.clear()
         self._unreplicated.clear()
 
-    @property
-    def ongoing(self) -> dict[int, int]:
-        return dict(self._ongoing)
-
     def begin(self, producer_id: int, first_offset: int) -> None:
         self._ongoing.setdefault(producer_id, first_offset)
 

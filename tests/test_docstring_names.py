@@ -1,5 +1,6 @@
 """Every dotted name and file path a product docstring quotes (between double backticks) names
-code that exists.
+code that exists; and every file path, ``name()`` and ``Class.method`` named in prose (comments
+of the product, docs/*.md) does too.
 
 Checked: file paths ending in ``.py`` (from the checkout's root); names rooted at a tidelog
 package (``storage.log_segments.LogSegments``, ``broker.group.wire``), at a class or module of the
@@ -7,14 +8,21 @@ product (``LogSegment.open``, ``fetch_plan.FetchPlan``), or at a private module-
 (``_fetch_scan.scan``) that the quoting file does not define. Other names (Kafka settings such as
 ``log.dirs``, Kafka's own Java classes, local variables such as ``ctx.broker``) are not checked.
 An attribute of a class counts when the class defines it or assigns ``self.<name>``.
+
+In prose (docstrings, ``#`` comments, docs/*.md): a path rooted at a folder of the checkout
+(``storage/log.py``, ``broker/handlers/``) must exist, and a backquoted call ``name()`` in the
+product's docstrings and comments must name a function or class defined somewhere in the tree
+(product, tests or scripts). Backquoted dotted names in comments and docs are checked as above.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
 import re
+import tokenize
 from pathlib import Path
 from types import ModuleType
 
@@ -27,10 +35,50 @@ _PATH = re.compile(r"``([\w./-]+\.py)``")
 #: Kafka settings look like dotted names: ``log.cleaner.threads``, ``group.share.*``.
 _SETTING = re.compile(r"[a-z0-9]+(?:\.(?:[a-z0-9]+|\*))+")
 _FILE_SUFFIXES = frozenset({"py", "json", "properties", "log", "index", "timeindex", "yaml"})
+#: The checkout's top folders; a prose path rooted at one of them must exist.
+_TOP = ("broker", "storage", "protocol", "config", "analytics", "tools", "schema", "tests",
+        "scripts", "docs", "docker")  # fmt: skip
+_PROSE_PATH = re.compile(
+    rf"(?<![\w/.@:-])(?:tidelog/)?((?:{'|'.join(_TOP)})/[\w./-]*[\w/])(?![\w*{{<-])"
+)
+#: A name in single or double backticks: ``name()``, ``Class.method``, ``module.function()``.
+_PROSE_NAME = re.compile(r"(?<!`)``?([A-Za-z_]\w*(?:\.(?:\w+|\*))*)(\(\))?``?(?!`)")
 
 
 def _sources() -> list[Path]:
     return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def _comments(path: Path) -> list[str]:
+    with path.open("rb") as f:
+        return [t.string for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT]
+
+
+def _all_defined() -> set[str]:
+    """Every function, method and class name defined in the tree (product, tests, scripts)."""
+    names: set[str] = set()
+    for folder in (*PACKAGES, "schema", "tests", "scripts"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.add(node.name)
+    return names
+
+
+def _path_problem(quoted: str, near: Path) -> str | None:
+    quoted = quoted.rstrip(".")
+    if "..." in quoted:
+        return None  # an elided path (``tests/jvm/.../Foo.java``)
+    for base in (ROOT, near, ROOT / "docs"):
+        if (base / quoted).exists() or (base / f"{quoted}.py").exists():
+            return None  # a file, a folder or a module (``broker/dynamic_configs``)
+    return "no such file or folder"
+
+
+#: A Java method name (``getName``, ``LocalLog.collectAbortedTransactions``): Kafka's, not ours.
+_JAVA_NAME = re.compile(r"[a-z]+[A-Z]\w*")
+#: Kafka's Java names that look like ours (a class of the same name, a one-word method).
+_KAFKA_NAMES = frozenset({"LogSegment.recover"})
 
 
 def _docstrings(tree: ast.Module) -> list[str]:
@@ -61,6 +109,7 @@ def _index() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
 
 
 NAMES, MODULES = _index()
+DEFINED = _all_defined()
 
 
 def _has(owner: object, attribute: str) -> bool:
@@ -81,7 +130,9 @@ def _has(owner: object, attribute: str) -> bool:
             source = inspect.getsource(owner)
         except (OSError, TypeError):
             return False
-        return re.search(rf"^{re.escape(attribute)}\s*(?::|=)", source, re.M) is not None
+        # At the top or one level in (``if TYPE_CHECKING:``).
+        pattern = rf"^(?:    )?{re.escape(attribute)}\s*(?::|=)"
+        return re.search(pattern, source, re.M) is not None
     return False
 
 
@@ -166,13 +217,42 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _prose_findings(where: Path, text: str, defined: set[str], calls: bool) -> list[str]:
+    """Paths, calls (``calls``: ``name()``) and dotted names in ``text`` that name nothing."""
+    findings = []
+    for match in _PROSE_PATH.finditer(text):
+        problem = _path_problem(match.group(1), (ROOT / where).parent)
+        if problem is not None:
+            findings.append(f"{where}: {match.group(1)}: {problem}")
+    for match in _PROSE_NAME.finditer(text):
+        name, call = match.group(1), match.group(2)
+        if (
+            name.startswith("__")
+            or name in _KAFKA_NAMES
+            or _JAVA_NAME.fullmatch(name.rsplit(".", 1)[-1])
+        ):
+            problem = None  # a dunder or Kafka's Java name
+        elif "." in name:
+            problem = None if not calls and _SETTING.fullmatch(name) else _problem(name, defined)
+        elif call and calls and name not in DEFINED | defined and not hasattr(builtins, name):
+            problem = "no function or class of that name in the tree"
+        else:
+            problem = None
+        if problem is not None:
+            findings.append(f"{where}: `{name}{call or ''}`: {problem}")
+    return findings
+
+
 def _findings() -> list[str]:
     findings = []
     for path in _sources():
         where = path.relative_to(ROOT)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         defined = _defined_names(tree)
+        for comment in _comments(path):
+            findings += _prose_findings(where, comment, defined, calls=True)
         for doc in _docstrings(tree):
+            findings += _prose_findings(where, doc, defined, calls=True)
             for match in _PATH.finditer(doc):
                 quoted = match.group(1)
                 if not (ROOT / quoted).exists() and not (path.parent / quoted).exists():
@@ -181,6 +261,9 @@ def _findings() -> list[str]:
                 problem = _problem(match.group(1), defined)
                 if problem is not None:
                     findings.append(f"{where}: ``{match.group(1)}``: {problem}")
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        text = re.sub(r"\]\([^)]*\)", "]", path.read_text(encoding="utf-8"))  # links: mkdocs
+        findings += _prose_findings(path.relative_to(ROOT), text, set(), calls=False)
     return sorted(set(findings))
 
 

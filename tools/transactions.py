@@ -20,6 +20,7 @@ import io
 import socket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tidelog.protocol.describe_transactions import (
@@ -155,8 +156,7 @@ def _error(code: Any) -> str | None:
 def run(args: argparse.Namespace) -> int:
     client = _Client(args.bootstrap_server)
     try:
-        command = args.command.replace("-", "_")
-        return int(globals()[f"_{command}"](client, args))
+        return _COMMANDS[args.command](client, args)
     finally:
         client.close()
 
@@ -329,3 +329,13 @@ def _abort(client: _Client, args: argparse.Namespace) -> int:
         )
     print(f"aborted the transaction of producer {producer_id} on {args.topic}-{args.partition}")
     return EXIT_OK
+
+
+#: The subcommands (``run`` dispatches on ``args.command``).
+_COMMANDS: dict[str, Callable[[_Client, argparse.Namespace], int]] = {
+    "list": _list,
+    "describe": _describe,
+    "describe-producers": _describe_producers,
+    "find-hanging": _find_hanging,
+    "abort": _abort,
+}

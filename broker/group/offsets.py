@@ -7,7 +7,7 @@ the coordinator runtime has the records durable), so memory always equals a repl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tidelog.broker.coordinator.log import KeyValue
@@ -63,9 +63,6 @@ class OffsetStore:
 
     def group(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return self._by_group.get(group_id, {})
-
-    def has_offsets(self, group_id: str) -> bool:
-        return bool(self._by_group.get(group_id))
 
     def group_ids(self) -> list[str]:
         return list(self._by_group)
@@ -240,9 +237,3 @@ def empty_group_metadata_record(group: ClassicGroup) -> KeyValue:
         encode_group_metadata_key(GroupMetadataKey(group.group_id)),
         encode_group_metadata_value(value),
     )
-
-
-def iter_group_offsets(
-    store: OffsetStore, group_id: str
-) -> Iterator[tuple[TopicPartition, CommittedOffset]]:
-    yield from sorted(store.group(group_id).items())

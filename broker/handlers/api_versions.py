@@ -1,7 +1,8 @@
 """ApiVersions (key 18) v0-4: the APIs and version ranges this broker serves.
 
-The list comes from the handler registry (every ``broker/handlers`` module's SPEC), so a version
-is advertised exactly when a handler claims it. Versions we cannot serve are answered by the
+The list comes from the router's ``API_TABLE`` rows (``broker/api_table.py``: each repeats a
+``broker/handlers`` module's SPEC, checked by a test), so a version is advertised exactly when a
+handler claims it. Versions we cannot serve are answered by the
 router (KIP-511 fallback), never here.
 
 Features (KIP-584; what Java's ``Admin.describeFeatures`` and ``kafka-features.sh describe``

@@ -1,9 +1,11 @@
 """The contract every request handler follows.
 
 One module per Kafka API lives in ``broker/handlers/`` (``produce.py``, ``fetch.py``, ...). Each
-module defines a module-level ``SPEC = HandlerSpec(...)``; the router discovers the modules of this
-package at start-up, and the ApiVersions answer is built from the specs found, so a version is
-advertised exactly when a handler claims it.
+module defines a module-level ``SPEC = HandlerSpec(...)``, repeated as a row of ``API_TABLE``
+(``broker/api_table.py``, checked against the SPECs by ``tests/broker/test_api_table.py``). The
+broker's router reads ``API_TABLE`` and imports a handler module on the first request of its API;
+the ApiVersions answer is built from the same rows, so a version is advertised exactly when a
+handler claims it.
 
 A handler is
 ``async def handle(ctx: RequestContext, request: <kio request>) -> <kio response> | None``.

@@ -39,7 +39,6 @@ __all__ = (
     "scopes_of",
 )
 
-MECHANISM = "OAUTHBEARER"
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SEPARATOR = "\x01"
 

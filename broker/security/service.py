@@ -68,7 +68,6 @@ class BrokerSecurity:
                 allow_if_no_acl=bool(config.get("allow.everyone.if.no.acl.found")),
             )
         self.authentication_failures = 0
-        self.authentications = 0
         self.reauthentications = 0
         #: Connections closed because their session ended without a re-authentication
         #: (Kafka's expired-connections-killed-count).
@@ -122,7 +121,6 @@ class BrokerSecurity:
         return self._should_log(("tls", host, reason))
 
     def authenticated(self, session: ConnectionSecurity, *, reauthenticated: bool = False) -> None:
-        self.authentications += 1
         if reauthenticated:
             self.reauthentications += 1
         log.debug(

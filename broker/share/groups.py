@@ -115,7 +115,7 @@ class _Nothing:
 
     def __await__(self) -> Generator[None, None, None]:
         return
-        yield  # a generator that ends at once
+        yield  # noqa: V201 (vulture) a generator that ends at once
 
 
 _NOTHING = _Nothing()

@@ -1,25 +1,21 @@
 """Reading a share partition's next records from the log (runs in a worker thread).
 
 The same storage read as Fetch (``PartitionLog.read`` up to the HW, ``read_for_fetch`` up to
-the LSO with the aborted transactions for read_committed), then a walk over the 61-byte batch
-headers: each batch's base and last offset, whether it is a control batch, and under
-read_committed whether it belongs to an aborted transaction (such batches are archived by the
-share partition and never sent, as Kafka 4.2 does).
+the LSO with the aborted transactions for read_committed), then a walk over the batch headers
+(``storage.batch.unpack_batch_header``): each batch's base and last offset, whether it is a
+control batch, and under read_committed whether it belongs to an aborted transaction (such
+batches are archived by the share partition and never sent, as Kafka 4.2 does).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from tidelog.broker.share.partition import Batch
 from tidelog.storage import PartitionLog
+from tidelog.storage.batch import BATCH_HEADER_SIZE, unpack_batch_header
 
 __all__ = ("LogRead", "read_batches")
-
-_HEADER = struct.Struct(">qiibIhiqqqhi")  # base .. records count: the 61-byte v2 header
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,21 +53,19 @@ def read_batches(
     data = info.read_bytes() if info.size_in_bytes > 0 else b""
     batches: list[tuple[Batch, int, int]] = []
     pos = 0
-    while pos + _HEADER.size <= len(data):
-        base, length, _epoch, _magic, _crc, attributes, last_delta, *_rest = _HEADER.unpack_from(
-            data, pos
-        )
-        producer_id = _rest[2]
-        size = 12 + length
+    while pos + BATCH_HEADER_SIZE <= len(data):
+        header = unpack_batch_header(data, pos)
+        size = header.size_in_bytes
         if pos + size > len(data):
             break
-        last = base + last_delta
+        base = header.base_offset
         # Kafka divergence: Kafka sends control batches and lets the client acknowledge their
         # offsets as gaps; tidelog archives them (and aborted transactional batches under
         # read_committed) itself and leaves them out of the acquired ranges and the records.
-        skip = bool(attributes & _CONTROL)
-        if not skip and aborted and attributes & _TRANSACTIONAL:
+        skip = header.is_control
+        if not skip and aborted and header.is_transactional:
+            producer_id = header.producer_id
             skip = any(pid == producer_id and first <= base <= end for pid, first, end in aborted)
-        batches.append((Batch(base, last, skip), pos, size))
+        batches.append((Batch(base, header.last_offset, skip), pos, size))
         pos += size
     return LogRead(data, tuple(batches), info.log_start_offset, info.high_watermark)

@@ -63,6 +63,3 @@ class ShareSessions:
 
     def on_connection(self, host: str, port: int) -> list[ShareSession]:
         return [s for s in self.sessions.values() if s.connection == (host, port)]
-
-    def of_group(self, group_id: str) -> list[ShareSession]:
-        return [s for (g, _m), s in self.sessions.items() if g == group_id]

@@ -116,8 +116,6 @@ WORKLOADS = (
 #: Runs per workload when --runs is not given (every other workload: DEFAULT_RUNS).
 DEFAULT_RUNS = 3
 RUNS_BY_WORKLOAD = {"e2e-latency": 5, "e2e-latency-plain": 5}
-#: Workloads whose broker CPU is also given per million 100 B records.
-PER_RECORD_CPU = ("produce-kcat", "produce-ck-100", "consume-kcat", "consume-ck")
 
 
 @dataclass(frozen=True)

@@ -110,16 +110,13 @@ class CleanerStats:
     """Counters of one pass (Kafka's CleanerStats)."""
 
     map_bytes_read: int = 0
-    map_messages_read: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     messages_read: int = 0
     messages_written: int = 0
-    segments_read: int = 0
     groups_swapped: int = 0
     map_seconds: float = 0.0
     seconds: float = 0.0
-    buffer_utilization: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -270,7 +267,6 @@ class Cleaner:
         horizon = [-1]
         for group in groups:
             self._clean_group(log, group, sizes, ctx, stats, horizon, now)
-        stats.buffer_utilization = offset_map.utilization
         stats.seconds = time.monotonic() - stats.started
         logger.info(
             "cleaned %s-%d up to offset %d: %d -> %d bytes, %d -> %d records, %d swap(s), %.3fs",
@@ -333,7 +329,6 @@ class Cleaner:
                         return True
                     data = records_section(view, header)
                     offset_map.put_batch(data, header.records_count, header.base_offset, start)
-                    stats.map_messages_read += header.records_count
                 offset_map.update_latest_offset(header.last_offset)
         finally:
             os.close(fd)
@@ -365,7 +360,6 @@ class Cleaner:
             for i, segment in enumerate(group):
                 size = sizes[id(segment)]
                 last_segment = i == len(group) - 1
-                stats.segments_read += 1
                 fd = _open_segment(segment)
                 try:
                     for position, header, view in _iter_batches(

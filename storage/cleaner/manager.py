@@ -151,7 +151,6 @@ class LogCleanerManager:
         self._uncleanable: set[TopicPartition] = set()
         self._horizons: dict[TopicPartition, int] = {}
         self._done = threading.Condition(self._lock)
-        self.dirtiest_ratio = 0.0
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _checkpoint_path(self, log_dir: Path) -> Path:
@@ -163,13 +162,6 @@ class LogCleanerManager:
         except CheckpointError as exc:
             logger.warning("ignoring unreadable cleaner checkpoint: %s", exc)
             return {}
-
-    def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            out: dict[TopicPartition, int] = {}
-            for log_dir in self.log_manager.log_dirs:
-                out.update(self._read(log_dir))
-            return out
 
     def _update_checkpoint_locked(self, log: PartitionLog, offset: int) -> None:
         log_dir = self.log_manager.log_dir_of(log.topic, log.partition)
@@ -243,7 +235,6 @@ class LogCleanerManager:
                     continue
                 if to_clean.total_bytes > 0:
                     candidates.append(to_clean)
-            self.dirtiest_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             cleanable = [
                 c
                 for c in candidates
@@ -329,15 +320,6 @@ class LogCleanerManager:
             self._paused.pop(tp, None)
             self._uncleanable.discard(tp)
             self._horizons.pop(tp, None)
-
-    def resume_cleaning(self, topic: str, partition: int) -> None:
-        tp = (topic, partition)
-        with self._lock:
-            count = self._paused.get(tp, 0) - 1
-            if count > 0:
-                self._paused[tp] = count
-            else:
-                self._paused.pop(tp, None)
 
     def uncleanable_partitions(self) -> set[TopicPartition]:
         with self._lock:

@@ -45,14 +45,6 @@ class OffsetMap:
     def __len__(self) -> int:
         return len(self._entries)
 
-    @property
-    def bytes_used(self) -> int:
-        return self._used
-
-    @property
-    def utilization(self) -> float:
-        return self._used / self._budget if self._budget else 1.0
-
     def put_batch(self, data: bytes, count: int, base_offset: int, start: int) -> None:
         """Map every keyed record of a batch's records section at or above ``start``.
 

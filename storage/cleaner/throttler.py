@@ -37,7 +37,6 @@ class Throttler:
         self._lock = threading.Lock()
         self._period_start = monotonic_ns()
         self._observed = 0.0
-        self.slept_ms = 0.0
 
     @property
     def unlimited(self) -> bool:
@@ -60,5 +59,4 @@ class Throttler:
             self._period_start = now + int(max(sleep_s, 0.0) * 1e9)
             self._observed = 0.0
         if sleep_s > 0:
-            self.slept_ms += sleep_s * 1000
             self._stop.wait(sleep_s)

@@ -15,7 +15,6 @@ class PartitionWriter:
     topic: str
     partition: int
     segment_bytes: int = 1 << 30
-    index_interval: int = 1  # index every batch (Kafka: every 4096 bytes)
     next_offset: int = 0
     expected: list[Record] = field(default_factory=list)
     _seg_base: int = -1

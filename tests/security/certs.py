@@ -92,13 +92,12 @@ class Authority:
 class CertFiles:
     dir: Path
     ca: Path  # trusted CA (PEM)
-    other_ca: Path  # a CA the broker does not trust
     server_keystore: Path  # encrypted PKCS#8 key + chain, password KEY_PASSWORD
     server_key_plain: bytes
     server_chain: bytes
     client_key: Path
     client_cert: Path
-    rogue_key: Path  # client cert signed by other_ca
+    rogue_key: Path  # client cert signed by a CA the broker does not trust
     rogue_cert: Path
     client_dn: str
 
@@ -121,7 +120,6 @@ def make_certs(directory: Path) -> CertFiles:
     return CertFiles(
         dir=directory,
         ca=write("ca.pem", ca.cert_pem),
-        other_ca=write("other-ca.pem", other.cert_pem),
         server_keystore=write(
             "server.keystore.pem",
             _pem_key(server_key_obj, KEY_PASSWORD) + server.cert_pem + ca.cert_pem,

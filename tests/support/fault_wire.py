@@ -35,7 +35,6 @@ __all__ = (
 
 CORRUPT_MESSAGE = 2
 KAFKA_STORAGE_ERROR = 56
-OFFSET_OUT_OF_RANGE = 1
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,6 @@ class KafkaProcess:
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = base / "kafka.log"
-        self.started_in_s = 0.0
 
     @property
     def bootstrap(self) -> str:
@@ -141,7 +140,6 @@ class KafkaProcess:
         config = self.base / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         log4j = log4j_config(self.base)
-        t0 = time.monotonic()
         log_from = len(self.log_text())  # the ready line of this start, not of an earlier one
         if not (self.log_dir / "meta.properties").exists():
             run_java(
@@ -176,7 +174,6 @@ class KafkaProcess:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if READY in self.log_text()[log_from:]:
-                self.started_in_s = time.monotonic() - t0
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(

@@ -630,8 +630,6 @@ def _metadata_part(m: StreamsMember) -> StreamsMember:
         state="",
         assigned=EMPTY_TASKS,
         revoking=EMPTY_TASKS,
-        task_offsets=(),
-        task_end_offsets=(),
     )
 
 

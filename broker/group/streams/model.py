@@ -7,7 +7,6 @@ UNRELEASED_TASKS until they are released)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from tidelog.broker.group.streams.assignor import TaskAssignment, Tasks
@@ -69,8 +68,6 @@ class StreamsMember:
     client_tags: tuple[tuple[str, str], ...] = ()
     assigned: TaskSet = EMPTY_TASKS
     revoking: TaskSet = EMPTY_TASKS
-    task_offsets: tuple[tuple[str, int, int], ...] = ()
-    task_end_offsets: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -163,7 +160,3 @@ def reconcile(
         assigned=assigned,
         revoking=EMPTY_TASKS,
     )
-
-
-def tasks_from(pairs: Mapping[str, frozenset[int]]) -> Tasks:
-    return {s: ps for s, ps in sorted(pairs.items()) if ps}
