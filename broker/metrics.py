@@ -63,6 +63,8 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric
 
+    from tidelog.broker.group.coordinator import GroupCoordinator
+
 log = logging.getLogger("tidelog.metrics")
 
 __all__ = ["LATENCY_BUCKETS", "LONG_POLL_WAIT", "Metrics", "PartitionStats", "metrics_of"]
@@ -526,9 +528,9 @@ def _fold_internal(stats: list[PartitionStats]) -> list[PartitionStats]:
     return out
 
 
-def _group_offsets(coordinator: Any) -> list[tuple[str, str, int, int]]:
+def _group_offsets(coordinator: GroupCoordinator | None) -> list[tuple[str, str, int, int]]:
     """(group, topic, partition, committed offset) of every group (run on the loop thread)."""
-    if coordinator is None or getattr(coordinator, "offsets", None) is None:
+    if coordinator is None:
         return []
     store = coordinator.offsets
     return [
@@ -569,16 +571,11 @@ def _partition_stats(log_manager: Any) -> list[PartitionStats]:
     return out
 
 
-def _count_groups(coordinator: Any) -> int:
+def _count_groups(coordinator: GroupCoordinator | None) -> int:
+    """The groups the coordinator holds (``GroupCoordinator.groups``)."""
     if coordinator is None:
         raise LookupError("no group coordinator")
-    fn = getattr(coordinator, "group_count", None)
-    if callable(fn):
-        return int(fn())
-    groups = getattr(coordinator, "groups", None)
-    if isinstance(groups, dict):
-        return len(groups)
-    raise LookupError("the group coordinator exposes no group count")
+    return len(coordinator.groups)
 
 
 _UNSCRAPED = Metrics()

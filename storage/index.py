@@ -59,9 +59,10 @@ __all__ = [
     "IndexCorruptError",
     "OffsetIndex",
     "TimeIndex",
+    "decode_offset_index",
+    "decode_time_index",
 ]
 
-_OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _LITTLE = sys.byteorder == "little"
 
@@ -338,11 +339,7 @@ class OffsetIndex(_Index):
         return flat.tobytes()
 
     def _unpack(self, data: bytes) -> tuple[array[int], array[int]]:
-        flat = array("i")
-        flat.frombytes(data)
-        if _LITTLE:
-            flat.byteswap()
-        return flat[0::2], flat[1::2]
+        return _offset_columns(data)
 
     def load(self, log_size: int) -> None:
         """Read the file's entries and sanity-check them (raises ``IndexCorruptError``):
@@ -417,12 +414,7 @@ class TimeIndex(_Index):
         return b"".join(pack(t, o) for t, o in zip(keys, values, strict=True))
 
     def _unpack(self, data: bytes) -> tuple[array[int], array[int]]:
-        timestamps: array[int] = array("q")
-        offsets: array[int] = array("i")
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
-            timestamps.append(ts)
-            offsets.append(rel)
-        return timestamps, offsets
+        return _time_columns(data)
 
     def load(self) -> None:
         """Read the file's entries and sanity-check them (raises ``IndexCorruptError``)."""
@@ -458,3 +450,44 @@ class TimeIndex(_Index):
     def all_entries(self) -> list[tuple[int, int]]:
         base = self.base_offset
         return [(t, base + o) for t, o in zip(self._keys, self._values, strict=True)]
+
+
+# -- the file layout, for readers of any file (the loader above, and dump-log) ---------------------
+def _offset_columns(data: bytes) -> tuple[array[int], array[int]]:
+    """Relative offsets and positions of an ``.index`` file's bytes (whole entries)."""
+    flat = array("i")
+    flat.frombytes(data)
+    if _LITTLE:
+        flat.byteswap()
+    return flat[0::2], flat[1::2]
+
+
+def _time_columns(data: bytes) -> tuple[array[int], array[int]]:
+    """Timestamps and relative offsets of a ``.timeindex`` file's bytes (whole entries)."""
+    timestamps: array[int] = array("q")
+    offsets: array[int] = array("i")
+    for ts, rel in _TIME_ENTRY.iter_unpack(data):
+        timestamps.append(ts)
+        offsets.append(rel)
+    return timestamps, offsets
+
+
+def _written_bytes(data: bytes, entry_size: int) -> bytes:
+    """The entries before the zero-filled tail an active segment's preallocated file ends with
+    (a torn last entry is left out)."""
+    used = len(data.rstrip(b"\x00"))
+    return data[: min(-(-used // entry_size), len(data) // entry_size) * entry_size]
+
+
+def decode_offset_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:
+    """(absolute offset, position) entries of an ``.index`` file's bytes, unchecked, without the
+    preallocated tail (dump-log shows files in any state)."""
+    offsets, positions = _offset_columns(_written_bytes(data, OffsetIndex.entry_size))
+    return [(base_offset + rel, pos) for rel, pos in zip(offsets, positions, strict=True)]
+
+
+def decode_time_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:
+    """(timestamp, absolute offset) entries of a ``.timeindex`` file's bytes, unchecked, without
+    the preallocated tail."""
+    timestamps, offsets = _time_columns(_written_bytes(data, TimeIndex.entry_size))
+    return [(ts, base_offset + rel) for ts, rel in zip(timestamps, offsets, strict=True)]

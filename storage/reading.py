@@ -18,7 +18,7 @@ Threading: runs in the reader's thread on a snapshot taken under the partition l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import CorruptRecordError
@@ -26,9 +26,26 @@ from .info import FileRegion
 from .lazy_crc import CheckDeferred
 
 if TYPE_CHECKING:
+    from .log import PartitionLog
     from .segment import LogSegment
 
-__all__ = ["collect_regions"]
+__all__ = ["collect_regions", "read_from_start"]
+
+
+def read_from_start(
+    partition_log: PartitionLog, max_bytes: int, *, upper_bound: int | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset asked for, whole batches)`` from the log start offset to ``upper_bound`` (the
+    high watermark of each read when None), ``max_bytes`` a read: how a coordinator loads its
+    partition of an internal topic (a worker thread). The first batch may start below the offset
+    asked for."""
+    offset = partition_log.log_start_offset
+    while True:
+        info = partition_log.read(offset, max_bytes, upper_bound=upper_bound)
+        if info.first_offset is None or info.last_offset is None:
+            return
+        yield offset, info.read_bytes()
+        offset = info.last_offset + 1
 
 
 def collect_regions(

@@ -27,12 +27,14 @@ import crc32c as _crc32c
 
 from tidelog.storage.batch import (
     BATCH_HEADER_SIZE,
+    INT32_MAX,
+    LOG_OVERHEAD,
     RecordBatchHeader,
     increment_sequence,
     unpack_batch_header,
 )
+from tidelog.storage.index import decode_offset_index, decode_time_index
 from tidelog.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry, decode_snapshot
-from tidelog.storage.producer_snapshot import encode_snapshot as _encode_snapshot
 from tidelog.storage.record_codec import legacy_inner_crc_checks, legacy_message_header
 from tidelog.storage.transaction_index import ABORTED_TXN_SIZE, unpack_entry
 
@@ -51,15 +53,11 @@ __all__ = [
     "read_txn_index",
 ]
 
-LOG_OVERHEAD = 12
 HEADER_UP_TO_MAGIC = 17
 V2_HEADER_SIZE = BATCH_HEADER_SIZE
 LEGACY_OVERHEAD_V0 = 14  # smallest legal size field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)
-INT32_MAX = 2**31 - 1
 
 _I32 = struct.Struct(">i")
-_INDEX_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 
 
 class SegmentFileError(Exception):
@@ -256,32 +254,15 @@ def legacy_inner_checks(batch: LogBatch) -> list[tuple[int, bool]]:
 # ---------------------------------------------------------------- indexes
 
 
-def _written(data: bytes, entry_size: int) -> int:
-    """How many entries precede the zero-filled tail that preallocation leaves (an active
-    segment's index files are preallocated to segment.index.bytes, as in Kafka)."""
-    used = len(data.rstrip(b"\x00"))
-    return min(-(-used // entry_size), len(data) // entry_size)
-
-
 def read_offset_index(path: str | Path) -> list[tuple[int, int]]:
     """(absolute offset, position) entries of an ``.index`` file, without the zero-filled
-    preallocated tail."""
-    base = base_offset_of(path)
-    data = _read(path)
-    return [
-        (base + rel, pos)
-        for rel, pos in (_INDEX_ENTRY.unpack_from(data, i * 8) for i in range(_written(data, 8)))
-    ]
+    preallocated tail (the layout: ``storage.index.decode_offset_index``)."""
+    return decode_offset_index(_read(path), base_offset_of(path))
 
 
 def read_time_index(path: str | Path) -> list[tuple[int, int]]:
     """(timestamp, absolute offset) entries of a ``.timeindex`` file."""
-    base = base_offset_of(path)
-    data = _read(path)
-    return [
-        (ts, base + rel)
-        for ts, rel in (_TIME_ENTRY.unpack_from(data, i * 12) for i in range(_written(data, 12)))
-    ]
+    return decode_time_index(_read(path), base_offset_of(path))
 
 
 def _trim_preallocated(
@@ -363,11 +344,6 @@ def read_producer_snapshot(path: str | Path) -> list[SnapshotEntry]:
         return decode_snapshot(_read(path), name=str(path))
     except CorruptSnapshotError as exc:
         raise SegmentFileError(str(exc)) from None
-
-
-def encode_producer_snapshot(entries: list[SnapshotEntry]) -> bytes:
-    """The bytes Kafka writes for these entries (for tests and tools that make fixtures)."""
-    return _encode_snapshot(entries)
 
 
 def read_txn_index(path: str | Path) -> list[AbortedTxn]:

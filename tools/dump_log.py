@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from tidelog.storage.batch import INT32_MAX
 from tidelog.storage.record_codec import (
     DecodedBatch,
     LegacyBatch,
@@ -31,7 +32,6 @@ from tidelog.tools._common import (
 )
 from tidelog.tools._offsets_json import offsets_key_value
 from tidelog.tools._segment_files import (
-    INT32_MAX,
     LogBatch,
     SegmentFileError,
     base_offset_of,

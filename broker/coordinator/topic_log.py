@@ -28,6 +28,7 @@ from tidelog.broker.coordinator.log import (
 )
 from tidelog.broker.coordinator.partition_writer import PartitionWriter
 from tidelog.storage import PartitionLog
+from tidelog.storage.reading import read_from_start
 
 __all__ = ("InternalTopicLog", "TopicView")
 
@@ -157,10 +158,6 @@ class InternalTopicLog:
 def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[LogRecord]:
     """Every record from the log start to the HW, markers included (a worker thread)."""
     out: list[LogRecord] = []
-    offset = partition_log.log_start_offset
-    while True:
-        info = partition_log.read(offset, max_bytes, upper_bound=partition_log.high_watermark)
-        if info.first_offset is None or info.last_offset is None:
-            return out
-        out.extend(log_records(info.read_bytes(), offset))
-        offset = info.last_offset + 1
+    for offset, data in read_from_start(partition_log, max_bytes):
+        out.extend(log_records(data, offset))
+    return out

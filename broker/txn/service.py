@@ -43,6 +43,7 @@ from tidelog.protocol.internal_topics.transaction_state import (
     encode_txn_value,
 )
 from tidelog.storage import PartitionLog
+from tidelog.storage.reading import read_from_start
 from tidelog.storage.record_codec import iter_records
 
 if TYPE_CHECKING:
@@ -232,12 +233,8 @@ class TransactionService:
 def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, TxnLogValue | None]]:
     """Every ``__transaction_state`` record up to the HW (worker thread)."""
     out: list[tuple[str, TxnLogValue | None]] = []
-    offset = partition_log.log_start_offset
-    while True:
-        info = partition_log.read(offset, max_bytes)
-        if info.first_offset is None or info.last_offset is None:
-            return out
-        for record in iter_records(info.read_bytes()):
+    for offset, data in read_from_start(partition_log, max_bytes):
+        for record in iter_records(data):
             if record.offset < offset or record.key is None:
                 continue
             try:
@@ -249,7 +246,7 @@ def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, Tx
                 log.warning("skipping a %s record that does not parse: %s", partition_log, exc)
                 continue
             out.append((transactional_id, value))
-        offset = info.last_offset + 1
+    return out
 
 
 def install(broker: Broker) -> TransactionService:

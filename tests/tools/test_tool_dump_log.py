@@ -22,8 +22,9 @@ from tidelog.protocol.internal_topics.transaction_state import (
     encode_txn_key,
     encode_txn_value,
 )
+from tidelog.storage.producer_snapshot import encode_snapshot
 from tidelog.storage.record_codec import NewRecord, encode_batch, encode_control_batch
-from tidelog.tools._segment_files import ProducerSnapshotEntry, encode_producer_snapshot
+from tidelog.tools._segment_files import ProducerSnapshotEntry
 
 TS = 1_700_000_000_000
 
@@ -257,7 +258,7 @@ def test_producer_snapshot(tidelog: RunTool, tmp_path: Path) -> None:
         ProducerSnapshotEntry(1001, 0, -1, -1, 0, TS, 3, 42),
     ]
     snap = tmp_path / "00000000000000000009.snapshot"
-    snap.write_bytes(encode_producer_snapshot(entries))
+    snap.write_bytes(encode_snapshot(entries))
     r = tidelog("dump-log", "--files", str(snap))
     assert r.code == 0, r.err
     assert r.lines[1:] == [

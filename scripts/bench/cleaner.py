@@ -1,4 +1,4 @@
-"""Cleaning throughput on a generated log: ``python -m storage.cleaner.bench [--mb 100]``.
+"""Cleaning throughput on a generated log: ``python scripts/bench/cleaner.py [--mb 100]``.
 
 Writes a compacted partition of about ``--mb`` MB (keys drawn from ``--keys`` distinct keys,
 ``--value-bytes`` per value, ``--batch`` records per batch, codec ``--codec``) through
@@ -18,12 +18,12 @@ import time
 import uuid
 from pathlib import Path
 
-from ..config import LogConfig
-from ..manager import LogManager
-from ..record_codec import encode_batch
-from ..record_types import NewRecord
-from .config import CompactionConfig
-from .log_cleaner import LogCleaner
+from tidelog.storage.cleaner.config import CompactionConfig
+from tidelog.storage.cleaner.log_cleaner import LogCleaner
+from tidelog.storage.config import LogConfig
+from tidelog.storage.manager import LogManager
+from tidelog.storage.record_codec import encode_batch
+from tidelog.storage.record_types import NewRecord
 
 __all__ = ["main"]
 
