@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.config import BROKER_CONFIGS
+from tidelog.storage.metadata import atomic_write
 
 log = logging.getLogger("tidelog.admin")
 
@@ -311,17 +311,7 @@ class DynamicConfigs:
         with self._write_lock:
             if sequence <= self._written:
                 return
-            tmp = self.path.with_suffix(".json.tmp")
-            with open(tmp, "w") as f:
-                json.dump(data, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            atomic_write(self.path, json.dumps(data, sort_keys=True).encode())
             self._written = sequence
 
     def _save(self) -> None:

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tidelog.storage.fileio import fsync_dir
+from tidelog.storage.metadata import atomic_write
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -75,16 +74,7 @@ def read_next_block_start(path: Path) -> int:
 
 def write_next_block_start(path: Path, value: int) -> None:
     """Persist ``value`` crash-safely: tmp + fsync + rename + directory fsync."""
-    tmp = path.with_name(path.name + ".tmp")
-    data = f"{FORMAT_VERSION}\n{value}\n".encode("ascii")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    atomic_write(path, f"{FORMAT_VERSION}\n{value}\n".encode("ascii"))
 
 
 async def _run_inline(fn: Callable[..., T], *args: Any) -> T:

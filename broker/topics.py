@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.config import BrokerConfig, ConfigError
 from tidelog.config.topic import effective_topic_config, validate_topic_configs
 from tidelog.storage import LogConfig, StorageError
+from tidelog.storage.metadata import atomic_write
 
 if TYPE_CHECKING:
     from tidelog.storage import LogManager, PartitionLog
@@ -461,7 +461,7 @@ class Topics:
         text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for target in (self.path, self.backup_path):
-            _atomic_write(target, text)
+            atomic_write(target, text)
 
     @property
     def backup_path(self) -> Path:
@@ -569,20 +569,6 @@ def _read_registry(path: Path) -> dict[str, TopicInfo]:
         # JSONDecodeError and UnicodeDecodeError are ValueErrors.
         raise TopicRegistryError(f"{path} is not a readable topic registry ({exc})") from None
     return registered
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _collision_key(name: str) -> str:
