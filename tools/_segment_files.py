@@ -265,24 +265,16 @@ def read_time_index(path: str | Path) -> list[tuple[int, int]]:
     return decode_time_index(_read(path), base_offset_of(path))
 
 
-def _trim_preallocated(
-    entries: list[tuple[int, int]], zero: tuple[int, int]
-) -> list[tuple[int, int]]:
-    """Entries without the zero-filled slots an active segment's preallocated index ends with.
-
-    Kafka divergence: Kafka's tool checks those slots too, so an active segment's time index
-    always "fails" its sanity check there; here only written entries are checked.
-    """
-    end = len(entries)
-    while end > 0 and entries[end - 1] == zero:
-        end -= 1
-    return entries[:end]
-
-
 def offset_index_sanity(path: str | Path) -> None:
-    """Kafka's OffsetIndex.sanityCheck (what decides an index rebuild at start-up)."""
+    """Kafka's OffsetIndex.sanityCheck (what decides an index rebuild at start-up).
+
+    Kafka divergence: Kafka's tool checks the zero-filled slots an active segment's preallocated
+    index ends with too, so an active segment's time index always "fails" its sanity check there;
+    here only written entries are checked (``read_offset_index`` and ``read_time_index`` leave
+    those slots out).
+    """
     base = base_offset_of(path)
-    entries = _trim_preallocated(read_offset_index(path), (base, 0))
+    entries = read_offset_index(path)
     absolute = os.path.abspath(path)
     if entries and entries[-1][0] < base:
         raise SegmentFileError(
@@ -300,7 +292,7 @@ def offset_index_sanity(path: str | Path) -> None:
 def time_index_sanity(path: str | Path) -> None:
     """Kafka's TimeIndex.sanityCheck."""
     base = base_offset_of(path)
-    entries = _trim_preallocated(read_time_index(path), (0, base))
+    entries = read_time_index(path)
     absolute = os.path.abspath(path)
     if entries and entries[-1][0] < entries[0][0]:
         raise SegmentFileError(
