@@ -39,6 +39,3 @@ _.DELEGATION_TOKEN  # acls.ResourceType 6 (Kafka's DELEGATION_TOKEN resource typ
 _.CREATE_TOKENS  # acls.Operation 13 (Kafka's CreateTokens operation)
 _.DESCRIBE_TOKENS  # acls.Operation 14 (Kafka's DescribeTokens operation)
 _.GAP  # share.partition.AcknowledgeType 0 (Kafka's GAP acknowledge type)
-
-# Fields of a value that mirrors Kafka's (read by nothing yet, set by every validator).
-_.start_time_ms  # oauthbearer.ValidatedToken: Kafka's OAuthBearerToken.startTimeMs

@@ -285,7 +285,7 @@ def check_claims(
     now_s = now_ms / 1000
     skew = settings.clock_skew_s
     expires = _numeric(claims, "exp", "expiration time")
-    issued_at = _numeric(claims, "iat", "issued at")
+    _numeric(claims, "iat", "issued at")  # required, as Kafka's BrokerJwtValidator does
     if now_s >= expires + skew:
         raise TokenError(
             f"the token expired at {expires:.0f} (now {now_s:.0f}, clock skew allowed {skew} s)"
@@ -339,5 +339,4 @@ def check_claims(
         principal_name=subject.strip(),
         lifetime_ms=int(expires * 1000),
         scopes=scopes,
-        start_time_ms=int(issued_at * 1000),
     )

@@ -90,7 +90,6 @@ class ValidatedToken:
     #: The token's expiry (ms since the epoch): the session ends then.
     lifetime_ms: int
     scopes: frozenset[str]
-    start_time_ms: int | None
 
 
 class TokenValidator(Protocol):
@@ -280,5 +279,4 @@ class UnsecuredValidator:
             principal_name=subject,
             lifetime_ms=int(expires * 1000),
             scopes=scopes,
-            start_time_ms=None if issued_at is None else int(issued_at * 1000),
         )
