@@ -285,7 +285,7 @@ def check_claims(
     now_s = now_ms / 1000
     skew = settings.clock_skew_s
     expires = _numeric(claims, "exp", "expiration time")
-    _numeric(claims, "iat", "issued at")  # required, as Kafka's BrokerJwtValidator does
+    _numeric(claims, "iat", "issued at")  # required: a token without a numeric iat is refused
     if now_s >= expires + skew:
         raise TokenError(
             f"the token expired at {expires:.0f} (now {now_s:.0f}, clock skew allowed {skew} s)"
