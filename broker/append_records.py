@@ -173,7 +173,7 @@ def append_on_loop(
 ) -> AppendInfo | ProducePartitionResult:
     """``append_partition`` on the event loop, for a caller that checked already that the
     batch needs no worker and no append of the partition is queued (``needs_worker``,
-    ``broker.append_queue.busy``): the ``AppendInfo`` of a success as storage returned it (no
+    ``PartitionAppends.busy``): the ``AppendInfo`` of a success as storage returned it (no
     result object: the common Produce's answer is encoded from it), else the refusal."""
     if topic in INTERNAL_TOPICS or transactional_producer(records) is not None:
         result = append_partition(broker, topic, partition, records, partition_log)
