@@ -193,8 +193,9 @@ class KafkaChannel:
         if type(inner) is FileAnswer:
             self.sending_file = True
         elif type(inner) is Close and not inner.linger_s:
+            # Nothing more is written; the requests still running stay listed until
+            # ``connection_lost`` hands them back to be cancelled.
             self.closing = self.closed = True
-            self._pending.clear()
         return answer
 
     # ------------------------------------------------------------------ the transport's news
@@ -219,8 +220,9 @@ class KafkaChannel:
 
     @property
     def drained(self) -> bool:
-        """Nothing owed: no answer held or awaited, no file being sent."""
-        return not self._pending and not self.sending_file
+        """Nothing owed: no answer held or awaited, no file being sent (or a ``Close`` went
+        out: nothing more will be)."""
+        return self.closed or (not self._pending and not self.sending_file)
 
     @property
     def in_flight(self) -> int:

@@ -128,10 +128,18 @@ def test_a_close_answer_goes_out_after_earlier_answers_and_drops_the_rest() -> N
     earlier = ch.pending()
     assert ch.answer(Close("malformed")) is None
     assert ch.answer(b"later") is None
+    running = ch.pending("still-running")
     ch.receive_data(frame(b"more"))
     out = ch.answered(earlier, b"earlier")
     assert out[0] == b"earlier" and isinstance(out[1], Close) and len(out) == 2
     assert ch.closed and ch.next_frame() is None and ch.drained
+    assert ch.answered(running, b"too late") == []  # nothing is written after the close
+    assert ch.connection_lost() == []
+    # A request still running when the close goes out is handed back to be cancelled.
+    ch2, _ = channel()
+    ch2.answer(Close("malformed"))
+    ch2.pending("long-poll")
+    assert ch2.connection_lost() == ["long-poll"]
 
 
 def test_a_lingering_close_keeps_the_connection_open() -> None:
