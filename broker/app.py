@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from tidelog.broker import coordinators
 from tidelog.broker.client_quota_manager import ClientQuotas, monotonic_ms
+from tidelog.broker.connection_quotas import ConnectionQuotas
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.endpoints import Endpoint, resolve_endpoints
 from tidelog.broker.flusher import Flusher
@@ -49,7 +50,7 @@ from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
 from tidelog.broker.router import Router
 from tidelog.broker.security.service import BrokerSecurity
-from tidelog.broker.server import ConnectionQuotas, ListenerServer
+from tidelog.broker.server import ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig
 from tidelog.config.topic import effective_topic_config
@@ -458,6 +459,7 @@ class Broker:
                 idle_ms=self.config.get_int("connections.max.idle.ms"),
                 security=self.security if endpoint.name in self.security.listeners else None,
                 ssl_context=self._ssl_context(endpoint.name),
+                broker=self,
             )
             await server.bind()
             self.listeners.append(server)

@@ -45,6 +45,7 @@ __all__ = [
     "BIG_APPEND_BYTES",
     "KEY_CHECK_ON_LOOP_BYTES",
     "ProducePartitionResult",
+    "append_on_loop",
     "append_partition",
     "await_high_watermark",
     "covered",
@@ -161,6 +162,31 @@ def append_partition(
     except StorageError as exc:
         info = exc
     return _appended(broker, partition_log, topic, partition, len(data), hw_before, info)
+
+
+def append_on_loop(
+    broker: BrokerView,
+    topic: str,
+    partition: int,
+    records: bytes | memoryview,
+    partition_log: PartitionLog,
+) -> AppendInfo | ProducePartitionResult:
+    """``append_partition`` on the event loop, for a caller that checked already that the
+    batch needs no worker and no append of the partition is queued (``needs_worker``,
+    ``PartitionAppends.busy``): the ``AppendInfo`` of a success as storage returned it (no
+    result object: the common Produce's answer is encoded from it), else the refusal."""
+    if topic in INTERNAL_TOPICS or transactional_producer(records) is not None:
+        result = append_partition(broker, topic, partition, records, partition_log)
+        assert not isinstance(result, asyncio.Future)  # the caller checked it is not queued
+        return result
+    hw_before = partition_log.high_watermark
+    try:
+        info = partition_log.append(records, now_ms=broker.clock(), leader_epoch=LEADER_EPOCH)
+    except StorageError as exc:
+        return _appended(broker, partition_log, topic, partition, len(records), hw_before, exc)
+    broker.metrics.topic_in(topic, info.last_offset - info.first_offset + 1, len(records))
+    broker.partition_writer.appended(partition_log, hw_before)
+    return info
 
 
 # As Kafka's ReplicaManager.appendToLocalLog: a refused append reports the partition's log start

@@ -2,8 +2,8 @@
 
 ``FrameReader`` is sans-io: ``feed`` gives it the bytes a read returned, ``next_frame`` hands
 out the complete frames in order. It never touches a transport, a loop or a clock, so tests
-drive it with plain bytes (``tests/broker/test_network_receive.py``); ``KafkaConnection``
-(``broker/server.py``) owns one per connection and decides when to ask for the next frame
+drive it with plain bytes (``tests/broker/test_network_receive.py``); ``KafkaChannel``
+(``broker/kafka_channel.py``) owns one per connection and decides when to ask for the next frame
 (backpressure: frames not asked for stay held, in order, until it asks again).
 
 Frame: ``size:int32`` (big-endian, the bytes that follow) then ``size`` bytes (request header

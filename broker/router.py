@@ -35,14 +35,13 @@ import importlib
 import logging
 import pkgutil
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from datetime import timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.api_table import API_TABLE, HANDLERS_PACKAGE, ApiEntry
 from tidelog.broker.client_quota_manager import SECONDS_TO_PERCENTAGE, user_of
-from tidelog.broker.eager import timed
 from tidelog.broker.handlers.base import (
     Answer,
     Close,
@@ -489,3 +488,49 @@ class Router:
         except Exception:
             log.exception("building the error answer failed; closing the connection")
             return Close("handler failed")
+
+
+# ---------------------------------------------------------------------- a request's handler time
+
+
+class _Timed:
+    __slots__ = ("coro", "spent")
+
+    def __init__(self, coro: Any, spent: list[float]) -> None:
+        self.coro = coro
+        self.spent = spent
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return _step_timed(self.coro, self.spent)
+
+
+def _step_timed(coro: Any, spent: list[float]) -> Generator[Any, Any, Any]:
+    """Drive ``coro`` as ``yield from`` would, adding the time of each of its steps (not the
+    time it waited between them) to ``spent[0]``."""
+    clock = time.perf_counter
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        started = clock()
+        try:
+            waiting_on = coro.send(sent) if error is None else coro.throw(error)
+        except StopIteration as done:
+            spent[0] += clock() - started
+            return done.value
+        except BaseException:
+            spent[0] += clock() - started
+            raise
+        spent[0] += clock() - started
+        try:
+            sent, error = (yield waiting_on), None
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            sent, error = None, exc
+
+
+def timed(coro: Any, spent: list[float]) -> Any:
+    """An awaitable of ``coro``'s result that adds the time ``coro`` ran (its steps on the loop,
+    not its waits) to ``spent[0]``: a request's handler time for the request quota."""
+    return _Timed(coro, spent)

@@ -1,22 +1,20 @@
-"""The TCP side: one asyncio Protocol per client connection.
+"""The TCP side: one asyncio Protocol per client connection, a thin adapter of its channel.
 
-Framing (bytes in, frames out) is ``FrameReader``'s (``broker/network_receive.py``, sans-io): a
-4-byte size prefix, checked against ``socket.request.max.bytes`` before anything is buffered; a
-negative or too large size closes that connection. Complete frames are handed to the router at once
-(decoding is synchronous) and each handler runs at once up to its first suspension (most never
-suspend: their answer is written without a task); a handler that suspends goes on as a task, so
-pipelined requests are processed concurrently, while answers are written strictly in request order.
+The protocol state of a connection (framing, answers in request order, backpressure, mutes,
+close-after-error, idle time) is ``KafkaChannel``'s (``broker/kafka_channel.py``, sans-io, as
+h11's ``Connection`` is for HTTP). ``KafkaConnection`` feeds it the bytes a read returned (after
+TLS), dispatches each frame it hands out to the router at once (decoding is synchronous), runs each
+handler at once up to its first suspension (most never suspend: their answer is written without a
+task; one that suspends goes on as a task, so pipelined requests are processed concurrently),
+writes what the channel returns, and pauses reading while the channel says so (``wants_read``).
 
 A big frame (a Produce of a 32 MiB batch) is gathered by the reader into one buffer of its
 final size and handed on as a read-only view of it: the records of its batch stay a view of it
 too (``protocol.fast.produce``).
 
-Backpressure: when the transport's write buffer passes its high-water mark (``pause_writing``),
-or too many requests of this connection are still unanswered, we stop reading from the client
-until the buffer drains (``resume_writing``) and the answers catch up.
-
 Client quotas (KIP-219): a ``Throttled`` answer is written at once, then the connection is
-muted (not read, no further frame taken) for its throttle time.
+muted (not read, no further frame taken) for its throttle time (a timer here, the state in the
+channel).
 
 Limits (``ConnectionQuotas``, shared by all listeners): a connection past ``max.connections``
 or past ``max.connections.per.ip`` for its address is closed as soon as it is accepted, as
@@ -24,33 +22,41 @@ Kafka closes a connection over its per-IP quota, and counts are released when a 
 closes. Kafka divergence: at ``max.connections`` Kafka's acceptor waits for a free slot instead
 of closing. A connection that sent nothing and has no answer pending for longer than
 ``connections.max.idle.ms`` is closed by a periodic check on the loop (-1: never).
+
+The broker is seen through ``ListenerBroker`` (metrics, share sessions, the worker pool).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import functools
 import logging
 import socket
 import ssl
 import time
-from typing import Any, cast
+from collections.abc import Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from tidelog.broker.connection_quotas import ConnectionQuotas
-from tidelog.broker.eager import Ready, finish
 from tidelog.broker.handlers.base import Answer, Close, Throttled
+from tidelog.broker.kafka_channel import KafkaChannel, Slot
 from tidelog.broker.metrics import metrics_of
-from tidelog.broker.network_receive import FrameReader, FrameSizeError
 from tidelog.broker.router import Router
 from tidelog.broker.security.tls import TlsLayer
 from tidelog.broker.sendfile import FileAnswer, FileSender, SendSocket, sender_for, write_read
 
+if TYPE_CHECKING:
+    from tidelog.broker.metrics import Metrics
+    from tidelog.broker.security.sasl import ConnectionSecurity
+    from tidelog.broker.security.service import BrokerSecurity
+    from tidelog.broker.share.coordinator import ShareCoordinator
+
 log = logging.getLogger("tidelog.server")
 
-__all__ = ("ConnectionQuotas", "KafkaConnection", "ListenerServer")
+__all__ = ("WRITE_HIGH_WATER", "KafkaConnection", "ListenerBroker", "ListenerServer")
 
-#: Unanswered requests per connection before we stop reading from it.
-MAX_IN_FLIGHT = 128
+T = TypeVar("T")
+
 #: Write-buffer high-water mark (bytes queued in the transport before pause_writing).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: How long a connection that failed authentication stays open after its failure answer,
@@ -58,20 +64,77 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 FAILED_AUTH_CLOSE_LINGER_S = 1.0
 
 
+class ListenerBroker(Protocol):
+    """What a listener's connections use of the broker (``broker.app.Broker`` is one)."""
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def share_groups(self) -> ShareCoordinator | None: ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+
+# ---------------------------------------------------------------------- handlers run eagerly
+# A handler's coroutine is stepped at once up to its first suspension (``_submit``): most requests
+# never suspend (a produce with acks 0/1, a fetch with data ready, metadata...), so their answer is
+# written without a task or a loop turn. ``_finish`` wraps one that did suspend, on what it
+# yielded, so ``asyncio.ensure_future`` can run the rest.
+
+
+def _resume(coro: Any, waiting_on: Any) -> Generator[Any, Any, Answer]:
+    """Go on with a coroutine that already ran up to yielding ``waiting_on`` (what
+    ``yield from`` does, from the middle): the task running this waits on what it yields."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation or the awaited future's error
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration as done:
+                return cast(Answer, done.value)
+            continue
+        try:
+            waiting_on = coro.send(sent)
+        except StopIteration as done:
+            return cast(Answer, done.value)
+
+
+class _Resume:
+    __slots__ = ("coro", "waiting_on")
+
+    def __init__(self, coro: Any, waiting_on: Any) -> None:
+        self.coro = coro
+        self.waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Answer]:
+        return _resume(self.coro, self.waiting_on)
+
+
+async def _finish(coro: Any, waiting_on: Any) -> Answer:
+    """The rest of a handler that suspended during its eager first step (see ``_submit``)."""
+    return await _Resume(coro, waiting_on)
+
+
+_IMMEDIATE = (bytes, list, Close, FileAnswer, Throttled, type(None))
+
+
 class KafkaConnection(asyncio.Protocol):
-    """One client connection: framing, in-order answers, backpressure."""
+    """One client connection: the asyncio adapter of its ``KafkaChannel`` (TLS, handlers run,
+    timers, sendfile)."""
 
     def __init__(self, server: ListenerServer) -> None:
         self._server = server
-        self._router = server.router
-        self._metrics = metrics_of(getattr(server.router, "broker", None))
+        self._dispatch = server.router.dispatch
+        self._metrics = server.metrics
         self._transport: asyncio.Transport | None = None
-        #: Bytes in, frames out (sans-io; ``broker/network_receive.py``).
-        self._reader = FrameReader(server.max_request_bytes)
-        self._pending: collections.deque[asyncio.Future[Answer] | Ready] = collections.deque()
-        self._write_paused = False
+        #: The protocol state (sans-io; ``broker/kafka_channel.py``).
+        self.channel = KafkaChannel(server.max_request_bytes, server.now)
         self._reading_paused = False
-        self._closing = False
         self._drained: asyncio.Future[None] | None = None
         #: A ``FileAnswer`` being sent (answers behind it wait): its future, and its sender
         #: when it goes by sendfile.
@@ -84,11 +147,10 @@ class KafkaConnection(asyncio.Protocol):
         #: The timer ending a quota mute (``Throttled``), while muted.
         self._throttle: asyncio.TimerHandle | None = None
         #: Authentication state on SSL/SASL listeners (broker.security.sasl), else None.
-        self._session: Any = None
+        self._session: ConnectionSecurity | None = None
         self._tls: TlsLayer | None = None
         self.peer_host = "?"
         self.peer_port = 0
-        self.last_active = 0.0  # loop time of the last byte in or answer out
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -102,7 +164,7 @@ class KafkaConnection(asyncio.Protocol):
         refused = self._server.quotas.admit(self.peer_host)
         if refused is not None:
             log.info("refused connection from %s:%d: %s", self.peer_host, self.peer_port, refused)
-            self._closing = True
+            self.channel.closing = True
             transport.close()
             return
         self._admitted = True
@@ -112,7 +174,7 @@ class KafkaConnection(asyncio.Protocol):
             self._tls = TlsLayer(self._server.ssl_context)
         elif self._server.security is not None and not self._start_session(None):
             return
-        self.last_active = self._server.now()
+        self.channel.last_active = self._server.now()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -126,9 +188,9 @@ class KafkaConnection(asyncio.Protocol):
     def _start_session(self, peercert: dict[str, Any] | None) -> bool:
         """The connection's authentication state; False when it was closed (a client
         certificate no mapping rule accepts)."""
-        session = self._server.security.session_for(
-            self._server.name, self.peer_host, self.peer_port
-        )
+        security = self._server.security
+        assert security is not None
+        session = security.session_for(self._server.name, self.peer_host, self.peer_port)
         self._session = session
         if session is None:
             return True
@@ -138,8 +200,7 @@ class KafkaConnection(asyncio.Protocol):
             return False
         if not session.authenticated:
             # Before authentication a frame may be at most sasl.server.max.receive.size.
-            reader = self._reader
-            reader.max_request = min(reader.max_request, session.listener.max_receive_size)
+            self.channel.limit_frames(session.listener.max_receive_size)
         return True
 
     def _tls_received(self, tls: TlsLayer, data: bytes) -> bytes | None:
@@ -168,12 +229,11 @@ class KafkaConnection(asyncio.Protocol):
                 return None
         return plain or None
 
-    def _before_authentication(self, frame: memoryview) -> None:
+    def _before_authentication(self, session: ConnectionSecurity, frame: memoryview) -> None:
         """A frame of a SASL connection not yet authenticated (see broker.security.sasl)."""
-        session = self._session
         outcome = session.intercept(frame)
         if outcome is None:
-            outcome = self._router.dispatch(
+            outcome = self._dispatch(
                 frame, self.peer_host, self.peer_port, self._server.name, session
             )
         self._submit(outcome)
@@ -186,7 +246,7 @@ class KafkaConnection(asyncio.Protocol):
             # FAILED_AUTH_CLOSE_LINGER_S.
             self._submit(Close("", linger_s=FAILED_AUTH_CLOSE_LINGER_S))
         elif session.authenticated:
-            self._reader.max_request = self._server.max_request_bytes
+            self.channel.authenticated()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
@@ -197,143 +257,124 @@ class KafkaConnection(asyncio.Protocol):
         if self._throttle is not None:
             self._throttle.cancel()
             self._throttle = None
-        self._server.quotas.release(self.peer_host)
-        self._server.connections.discard(self)
+        server = self._server
+        server.quotas.release(self.peer_host)
+        server.connections.discard(self)
         self._metrics.connection_closed()
         # Share sessions live on their connection (as Kafka's ShareSessionCache): its close
         # ends them and releases what their members hold.
-        share_groups = getattr(getattr(self._router, "broker", None), "share_groups", None)
+        share_groups = server.broker.share_groups if server.broker is not None else None
         if share_groups is not None:
             share_groups.connection_closed(self.peer_host, self.peer_port)
-        self._closing = True
         if self._sender is not None:
             self._sender.cancel()
         if self._sending is not None:
             self._sending.cancel()
         if self._send_socket is not None:
             self._send_socket.close()  # after a worker thread's step, if one runs
-        for item in self._pending:
-            if isinstance(item, asyncio.Future):  # tasks and long-poll futures
-                item.cancel()
-        self._pending.clear()
-        self._reader.clear()
-        self._write_paused = False  # nothing more will be written: shutdown need not wait
-        self._set_drained()
+        for running in self.channel.connection_lost():
+            cast(asyncio.Future[Answer], running).cancel()  # tasks and long-poll futures
+        self._set_drained()  # nothing more will be written: shutdown need not wait
 
     def pause_writing(self) -> None:
-        self._write_paused = True
+        self.channel.write_paused = True
         self._update_reading()
 
     def resume_writing(self) -> None:
-        self._write_paused = False
+        self.channel.write_paused = False
         self._update_reading()
         self._set_drained()
 
     def data_received(self, data: bytes) -> None:
         self._metrics.bytes_in(len(data))
-        if self._closing:
+        channel = self.channel
+        if channel.closing:
             return
         if self._tls is not None:
             decrypted = self._tls_received(self._tls, data)
             if decrypted is None:
                 return
             data = decrypted
-        self.last_active = self._server.now()
-        self._reader.feed(data)
+        channel.receive_data(data)
         self._take_frames()
 
     def _take_frames(self) -> None:
-        """Dispatch the complete frames read so far.
-
-        Stops at MAX_IN_FLIGHT unanswered requests or a full write buffer, even inside one
-        read: pipelined requests the reader holds are taken when answers drain
-        (``_update_reading``), so a client that never reads holds at most MAX_IN_FLIGHT answers.
-        """
-        reader = self._reader
-        while (
-            not self._write_paused and self._throttle is None and len(self._pending) < MAX_IN_FLIGHT
-        ):
-            frame = reader.next_frame()
+        """Dispatch the frames the channel hands out: it stops at MAX_IN_FLIGHT unanswered
+        requests, a full write buffer or a mute, even inside one read; the frames it holds are
+        taken when that ends (``_update_reading``)."""
+        channel = self.channel
+        dispatch = self._dispatch
+        name = self._server.name
+        while True:
+            frame = channel.next_frame()
             if frame is None:
                 break
-            if isinstance(frame, FrameSizeError):
-                limit = (
-                    "socket.request.max.bytes"
-                    if frame.limit == self._server.max_request_bytes
-                    else "sasl.server.max.receive.size, before authentication"
-                )
-                self.close(f"request size {frame.size} is outside 0..{frame.limit} ({limit})")
+            if isinstance(frame, Close):
+                self.close(frame.reason)
                 return
             session = self._session
-            if session is not None and session.authenticated and session.expires_at is not None:
+            if session is None:
+                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, None))
+                continue
+            if session.authenticated and session.expires_at is not None:
                 # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
                 refused = session.check_session(frame)
                 if refused is not None:
                     self._submit(refused)
                     return
-            if session is not None and not session.authenticated:
-                self._before_authentication(frame)
+            if not session.authenticated:
+                self._before_authentication(session, frame)
             else:
-                self._submit(
-                    self._router.dispatch(
-                        frame, self.peer_host, self.peer_port, self._server.name, session
-                    )
-                )
-            if self._closing:
-                return
+                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, session))
         self._update_reading()
 
     def eof_received(self) -> bool | None:
         # The client closed its side: finish the answers we owe, then close.
-        self._closing = True
+        self.channel.peer_closed()
         self._after_drain_close()
         return True
 
     # ------------------------------------------------------------------ answers in order
 
     def _submit(self, outcome: Any) -> None:
-        if isinstance(outcome, bytes | list | Close | FileAnswer | Throttled) or outcome is None:
-            if not self._pending and self._sending is None:
-                self._write(outcome)
-                return
-            self._pending.append(Ready(outcome))
+        channel = self.channel
+        if isinstance(outcome, _IMMEDIATE):
+            answer = channel.answer(outcome)
+            if answer is not None:
+                self._write(answer)
             return
         if isinstance(outcome, asyncio.Future):  # a long poll answered by callbacks
-            self._pending.append(outcome)
-            outcome.add_done_callback(self._task_done)
+            outcome.add_done_callback(functools.partial(self._task_done, channel.pending(outcome)))
             return
         # Run the handler at once, up to its first suspension: most requests (produce with
         # acks 0/1, fetch with data ready, metadata...) never suspend, and a task plus a loop
         # turn cost more than such a handler. One that suspends goes on in a task from there.
+        coro = cast(Coroutine[Any, Any, Answer], outcome)
         try:
-            waiting_on = outcome.send(None)
+            waiting_on = coro.send(None)
         except StopIteration as done:
             self._submit(done.value)
             return
         except Exception as exc:
             self._submit(Close(f"request failed: {exc!r}"))
             return
-        task = asyncio.ensure_future(finish(outcome, waiting_on))
-        self._pending.append(task)
-        task.add_done_callback(self._task_done)
+        task = asyncio.ensure_future(_finish(coro, waiting_on))
+        task.add_done_callback(functools.partial(self._task_done, channel.pending(task)))
 
-    def _task_done(self, _task: asyncio.Future[Any] | None) -> None:
-        while self._pending and self._sending is None:
-            head = self._pending[0]
-            if isinstance(head, Ready):
-                answer = head.answer
-            elif head.done():
-                if head.cancelled():
-                    answer = Close("request cancelled")
-                else:
-                    exc = head.exception()
-                    answer = Close(f"request failed: {exc!r}") if exc is not None else head.result()
-            else:
-                break
-            self._pending.popleft()
+    def _task_done(self, slot: Slot, task: asyncio.Future[Answer]) -> None:
+        if self.channel.closed:
+            return
+        answer: Answer
+        if task.cancelled():
+            answer = Close("request cancelled")
+        else:
+            exc = task.exception()
+            answer = Close(f"request failed: {exc!r}") if exc is not None else task.result()
+        self._write_all(self.channel.answered(slot, answer))
+
+    def _write_all(self, answers: list[Answer]) -> None:
+        for answer in answers:
             self._write(answer)
-            if self._transport is None or self._transport.is_closing():
-                return
         self._update_reading()
         self._after_drain_close()
 
@@ -341,12 +382,16 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if isinstance(answer, Throttled):
+        if type(answer) is bytes:
+            if self._tls is None:
+                self._metrics.bytes_out(len(answer))
+                transport.write(answer)
+                return
+        elif isinstance(answer, Throttled):
             self._mute(answer.throttle_ms)
             answer = answer.answer
-        if answer is None:
-            return
-        self.last_active = self._server.now()
+            if answer is None:
+                return
         if isinstance(answer, Close):
             if answer.linger_s > 0:
                 if self._linger is None:
@@ -358,13 +403,13 @@ class KafkaConnection(asyncio.Protocol):
         elif isinstance(answer, FileAnswer):
             self._send_file(transport, answer)
         elif self._tls is not None:
-            chunks = [answer] if isinstance(answer, bytes) else answer
+            chunks = [answer] if isinstance(answer, bytes) else cast(list[bytes], answer)
             self._metrics.bytes_out(sum(map(len, chunks)))
             transport.writelines([self._tls.send(c) for c in chunks])
         elif isinstance(answer, bytes):
             self._metrics.bytes_out(len(answer))
             transport.write(answer)
-        else:
+        elif answer is not None:
             self._metrics.bytes_out(sum(map(len, answer)))
             transport.writelines(answer)
 
@@ -396,8 +441,8 @@ class KafkaConnection(asyncio.Protocol):
         sending.add_done_callback(self._sent)
 
     async def _run_blocking(self, fn: Any) -> Any:
-        broker = getattr(self._router, "broker", None)
-        if broker is not None and hasattr(broker, "run_blocking"):
+        broker = self._server.broker
+        if broker is not None:
             return await broker.run_blocking(fn)
         return await asyncio.get_running_loop().run_in_executor(None, fn)
 
@@ -419,21 +464,25 @@ class KafkaConnection(asyncio.Protocol):
             )
             self.close()
             return
-        self.last_active = self._server.now()
-        self._task_done(None)  # the answers queued behind it
+        self._write_all(self.channel.file_sent())  # the answers queued behind it
 
     def _mute(self, throttle_ms: int) -> None:
         """Stop reading for ``throttle_ms`` (a client quota's throttle; a longer one wins)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + throttle_ms / 1000
+        if self.channel.mute(throttle_ms) is None:
+            return
         if self._throttle is not None:
-            if self._throttle.when() >= until:
-                return
             self._throttle.cancel()
-        self._throttle = loop.call_at(until, self._unmute)
+        self._throttle = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
         self._update_reading()
 
     def _unmute(self) -> None:
+        channel = self.channel
+        channel.unmute()
+        until = channel.muted_until
+        if until is not None:  # the timer ran a little early
+            delay = max(until - self._server.now(), 0.001)
+            self._throttle = asyncio.get_running_loop().call_later(delay, self._unmute)
+            return
         self._throttle = None
         self._update_reading()
 
@@ -441,19 +490,17 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        pause = (
-            self._write_paused
-            or self._closing
-            or self._throttle is not None
-            or len(self._pending) >= MAX_IN_FLIGHT
-        )
-        if pause and not self._reading_paused:
-            self._reading_paused = True
-            transport.pause_reading()
-        elif not pause and self._reading_paused:
+        channel = self.channel
+        read = channel.wants_read
+        if not read:
+            if not self._reading_paused:
+                self._reading_paused = True
+                transport.pause_reading()
+            return
+        if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-        if not pause and self._reader.has_frame():
+        if channel.reader.has_frame():
             self._take_frames()  # complete frames held back by backpressure
 
     # ------------------------------------------------------------------ closing
@@ -462,35 +509,37 @@ class KafkaConnection(asyncio.Protocol):
         """Close now (answers not yet written are dropped)."""
         if reason:
             log.warning("closing connection from %s:%d: %s", self.peer_host, self.peer_port, reason)
-        self._closing = True
+        self.channel.closing = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 
     def idle_for(self, now: float) -> float:
         """Seconds since the last byte in or answer out; 0 while an answer is owed."""
-        return 0.0 if self._pending or self._sending is not None else now - self.last_active
+        return self.channel.idle_for(now)
 
     def _after_drain_close(self) -> None:
-        if self._closing and not self._pending and self._sending is None:
+        channel = self.channel
+        if channel.closing and channel.drained:
             self._set_drained()
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
 
     def _set_drained(self) -> None:
+        channel = self.channel
         if (
             self._drained is not None
             and not self._drained.done()
-            and not self._pending
-            and self._sending is None
-            and not self._write_paused
+            and channel.drained
+            and not channel.write_paused
         ):
             self._drained.set_result(None)
 
     async def finish(self, timeout: float) -> None:
         """Stop reading, answer what is in flight (up to ``timeout`` s), then close."""
-        self._closing = True
+        channel = self.channel
+        channel.closing = True
         self._update_reading()
-        if self._pending or self._write_paused or self._sending is not None:
+        if not channel.drained or channel.write_paused:
             self._drained = asyncio.get_running_loop().create_future()
             self._set_drained()
             try:
@@ -500,7 +549,7 @@ class KafkaConnection(asyncio.Protocol):
                     "connection %s:%d still had %d requests in flight at shutdown",
                     self.peer_host,
                     self.peer_port,
-                    len(self._pending),
+                    channel.in_flight,
                 )
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
@@ -519,12 +568,16 @@ class ListenerServer:
         *,
         quotas: ConnectionQuotas | None = None,
         idle_ms: int = -1,
-        security: Any = None,
-        ssl_context: Any = None,
+        security: BrokerSecurity | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        broker: ListenerBroker | None = None,
     ) -> None:
         self.name = name
-        #: broker.security.service.BrokerSecurity (None: PLAINTEXT without security set up).
+        #: None: PLAINTEXT without security set up.
         self.security = security
+        #: What the connections use of the broker (None: a listener on its own, in tests).
+        self.broker = broker
+        self.metrics = metrics_of(broker)
         self.ssl_context = ssl_context
         self.host = host
         self.port = port

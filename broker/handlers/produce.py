@@ -52,6 +52,7 @@ from kio.static.primitive import i64
 
 from tidelog.broker.append_records import (
     ProducePartitionResult,
+    append_on_loop,
     append_partition,
     await_high_watermark,
     needs_worker,
@@ -338,19 +339,40 @@ def answer_at_once(
         return None  # appended in a worker thread: ``handle``
     if version >= IMPLICIT_ADD_SINCE and _needs_implicit_add(broker, name, index, records):
         return None  # ``handle`` adds the partition to the transaction first
-    result = append_partition(broker, name, index, records, partition_log)
-    assert not isinstance(result, asyncio.Future)  # nothing was queued: checked just above
-    answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
-    if result.error != ErrorCode.none or partition_log.high_watermark >= result.next_offset:
-        return answer
+    # One pass from the parsed frame to the framed answer: the append's AppendInfo is encoded
+    # straight into the answer (``encode_produce_one``'s preencoded prefix), no result object.
+    info = append_on_loop(broker, name, index, records, partition_log)
+    if isinstance(info, ProducePartitionResult):  # refused, or internal or transactional
+        result = info
+        answer = frame_answer(correlation_id, version >= 9, _encode_one(version, result))
+        if result.error != ErrorCode.none or partition_log.high_watermark >= result.next_offset:
+            return answer
+        next_offset = result.next_offset
+    else:
+        answer = frame_answer(
+            correlation_id,
+            version >= 9,
+            encode_produce_one(
+                version,
+                name,
+                index,
+                0,
+                info.first_offset,
+                info.log_append_time_ms,
+                info.log_start_offset,
+            ),
+        )
+        next_offset = info.last_offset + 1
+        if partition_log.high_watermark >= next_offset:
+            return answer
     # Durable acknowledgement: answer once the group-commit fsync covers the batch.
     loop = asyncio.get_running_loop()
     held: asyncio.Future[bytes] = broker.held_answers.hold(
-        (result.topic, result.partition),
-        result.next_offset,
+        (name, index),
+        next_offset,
         loop.time() + max(request.timeout.total_seconds(), 0.0),
         answer,
-        functools.partial(_error_answer, version, correlation_id, result.topic, result.partition),
+        functools.partial(_error_answer, version, correlation_id, name, index),
         loop,
     )
     return held

@@ -1,6 +1,6 @@
 """What one page-cache Produce costs in tidelog, against the floor of any Python asyncio broker.
 
-    .venv/bin/python scripts/bench/request_floor.py [--count 20000] [--runs 3]
+    .venv/bin/python scripts/bench/request_floor.py [--count 20000] [--runs 3] [--base-tree DIR]
 
 Three figures, each the median of ``--runs``:
 
@@ -13,7 +13,10 @@ Three figures, each the median of ``--runs``:
 - ``dispatch``: in this process, the thread CPU of ``Router.dispatch`` on a Produce v10 frame of
   one 100 B record, acks=-1, page-cache topic (parse, append, answer; no socket, no loop turn).
 
-The first two are driven by the same hand-built blocking client (``rawkafka.py``: one Produce
+``--base-tree DIR`` adds ``base``: ``tidelog serve`` running another checkout's code (a ``git
+archive`` of the commit before a change), visited in turn with the others in every run.
+
+The servers are driven by the same hand-built blocking client (``rawkafka.py``: one Produce
 v7 in flight), which gives the round trip's p50 / p99 and the server's CPU (utime + stime from
 ``/proc``) per request. Figures that depend on the machine's load: run it on a quiet machine.
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import statistics
 import struct
@@ -35,8 +37,8 @@ from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_cpu import produce_request
-from rawkafka import ProduceLatencyClient, record_batch
+from produce_stages import stages
+from rawkafka import ProduceLatencyClient
 from servers import Tidelog, free_port, wait_port
 from workloads import create_topic
 
@@ -108,73 +110,48 @@ def round_trips(pid: int, port: int, count: int) -> tuple[float, float, float]:
     return samples[count // 2], samples[int(count * 0.99)], cpu / count * 1e6
 
 
-def dispatch_cpu_us(count: int, runs: int) -> list[float]:
-    """Thread CPU us per ``Router.dispatch`` of a page-cache Produce v10 (in this process)."""
-    import uvloop
-
-    from tidelog.broker.app import Broker
-    from tidelog.config.broker import load_broker_config
-
-    # The timed loop holds the event loop on purpose: no stall warnings for it.
-    logging.getLogger("tidelog.loop").setLevel(logging.ERROR)
-
-    async def main() -> list[float]:
-        with tempfile.TemporaryDirectory(prefix="floor-dispatch-") as log_dir:
-            config = load_broker_config(
-                None, [f"log.dirs={log_dir}", "listeners=PLAINTEXT://127.0.0.1:0"], environ={}
-            )
-            broker = Broker(config)
-            await broker.start()
-            try:
-                broker.topics.create_topic(TOPIC, 1, {"flush.messages": "9223372036854775807"})
-                batch = record_batch([b"x" * 100], int(time.time() * 1000))
-                frame = produce_request(10, TOPIC, batch, -1)[4:]
-                dispatch = broker.router.dispatch
-                answer = dispatch(frame, "127.0.0.1", 1)
-                if not isinstance(answer, bytes):
-                    raise RuntimeError(f"dispatch did not answer at once: {answer!r}")
-                figures = []
-                for _ in range(runs):
-                    started = time.thread_time_ns()
-                    for _ in range(count):
-                        dispatch(frame, "127.0.0.1", 1)
-                    figures.append((time.thread_time_ns() - started) / count / 1e3)
-                    await asyncio.sleep(0)
-                return figures
-            finally:
-                await broker.stop()
-
-    return uvloop.run(main())
+def dispatch_cpu_us(count: int, runs: int) -> float:
+    """Thread CPU us per ``Router.dispatch`` of a page-cache Produce v10 (in this process; the
+    row of ``produce_stages.py``)."""
+    return stages(count, runs)["Router.dispatch"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--count", type=int, default=20_000, help="timed requests per run")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--base-tree", type=Path, default=None, help="another checkout, as 'base'")
     ap.add_argument("--serve-floor", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve_floor is not None:
         serve_floor(args.serve_floor, os.environ["FLOOR_FILE"])
         return 0
     rows: dict[str, list[tuple[float, float, float]]] = {"floor": [], "tidelog": []}
+    if args.base_tree is not None:
+        rows["base"] = []
     with tempfile.TemporaryDirectory(prefix="request-floor-") as tmp:
         port = free_port()
         floor = subprocess.Popen(
             [sys.executable, __file__, "--serve-floor", str(port)],
             env={**os.environ, "FLOOR_FILE": str(Path(tmp) / "floor.log")},
         )
-        broker = Tidelog("tidelog", Path(tmp) / "tidelog")
+        brokers = {"tidelog": Tidelog("tidelog", Path(tmp) / "tidelog")}
+        if args.base_tree is not None:
+            brokers["base"] = Tidelog("base", Path(tmp) / "base", tree=args.base_tree)
         try:
             wait_port(port, floor, 30.0)
-            broker.start()
-            create_topic(broker.bootstrap, TOPIC, {"flush.messages": "9223372036854775807"})
+            for broker in brokers.values():
+                broker.start()
+                create_topic(broker.bootstrap, TOPIC, {"flush.messages": "9223372036854775807"})
             for _ in range(args.runs):
                 rows["floor"].append(round_trips(floor.pid, port, args.count))
-                rows["tidelog"].append(round_trips(broker.pid, broker.port, args.count))
+                for name, broker in brokers.items():
+                    rows[name].append(round_trips(broker.pid, broker.port, args.count))
         finally:
             floor.terminate()
             floor.wait(10)
-            broker.stop()
+            for broker in brokers.values():
+                broker.stop()
     dispatch = dispatch_cpu_us(args.count, args.runs)
     load = os.getloadavg()
     print(
@@ -187,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in rows.items():
         p50, p99, cpu = (statistics.median(v[i] for v in values) for i in range(3))
         print(f"| {name} | {p50:.0f} | {p99:.0f} | {cpu:.1f} |")
-    print(f"\nRouter.dispatch of one page-cache Produce v10, thread CPU: "
-          f"{statistics.median(dispatch):.1f} us (runs: "
-          + ", ".join(f"{d:.1f}" for d in dispatch) + ")")  # fmt: skip
+    print(f"\nRouter.dispatch of one page-cache Produce v10, thread CPU: {dispatch:.1f} us")
     return 0
 
 

@@ -25,7 +25,8 @@ from tests.fuzz.fuzz_harness import RssWatch
 from tests.load.load_clients import Conn, api_versions, fetch, metadata, produce
 from tests.support.broker_process import BrokerProcess
 from tests.support.fault_wire import create_topic_request
-from tidelog.broker.server import MAX_IN_FLIGHT, WRITE_HIGH_WATER
+from tidelog.broker.kafka_channel import MAX_IN_FLIGHT
+from tidelog.broker.server import WRITE_HIGH_WATER
 
 CONNECTIONS = 1000
 RSS_GROWTH_LIMIT_MIB = 300
