@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -60,10 +60,6 @@ from tidelog.protocol.internal_topics.consumer_offsets import (
     decode_key,
     decode_offset_commit_value,
 )
-
-if TYPE_CHECKING:
-    from tidelog.broker.group.consumer.coordinator import ConsumerGroups
-    from tidelog.broker.group.streams.coordinator import StreamsGroups
 
 __all__ = ("GroupCoordinator",)
 
@@ -116,13 +112,13 @@ class GroupCoordinator:
         self.delete_offsets = self.offset_manager.delete_offsets
         self.on_partitions_deleted = self.offset_manager.on_partitions_deleted
         self.expire_offsets = self.offset_manager.expire_offsets
-        self._consumer_groups: ConsumerGroups | None = None
+        self._consumer_groups: Any = None
         #: Share groups (``broker/share/groups.py``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
         self.share_groups: Any = None
         #: Streams groups (``broker/group/streams``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
-        self.streams_groups: StreamsGroups | None = None
+        self.streams_groups: Any = None
 
     @property
     def partition_exists(self) -> Callable[[str, int], bool] | None:
@@ -134,13 +130,13 @@ class GroupCoordinator:
         self.offset_manager.partition_exists = value
 
     @property
-    def consumer_groups(self) -> ConsumerGroups | None:
+    def consumer_groups(self) -> Any:
         """KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator
         (None until then); the membership part checks them on JoinGroup."""
         return self._consumer_groups
 
     @consumer_groups.setter
-    def consumer_groups(self, value: ConsumerGroups | None) -> None:
+    def consumer_groups(self, value: Any) -> None:
         self._consumer_groups = value
         self.membership.consumer_groups = value
         self.offset_manager.consumer_groups = value

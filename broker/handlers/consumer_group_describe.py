@@ -10,7 +10,7 @@ consumer group.", as Kafka 4 does.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
 from tidelog.broker.group.wire import (
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ConsumerGroupDescribeRequestV0 | _ConsumerGroupDescribeRequestV1
-    from kio.schema.consumer_group_describe.v0.response import (
-        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV0,
-    )
-    from kio.schema.consumer_group_describe.v1.response import (
-        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV1,
-    )
-
-    #: The response versions it answers (kio's classes).
-    Response = _ConsumerGroupDescribeResponseV0 | _ConsumerGroupDescribeResponseV1
 
 
 API_KEY = 69
@@ -99,7 +90,7 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
@@ -127,21 +118,15 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             continue
         ops = bool(request.include_authorized_operations)
         out.append(_group(types, group, groups.assignor_name(group), names, ops))
-    return cast(
-        "Response",
-        build(types.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out)),
-    )
+    return build(types.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return cast(
-        "Response",
-        build(
-            types.ConsumerGroupDescribeResponse,
-            throttle_time=NO_THROTTLE,
-            groups=tuple(_error(types, g, code, None) for g in request.group_ids),
-        ),
+    return build(
+        types.ConsumerGroupDescribeResponse,
+        throttle_time=NO_THROTTLE,
+        groups=tuple(_error(types, g, code, None) for g in request.group_ids),
     )
 
 

@@ -9,7 +9,7 @@ and, when it changed, the member's assignment as topic ids and partitions. The p
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
 from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host, coordinator
@@ -27,15 +27,6 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
-    from kio.schema.consumer_group_heartbeat.v0.response import (
-        ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV0,
-    )
-    from kio.schema.consumer_group_heartbeat.v1.response import (
-        ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV1,
-    )
-
-    #: The response versions it answers (kio's classes).
-    Response = _ConsumerGroupHeartbeatResponseV0 | _ConsumerGroupHeartbeatResponseV1
 
 
 API_KEY = 68
@@ -47,7 +38,7 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
@@ -74,35 +65,29 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     assignment = None
     if result.assignment is not None:
         assignment = assignment_entity(types, result.assignment)
-    return cast(
-        "Response",
-        build(
-            types.ConsumerGroupHeartbeatResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
-            assignment=assignment,
-        ),
+    return build(
+        types.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return cast(
-        "Response",
-        build(
-            types.ConsumerGroupHeartbeatResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=code,
-            error_message=None,
-            member_id=None,
-            member_epoch=-1,
-            heartbeat_interval=timedelta(0),
-            assignment=None,
-        ),
+    return build(
+        types.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=None,
+        member_id=None,
+        member_epoch=-1,
+        heartbeat_interval=timedelta(0),
+        assignment=None,
     )
 
 

@@ -5,7 +5,7 @@ An unknown group, or one that is a classic or consumer group, is GROUP_ID_NOT_FO
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import (
     GROUP_OPERATIONS,
@@ -27,18 +27,12 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareGroupDescribeRequestV1
-    from kio.schema.share_group_describe.v1.response import (
-        ShareGroupDescribeResponse as _ShareGroupDescribeResponseV1,
-    )
-
-    #: The response versions it answers (kio's classes).
-    Response = _ShareGroupDescribeResponseV1
 
 
 API_KEY = 77
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     out = []
@@ -103,10 +97,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             ),
         )
         out.append(build(types.DescribedGroup, error_code=ErrorCode.none, **fields))
-    return cast(
-        "Response",
-        build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out)),
-    )
+    return build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
 SPEC = HandlerSpec(API_KEY, "ShareGroupDescribe", 1, 1, handle)

@@ -8,7 +8,7 @@ group and DESCRIBE on each subscribed topic are checked, as Kafka does.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -24,18 +24,12 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareGroupHeartbeatRequestV1
-    from kio.schema.share_group_heartbeat.v1.response import (
-        ShareGroupHeartbeatResponse as _ShareGroupHeartbeatResponseV1,
-    )
-
-    #: The response versions it answers (kio's classes).
-    Response = _ShareGroupHeartbeatResponseV1
 
 
 API_KEY = 76
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -80,19 +74,16 @@ def _answer(
     member_epoch: int,
     interval_ms: int,
     assignment: Any,
-) -> Response:
-    return cast(
-        "Response",
-        build(
-            types.ShareGroupHeartbeatResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=error,
-            error_message=message,
-            member_id=member_id,
-            member_epoch=member_epoch,
-            heartbeat_interval=timedelta(milliseconds=interval_ms),
-            assignment=assignment,
-        ),
+) -> Any:
+    return build(
+        types.ShareGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        heartbeat_interval=timedelta(milliseconds=interval_ms),
+        assignment=assignment,
     )
 
 

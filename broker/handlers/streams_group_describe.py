@@ -4,7 +4,7 @@ endpoint, tags). The groups are in ``broker/group/streams/coordinator.py``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.streams.model import StreamsGroup, TaskSet
 from tidelog.broker.group.streams.topology import TopicInfo
@@ -17,10 +17,6 @@ if TYPE_CHECKING:
     from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
 
     Request = StreamsGroupDescribeRequest
-    from kio.schema.streams_group_describe.v0.response import StreamsGroupDescribeResponse
-
-    #: The response versions it answers (kio's classes).
-    Response = StreamsGroupDescribeResponse
 
 API_KEY = 89
 
@@ -140,7 +136,7 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
     out = []
@@ -162,21 +158,15 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
             continue
         out.append(_group(types, group, bool(request.include_authorized_operations)))
-    return cast(
-        "Response",
-        build(types.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out)),
-    )
+    return build(types.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return cast(
-        "Response",
-        build(
-            types.StreamsGroupDescribeResponse,
-            throttle_time=NO_THROTTLE,
-            groups=tuple(_error(types, g, code, None) for g in request.group_ids),
-        ),
+    return build(
+        types.StreamsGroupDescribeResponse,
+        throttle_time=NO_THROTTLE,
+        groups=tuple(_error(types, g, code, None) for g in request.group_ids),
     )
 
 

@@ -9,7 +9,7 @@ standby and warm-up tasks. The protocol is in ``broker/group/streams/coordinator
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.streams.coordinator import StreamsHeartbeat
 from tidelog.broker.group.streams.model import TaskSet
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
 
     Request = StreamsGroupHeartbeatRequest
-    from kio.schema.streams_group_heartbeat.v0.response import StreamsGroupHeartbeatResponse
-
-    #: The response versions it answers (kio's classes).
-    Response = StreamsGroupHeartbeatResponse
 
 
 API_KEY = 88
@@ -102,7 +98,7 @@ def _task_ids(types: Any, tasks: Any) -> tuple[Any, ...]:
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Response:
+async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
     if groups is None:
@@ -140,30 +136,27 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
             )
             for (host, port), active, standby in result.endpoints
         )
-    return cast(
-        "Response",
-        build(
-            types.StreamsGroupHeartbeatResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
-            acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG,
-            task_offset_interval=timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
-            status=None
-            if result.status is None
-            else tuple(
-                build(types.Status, status_code=code, status_detail=detail)
-                for code, detail in result.status
-            ),
-            active_tasks=None if tasks is None else _task_ids(types, tasks.active),
-            standby_tasks=None if tasks is None else _task_ids(types, tasks.standby),
-            warmup_tasks=None if tasks is None else _task_ids(types, tasks.warmup),
-            endpoint_information_epoch=result.endpoint_information_epoch,
-            partitions_by_user_endpoint=endpoints,
+    return build(
+        types.StreamsGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG,
+        task_offset_interval=timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
+        status=None
+        if result.status is None
+        else tuple(
+            build(types.Status, status_code=code, status_detail=detail)
+            for code, detail in result.status
         ),
+        active_tasks=None if tasks is None else _task_ids(types, tasks.active),
+        standby_tasks=None if tasks is None else _task_ids(types, tasks.standby),
+        warmup_tasks=None if tasks is None else _task_ids(types, tasks.warmup),
+        endpoint_information_epoch=result.endpoint_information_epoch,
+        partitions_by_user_endpoint=endpoints,
     )
 
 
@@ -174,27 +167,24 @@ def _topic_partitions(types: Any, parts: dict[str, set[int]]) -> tuple[Any, ...]
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return cast(
-        "Response",
-        build(
-            types.StreamsGroupHeartbeatResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=code,
-            error_message=None,
-            member_id=request.member_id,
-            member_epoch=-1,
-            heartbeat_interval=timedelta(0),
-            acceptable_recovery_lag=0,
-            task_offset_interval=timedelta(0),
-            status=None,
-            active_tasks=None,
-            standby_tasks=None,
-            warmup_tasks=None,
-            endpoint_information_epoch=0,
-            partitions_by_user_endpoint=None,
-        ),
+    return build(
+        types.StreamsGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=None,
+        member_id=request.member_id,
+        member_epoch=-1,
+        heartbeat_interval=timedelta(0),
+        acceptable_recovery_lag=0,
+        task_offset_interval=timedelta(0),
+        status=None,
+        active_tasks=None,
+        standby_tasks=None,
+        warmup_tasks=None,
+        endpoint_information_epoch=0,
+        partitions_by_user_endpoint=None,
     )
 
 
