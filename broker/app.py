@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tidelog.broker import coordinators
 from tidelog.broker.client_quota_manager import ClientQuotas, monotonic_ms
@@ -74,7 +74,6 @@ log = logging.getLogger("tidelog.broker")
 
 __all__ = (
     "Broker",
-    "Service",
     "now_ms",
     "open_files_max",
     "raise_open_file_limit",
@@ -138,14 +137,6 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-class Service(Protocol):
-    """A component that lives as long as the broker (group coordinator, producer ids...)."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 class Broker:
     """One tidelog broker; ``await start()``, then ``await stop()``."""
 
@@ -206,7 +197,7 @@ class Broker:
             self.security.authentication_failures,
             self.security.denials,
         )
-        self.router = Router(self)
+        self.router: Router = Router(self)
         # The group coordinator (broker/group/) sets ``groups`` (broker/coordinators.py).
         self.groups: GroupCoordinator
         #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
@@ -215,11 +206,13 @@ class Broker:
         #: FindCoordinator key type -> makes that coordinator's internal topic on first use
         #: (``__consumer_offsets``, ``__transaction_state``; set by the coordinators).
         self.coordinator_topics: dict[int, Callable[[], Awaitable[None]]] = {}
-        self.producer_ids = ProducerIdManager.for_broker(self)
+        self.producer_ids = ProducerIdManager.for_log_manager(
+            self.log_manager, self.log_dirs[0], self.run_blocking
+        )
         #: How late the event loop runs its timers (a stall detector, ``broker/loop_lag.py``).
         self.loop_lag = LoopLag()
         self.metrics.extra_families.append(self.loop_lag.families)
-        self.services: list[Service] = [self.metrics, self.loop_lag]
+        self.services: list[coordinators.Service] = [self.metrics, self.loop_lag]
         # The transaction coordinator (broker/txn/) sets ``transactions``; it and the group
         # coordinators are installed by ``start`` (``broker/coordinators.py``), after the one
         # ``partition_writer`` (every coordinator write, and Produce's wake and HW wait), all
@@ -255,7 +248,7 @@ class Broker:
         self._stopped = False
         self._storage_started = False
         self._cleaner_started = False
-        self._services_started: list[Service] = []
+        self._services_started: list[coordinators.Service] = []
         #: True once shutdown began: long polls answer at once instead of waiting.
         self.stopping = False
 
@@ -413,7 +406,8 @@ class Broker:
         ApiVersions already: the coordinators' and handlers' modules are imported in a worker
         thread meanwhile, so the loop is free to answer."""
         await self.run_blocking(
-            coordinators.import_modules, (*coordinators.modules_for(self), *self.router.modules())
+            coordinators.import_modules,
+            (*coordinators.modules_for(self.config), *self.router.modules()),
         )
         coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions

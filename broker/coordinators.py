@@ -2,19 +2,38 @@
 
 A broker answers ApiVersions before it needs them (``Broker._start_services``): ``MODULES`` are
 imported in a worker thread while the loop answers, then ``install`` wires the coordinators
-in (each ``install`` joins ``broker.services``, started right after).
+in (each joins ``broker.services``, started right after).
+
+This module and ``broker/app.py`` are the broker's wiring: they alone know the ``Broker``, through
+``CoordinatorHost`` (what ``install`` reads and sets). Each coordinator gets only its own
+collaborators (Kafka passes a ``ReplicaManager``, a ``PartitionWriter``, a ``Time``): the config,
+the topic registry, the one ``PartitionWriter``, ``run_blocking`` and the clock.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
+    from tidelog.broker.dynamic_configs import DynamicConfigs
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.group.streams import StreamsGroups
+    from tidelog.broker.metrics import Metrics
+    from tidelog.broker.producer_ids import ProducerIdManager
+    from tidelog.broker.purgatory import HighWatermarkWaiters
+    from tidelog.broker.security.service import BrokerSecurity
+    from tidelog.broker.share.coordinator import ShareCoordinator
+    from tidelog.broker.topics import Topics
+    from tidelog.broker.txn.coordinator import TransactionCoordinator
+    from tidelog.config import BrokerConfig
+    from tidelog.storage import PartitionLog
 
-__all__ = ("MODULES", "import_modules", "install")
+__all__ = ("MODULES", "CoordinatorHost", "Service", "import_modules", "install", "modules_for")
+
+T = TypeVar("T")
 
 #: Imported once the broker listens, not before (tests/broker/test_startup_imports.py).
 MODULES = (
@@ -30,9 +49,51 @@ MODULES = (
 SCHEMA_REGISTRY_MODULE = "tidelog.broker.schema_registry.service"
 
 
-def modules_for(broker: Broker) -> tuple[str, ...]:
+class Service(Protocol):
+    """A component that lives as long as the broker (group coordinator, producer ids...)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class CoordinatorHost(Protocol):
+    """What ``install`` reads from the broker (``broker.app.Broker``) and the coordinators it
+    sets on it (handlers reach them through ``handlers.base.BrokerView``)."""
+
+    config: BrokerConfig
+    topics: Topics
+    partitions: HighWatermarkWaiters
+    dynamic_configs: DynamicConfigs
+    security: BrokerSecurity
+    metrics: Metrics
+    producer_ids: ProducerIdManager
+    services: list[Service]
+    ensure_offsets_topic: Callable[[], None]
+    coordinator_topics: dict[int, Callable[[], Awaitable[None]]]
+    # set by ``install``
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    partition_writer: PartitionWriter
+    share_groups: ShareCoordinator | None
+    streams_groups: StreamsGroups | None
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def spawn(self, coro: Any) -> Any: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+
+def modules_for(config: BrokerConfig) -> tuple[str, ...]:
     """``MODULES``, and the Schema Registry's when it is configured."""
-    if broker.config.get("schema.registry.listeners"):
+    if config.get("schema.registry.listeners"):
         return (*MODULES, SCHEMA_REGISTRY_MODULE)
     return MODULES
 
@@ -43,34 +104,56 @@ def import_modules(names: Iterable[str]) -> None:
         importlib.import_module(name)
 
 
-def install(broker: Broker) -> None:
+def install(broker: CoordinatorHost) -> None:
     """The classic and consumer group coordinators, the producer-id service, the transaction
     coordinator, the share coordinator: in that order in ``broker.services``, as they start."""
     from tidelog.broker.coordinator.partition_writer import PartitionWriter, WriterHost
     from tidelog.broker.group.consumer import install as install_consumer_groups
-    from tidelog.broker.group.service import install as install_group_coordinator
+    from tidelog.broker.group.service import GROUP_KEY_TYPE, group_coordinator
     from tidelog.broker.group.streams import install as install_streams_groups
-    from tidelog.broker.share.service import install as install_share_coordinator
-    from tidelog.broker.txn.service import install as install_transaction_coordinator
+    from tidelog.broker.share.service import share_coordinator
+    from tidelog.broker.txn.service import TRANSACTION_KEY_TYPE, TransactionService
 
+    config, topics, clock = broker.config, broker.topics, broker.clock
     # Kafka's CoordinatorPartitionWriter: every coordinator write and marker, and the wake and
     # HW wait of Produce's appends (the handlers are loaded after this).
-    broker.partition_writer = PartitionWriter(
+    writer = broker.partition_writer = PartitionWriter(
         WriterHost(
-            get_log=broker.topics.get_log,
+            get_log=topics.get_log,
             after_append=broker.after_append,
             notify=broker.partitions.notify,
             wait_until=broker.partitions.wait_until,
-            clock=broker.clock,
+            clock=clock,
         )
     )
-    install_group_coordinator(broker)  # sets broker.groups, joins broker.services
-    install_consumer_groups(broker)  # KIP-848 consumer groups beside the classic ones
-    install_streams_groups(broker)  # KIP-1071 streams groups beside them
+    groups, offsets_topic = group_coordinator(config, topics, writer, broker.run_blocking, clock)
+    broker.groups = groups
+    broker.services.append(groups)
+    broker.ensure_offsets_topic = offsets_topic.ensure_topic
+    broker.coordinator_topics[GROUP_KEY_TYPE] = offsets_topic.create_topic
+    # KIP-848 consumer groups and KIP-1071 streams groups beside the classic ones
+    install_consumer_groups(groups, topics, config, broker.dynamic_configs)
+    broker.streams_groups = install_streams_groups(groups, topics, config, broker.run_blocking)
     broker.services.append(broker.producer_ids)
-    install_transaction_coordinator(broker)  # sets broker.transactions
-    install_share_coordinator(broker)  # share groups (KIP-932): sets broker.share_groups
-    if broker.config.get("schema.registry.listeners"):
+    transactions = TransactionService(
+        config,
+        topics,
+        writer,
+        broker.run_blocking,
+        clock,
+        new_producer_id=broker.producer_ids.generate_producer_id,
+        complete_offsets_transaction=groups.complete_transaction,
+    )
+    broker.transactions = transactions.coordinator
+    broker.services.append(transactions)
+    broker.coordinator_topics[TRANSACTION_KEY_TYPE] = transactions.create_topic
+    # share groups (KIP-932)
+    share = share_coordinator(broker, groups, writer)
+    broker.share_groups = share.coordinator
+    broker.metrics.extra_families.append(share.families)
+    broker.services.append(share)
+    if config.get("schema.registry.listeners"):
         from tidelog.broker.schema_registry.service import install as install_schema_registry
 
-        install_schema_registry(broker)  # last: it may create _schemas, as a client could
+        # last: it may create _schemas, as a client could
+        broker.services.append(install_schema_registry(broker, broker.security.listeners))

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tidelog.storage.metadata import atomic_write
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.storage import LogManager
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "PRODUCER_IDS_FILE", "ProducerIdManager", "ProducerIdsError"]
 
@@ -104,15 +104,18 @@ class ProducerIdManager:
         self._started = False
 
     @classmethod
-    def for_broker(cls, broker: Broker) -> ProducerIdManager:
-        """The broker's manager: file in the first log dir, file writes in the worker pool,
-        ids kept above every producer id a partition's producer state knows."""
+    def for_log_manager(
+        cls, log_manager: LogManager, log_dir: Path, run_blocking: RunBlocking
+    ) -> ProducerIdManager:
+        """The broker's manager: file in ``log_dir`` (the first log dir), file writes through
+        ``run_blocking`` (the worker pool), ids kept above every producer id a partition's
+        producer state knows."""
 
         def seen() -> Iterable[int]:
-            for partition_log in broker.log_manager.logs():
+            for partition_log in log_manager.logs():
                 yield from partition_log.producer_state.producers
 
-        return cls(broker.log_dirs[0], run_blocking=broker.run_blocking, seen_producer_ids=seen)
+        return cls(log_dir, run_blocking=run_blocking, seen_producer_ids=seen)
 
     def load(self) -> None:
         """Read the file (blocking). Ids resume at the stored block start, or above the

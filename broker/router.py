@@ -61,7 +61,7 @@ from tidelog.protocol.fast.produce import parse_produce_frame
 from tidelog.protocol.schema import top_level_error_response
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.handlers.base import BrokerView
 
 log = logging.getLogger("tidelog.router")
 
@@ -121,7 +121,7 @@ class Router:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: BrokerView,
         specs: Mapping[int, HandlerSpec] | None = None,
         modules: Mapping[int, ModuleType] | None = None,
     ) -> None:

@@ -6,7 +6,7 @@
 - ``schemas``: Kafka's ``__consumer_offsets`` key/value schemas and the group -> partition hash;
 - ``offsets``: committed offsets in memory and the records that persist them;
 - ``log``: what the coordinator needs from storage (``CoordinatorLog``), an in-memory log for
-  tests; ``service``: the adapter to the broker's storage and ``install(broker)``;
+  tests; ``service``: the coordinator on the broker's storage (``group_coordinator``);
 - ``timer``: keyed timers on the event loop and a manual clock for tests.
 
 The wire handlers are ``broker/handlers/{find_coordinator,join_group,sync_group,heartbeat,

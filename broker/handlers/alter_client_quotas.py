@@ -9,7 +9,7 @@ entity).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.client_quotas import Entity, entity_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -22,11 +22,16 @@ if TYPE_CHECKING:
     from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest as _RequestV1
 
     Request = _RequestV0 | _RequestV1
+    from kio.schema.alter_client_quotas.v0.response import AlterClientQuotasResponse as _ResponseV0
+    from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse as _ResponseV1
+
+    #: The response versions it answers (kio's classes).
+    Response = _ResponseV0 | _ResponseV1
 
 API_KEY = 49
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     entries = [
         (
@@ -46,19 +51,22 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if records and not request.validate_only:
             snapshot = quotas.apply(records)
             await ctx.broker.run_blocking(quotas.write, snapshot)
-    return build(
-        types.AlterClientQuotasResponse,
-        throttle_time=timedelta(0),
-        entries=tuple(
-            build(
-                types.EntryData,
-                error_code=code,
-                error_message=message,
-                entity=tuple(
-                    build(types.EntityData, entity_type=t, entity_name=n) for t, n in entity
-                ),
-            )
-            for entity, (code, message) in results.items()
+    return cast(
+        "Response",
+        build(
+            types.AlterClientQuotasResponse,
+            throttle_time=timedelta(0),
+            entries=tuple(
+                build(
+                    types.EntryData,
+                    error_code=code,
+                    error_message=message,
+                    entity=tuple(
+                        build(types.EntityData, entity_type=t, entity_name=n) for t, n in entity
+                    ),
+                )
+                for entity, (code, message) in results.items()
+            ),
         ),
     )
 

@@ -20,7 +20,7 @@ Accepted changes are persisted by the topic registry and applied to the live par
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers import _configs as common
 from tidelog.broker.handlers._configs import ApiError
@@ -34,18 +34,26 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _AlterConfigsRequestV0 | _AlterConfigsRequestV1 | _AlterConfigsRequestV2
+    from kio.schema.alter_configs.v0.response import AlterConfigsResponse as _AlterConfigsResponseV0
+    from kio.schema.alter_configs.v1.response import AlterConfigsResponse as _AlterConfigsResponseV1
+    from kio.schema.alter_configs.v2.response import AlterConfigsResponse as _AlterConfigsResponseV2
+
+    #: The response versions it answers (kio's classes).
+    Response = _AlterConfigsResponseV0 | _AlterConfigsResponseV1 | _AlterConfigsResponseV2
 
 
 API_KEY = 33
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     validate_only = bool(request.validate_only)
     responses = common.resource_responses(
         types, request.resources, lambda resource: _alter(ctx, resource, validate_only)
     )
-    return types.AlterConfigsResponse(throttle_time=timedelta(0), responses=responses)
+    return cast(
+        "Response", types.AlterConfigsResponse(throttle_time=timedelta(0), responses=responses)
+    )
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:

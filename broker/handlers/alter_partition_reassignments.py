@@ -15,7 +15,7 @@ v1's ``allow_replication_factor_change`` is echoed; it cannot matter with one br
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -31,6 +31,15 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _AlterPartitionReassignmentsRequestV0 | _AlterPartitionReassignmentsRequestV1
+    from kio.schema.alter_partition_reassignments.v0.response import (
+        AlterPartitionReassignmentsResponse as _AlterPartitionReassignmentsResponseV0,
+    )
+    from kio.schema.alter_partition_reassignments.v1.response import (
+        AlterPartitionReassignmentsResponse as _AlterPartitionReassignmentsResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _AlterPartitionReassignmentsResponseV0 | _AlterPartitionReassignmentsResponseV1
 
 
 API_KEY = 45
@@ -72,7 +81,7 @@ def check(
     return ErrorCode.none, None
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     responses = []
     for t in request.topics:
@@ -91,15 +100,18 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         responses.append(
             build(types.ReassignableTopicResponse, name=t.name, partitions=tuple(parts))
         )
-    return build(
-        types.AlterPartitionReassignmentsResponse,
-        throttle_time=timedelta(0),
-        allow_replication_factor_change=bool(
-            getattr(request, "allow_replication_factor_change", True)
+    return cast(
+        "Response",
+        build(
+            types.AlterPartitionReassignmentsResponse,
+            throttle_time=timedelta(0),
+            allow_replication_factor_change=bool(
+                getattr(request, "allow_replication_factor_change", True)
+            ),
+            error_code=ErrorCode.none,
+            error_message=None,
+            responses=tuple(responses),
         ),
-        error_code=ErrorCode.none,
-        error_message=None,
-        responses=tuple(responses),
     )
 
 

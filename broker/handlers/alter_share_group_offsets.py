@@ -8,7 +8,7 @@ clamped to the partition's [log start, HW] as Kafka's reset tool does.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -25,12 +25,18 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _AlterShareGroupOffsetsRequestV0
+    from kio.schema.alter_share_group_offsets.v0.response import (
+        AlterShareGroupOffsetsResponse as _AlterShareGroupOffsetsResponseV0,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _AlterShareGroupOffsetsResponseV0
 
 
 API_KEY = 91
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     group_id = str(request.group_id)
@@ -51,31 +57,34 @@ def _answer(
     error: ErrorCode,
     message: str | None,
     results: list[tuple[str, uuid.UUID, int, ErrorCode]],
-) -> Any:
+) -> Response:
     by_topic: dict[str, list[tuple[str, uuid.UUID, int, ErrorCode]]] = {}
     for r in results:
         by_topic.setdefault(r[0], []).append(r)
-    return build(
-        types.AlterShareGroupOffsetsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        responses=tuple(
-            build(
-                types.AlterShareGroupOffsetsResponseTopic,
-                topic_name=name,
-                topic_id=rows[0][1],
-                partitions=tuple(
-                    build(
-                        types.AlterShareGroupOffsetsResponsePartition,
-                        partition_index=p,
-                        error_code=code,
-                        error_message=None,
-                    )
-                    for _n, _t, p, code in rows
-                ),
-            )
-            for name, rows in by_topic.items()
+    return cast(
+        "Response",
+        build(
+            types.AlterShareGroupOffsetsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            responses=tuple(
+                build(
+                    types.AlterShareGroupOffsetsResponseTopic,
+                    topic_name=name,
+                    topic_id=rows[0][1],
+                    partitions=tuple(
+                        build(
+                            types.AlterShareGroupOffsetsResponsePartition,
+                            partition_index=p,
+                            error_code=code,
+                            error_message=None,
+                        )
+                        for _n, _t, p, code in rows
+                    ),
+                )
+                for name, rows in by_topic.items()
+            ),
         ),
     )
 

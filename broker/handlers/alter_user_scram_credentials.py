@@ -11,7 +11,7 @@ a credential that does not exist -> RESOURCE_NOT_FOUND.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
@@ -27,6 +27,9 @@ from tidelog.protocol.schema import build, response_types
 if TYPE_CHECKING:
     from kio.schema.alter_user_scram_credentials.v0.request import (
         AlterUserScramCredentialsRequest as Request,
+    )
+    from kio.schema.alter_user_scram_credentials.v0.response import (
+        AlterUserScramCredentialsResponse as Response,
     )
 
 
@@ -45,7 +48,7 @@ def _check(name: str, mechanism: int, iterations: int | None) -> tuple[ErrorCode
     return ErrorCode.none, None
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     store = ctx.broker.security.scram
     items: list[tuple[str, int, Any]] = [
@@ -98,17 +101,20 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 results[name] = (error, message)
         if any(e == ErrorCode.none for e, _ in results.values()):
             await ctx.broker.run_blocking(store.save, store.snapshot())
-    return build(
-        types.AlterUserScramCredentialsResponse,
-        throttle_time=timedelta(0),
-        results=tuple(
-            build(
-                types.AlterUserScramCredentialsResult,
-                user=name,
-                error_code=error,
-                error_message=message,
-            )
-            for name, (error, message) in results.items()
+    return cast(
+        "Response",
+        build(
+            types.AlterUserScramCredentialsResponse,
+            throttle_time=timedelta(0),
+            results=tuple(
+                build(
+                    types.AlterUserScramCredentialsResult,
+                    user=name,
+                    error_code=error,
+                    error_message=message,
+                )
+                for name, (error, message) in results.items()
+            ),
         ),
     )
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.api_table import API_TABLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -57,6 +57,20 @@ if TYPE_CHECKING:
         | _ApiVersionsRequestV2
         | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4
+    )
+    from kio.schema.api_versions.v0.response import ApiVersionsResponse as _ApiVersionsResponseV0
+    from kio.schema.api_versions.v1.response import ApiVersionsResponse as _ApiVersionsResponseV1
+    from kio.schema.api_versions.v2.response import ApiVersionsResponse as _ApiVersionsResponseV2
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse as _ApiVersionsResponseV3
+    from kio.schema.api_versions.v4.response import ApiVersionsResponse as _ApiVersionsResponseV4
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _ApiVersionsResponseV0
+        | _ApiVersionsResponseV1
+        | _ApiVersionsResponseV2
+        | _ApiVersionsResponseV3
+        | _ApiVersionsResponseV4
     )
 
 
@@ -124,15 +138,18 @@ def _features(version: int, api_keys: frozenset[int]) -> dict[str, Any]:
     }
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     ranges = tuple(ctx.broker.router.api_ranges())
-    return build(
-        types.ApiVersionsResponse,
-        error_code=ErrorCode.none,
-        api_keys=_api_keys(ctx.api_version, ranges),
-        throttle_time=timedelta(0),
-        **_features(ctx.api_version, frozenset(k for k, _, _ in ranges)),
+    return cast(
+        "Response",
+        build(
+            types.ApiVersionsResponse,
+            error_code=ErrorCode.none,
+            api_keys=_api_keys(ctx.api_version, ranges),
+            throttle_time=timedelta(0),
+            **_features(ctx.api_version, frozenset(k for k, _, _ in ranges)),
+        ),
     )
 
 

@@ -135,16 +135,16 @@ class BrokerView(Protocol):
     append_queue: PartitionAppends
     router: Router
     stopping: bool
-    #: The group coordinator (``broker.group.service.install`` sets it).
+    #: The group coordinator (``broker/coordinators.py`` sets it).
     groups: GroupCoordinator
-    #: The transaction coordinator (``broker.txn.service.install`` sets it).
+    #: The transaction coordinator (``broker/coordinators.py`` sets it).
     transactions: TransactionCoordinator
     #: Kafka's CoordinatorPartitionWriter: every coordinator write to a partition, and the
     #: markers WriteTxnMarkers writes (``broker/coordinator/partition_writer.py``).
     partition_writer: PartitionWriter
-    #: The share coordinator (KIP-932; ``broker.share.service.install`` sets it).
+    #: The share coordinator (KIP-932; ``broker/coordinators.py`` sets it).
     share_groups: ShareCoordinator | None
-    #: Streams groups (KIP-1071; ``broker.group.streams.install`` sets it).
+    #: Streams groups (KIP-1071; ``broker/coordinators.py`` sets it).
     streams_groups: StreamsGroups | None
 
     @property

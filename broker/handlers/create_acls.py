@@ -9,7 +9,7 @@ before the answer.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers._acls import acl_authorizer, binding_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -24,12 +24,18 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _CreateAclsRequestV1 | _CreateAclsRequestV2 | _CreateAclsRequestV3
+    from kio.schema.create_acls.v1.response import CreateAclsResponse as _CreateAclsResponseV1
+    from kio.schema.create_acls.v2.response import CreateAclsResponse as _CreateAclsResponseV2
+    from kio.schema.create_acls.v3.response import CreateAclsResponse as _CreateAclsResponseV3
+
+    #: The response versions it answers (kio's classes).
+    Response = _CreateAclsResponseV1 | _CreateAclsResponseV2 | _CreateAclsResponseV3
 
 
 API_KEY = 30
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     no_authorizer = "No authorizer is configured (authorizer.class.name)."
     authorizer = acl_authorizer(ctx, Operation.ALTER, no_authorizer)
@@ -43,11 +49,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         ]
         if any(r is None for r in reasons):
             await ctx.broker.run_blocking(authorizer.save, *authorizer.snapshot())
-    return build(
-        types.CreateAclsResponse,
-        throttle_time=timedelta(0),
-        results=tuple(
-            build(types.AclCreationResult, error_code=e, error_message=m) for e, m in results
+    return cast(
+        "Response",
+        build(
+            types.CreateAclsResponse,
+            throttle_time=timedelta(0),
+            results=tuple(
+                build(types.AclCreationResult, error_code=e, error_message=m) for e, m in results
+            ),
         ),
     )
 

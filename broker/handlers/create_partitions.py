@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers._configs import ApiError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -55,6 +55,26 @@ if TYPE_CHECKING:
         | _CreatePartitionsRequestV2
         | _CreatePartitionsRequestV3
     )
+    from kio.schema.create_partitions.v0.response import (
+        CreatePartitionsResponse as _CreatePartitionsResponseV0,
+    )
+    from kio.schema.create_partitions.v1.response import (
+        CreatePartitionsResponse as _CreatePartitionsResponseV1,
+    )
+    from kio.schema.create_partitions.v2.response import (
+        CreatePartitionsResponse as _CreatePartitionsResponseV2,
+    )
+    from kio.schema.create_partitions.v3.response import (
+        CreatePartitionsResponse as _CreatePartitionsResponseV3,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _CreatePartitionsResponseV0
+        | _CreatePartitionsResponseV1
+        | _CreatePartitionsResponseV2
+        | _CreatePartitionsResponseV3
+    )
 
 
 log = logging.getLogger("tidelog.admin")
@@ -63,7 +83,7 @@ API_KEY = 37
 REPLICATION_FACTOR = 1
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     counts: dict[str, int] = {}
     for topic in request.topics:
@@ -86,7 +106,10 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 error_message=error.message,
             )
         )
-    return types.CreatePartitionsResponse(throttle_time=timedelta(0), results=tuple(results))
+    return cast(
+        "Response",
+        types.CreatePartitionsResponse(throttle_time=timedelta(0), results=tuple(results)),
+    )
 
 
 def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> ApiError:

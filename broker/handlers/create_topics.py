@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import Counter
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.static.constants import uuid_zero
 
@@ -42,6 +42,22 @@ if TYPE_CHECKING:
         | _CreateTopicsRequestV5
         | _CreateTopicsRequestV6
         | _CreateTopicsRequestV7
+    )
+    from kio.schema.create_topics.v2.response import CreateTopicsResponse as _CreateTopicsResponseV2
+    from kio.schema.create_topics.v3.response import CreateTopicsResponse as _CreateTopicsResponseV3
+    from kio.schema.create_topics.v4.response import CreateTopicsResponse as _CreateTopicsResponseV4
+    from kio.schema.create_topics.v5.response import CreateTopicsResponse as _CreateTopicsResponseV5
+    from kio.schema.create_topics.v6.response import CreateTopicsResponse as _CreateTopicsResponseV6
+    from kio.schema.create_topics.v7.response import CreateTopicsResponse as _CreateTopicsResponseV7
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _CreateTopicsResponseV2
+        | _CreateTopicsResponseV3
+        | _CreateTopicsResponseV4
+        | _CreateTopicsResponseV5
+        | _CreateTopicsResponseV6
+        | _CreateTopicsResponseV7
     )
 
 
@@ -166,7 +182,7 @@ async def _create_one(ctx: RequestContext, types: Any, topic: Any, validate_only
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     counts = Counter(t.name for t in request.topics)
     default = ctx.broker.config.num_partitions
@@ -174,12 +190,15 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         default if t.num_partitions == -1 else max(t.num_partitions, 0) for t in request.topics
     )
     if wanted > MAX_PARTITIONS_PER_REQUEST:  # as Kafka's controller: the whole request fails
-        return build(
-            types.CreateTopicsResponse,
-            throttle_time=timedelta(0),
-            topics=tuple(
-                _result(types, t.name, ErrorCode.policy_violation, EXCESSIVE_PARTITIONS)
-                for t in request.topics
+        return cast(
+            "Response",
+            build(
+                types.CreateTopicsResponse,
+                throttle_time=timedelta(0),
+                topics=tuple(
+                    _result(types, t.name, ErrorCode.policy_violation, EXCESSIVE_PARTITIONS)
+                    for t in request.topics
+                ),
             ),
         )
     results: list[Any] = []
@@ -205,15 +224,21 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             results.append(_result(types, topic.name, code, "Authorization failed."))
             continue
         results.append(await _create_one(ctx, types, topic, bool(request.validate_only)))
-    return build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results))
+    return cast(
+        "Response",
+        build(types.CreateTopicsResponse, throttle_time=timedelta(0), topics=tuple(results)),
+    )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.CreateTopicsResponse,
-        throttle_time=timedelta(0),
-        topics=tuple(_result(types, t.name, code, None) for t in request.topics),
+    return cast(
+        "Response",
+        build(
+            types.CreateTopicsResponse,
+            throttle_time=timedelta(0),
+            topics=tuple(_result(types, t.name, code, None) for t in request.topics),
+        ),
     )
 
 

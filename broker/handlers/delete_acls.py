@@ -4,7 +4,7 @@ cluster); the answer lists what each filter removed."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers._acls import acl_authorizer, filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -19,12 +19,18 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DeleteAclsRequestV1 | _DeleteAclsRequestV2 | _DeleteAclsRequestV3
+    from kio.schema.delete_acls.v1.response import DeleteAclsResponse as _DeleteAclsResponseV1
+    from kio.schema.delete_acls.v2.response import DeleteAclsResponse as _DeleteAclsResponseV2
+    from kio.schema.delete_acls.v3.response import DeleteAclsResponse as _DeleteAclsResponseV3
+
+    #: The response versions it answers (kio's classes).
+    Response = _DeleteAclsResponseV1 | _DeleteAclsResponseV2 | _DeleteAclsResponseV3
 
 
 API_KEY = 31
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
 
     def result(error: ErrorCode, message: str | None, matching: Any = ()) -> Any:
@@ -69,8 +75,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 )
             )
         await ctx.broker.run_blocking(authorizer.save, *authorizer.snapshot())
-    return build(
-        types.DeleteAclsResponse, throttle_time=timedelta(0), filter_results=tuple(results)
+    return cast(
+        "Response",
+        build(types.DeleteAclsResponse, throttle_time=timedelta(0), filter_results=tuple(results)),
     )
 
 

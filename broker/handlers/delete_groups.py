@@ -7,7 +7,7 @@ or log compaction forgets the group too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -23,12 +23,18 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DeleteGroupsRequestV0 | _DeleteGroupsRequestV1 | _DeleteGroupsRequestV2
+    from kio.schema.delete_groups.v0.response import DeleteGroupsResponse as _DeleteGroupsResponseV0
+    from kio.schema.delete_groups.v1.response import DeleteGroupsResponse as _DeleteGroupsResponseV1
+    from kio.schema.delete_groups.v2.response import DeleteGroupsResponse as _DeleteGroupsResponseV2
+
+    #: The response versions it answers (kio's classes).
+    Response = _DeleteGroupsResponseV0 | _DeleteGroupsResponseV1 | _DeleteGroupsResponseV2
 
 
 API_KEY = 42
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     names = [str(g) for g in request.groups_names]
     groups = coordinator(ctx)
@@ -40,10 +46,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         results = await groups.delete_groups(classic) if classic else []
         results += await delete_share_groups(ctx, shared)
         results += [(g, ErrorCode.group_authorization_failed) for g in names if g not in permitted]
-    return types.DeleteGroupsResponse(
-        throttle_time=NO_THROTTLE,
-        results=tuple(
-            types.DeletableGroupResult(group_id=g, error_code=error) for g, error in results
+    return cast(
+        "Response",
+        types.DeleteGroupsResponse(
+            throttle_time=NO_THROTTLE,
+            results=tuple(
+                types.DeletableGroupResult(group_id=g, error_code=error) for g, error in results
+            ),
         ),
     )
 

@@ -17,7 +17,7 @@ retention pass; the offset itself survives a restart through the log-start-offse
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -32,13 +32,25 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DeleteRecordsRequestV0 | _DeleteRecordsRequestV1 | _DeleteRecordsRequestV2
+    from kio.schema.delete_records.v0.response import (
+        DeleteRecordsResponse as _DeleteRecordsResponseV0,
+    )
+    from kio.schema.delete_records.v1.response import (
+        DeleteRecordsResponse as _DeleteRecordsResponseV1,
+    )
+    from kio.schema.delete_records.v2.response import (
+        DeleteRecordsResponse as _DeleteRecordsResponseV2,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _DeleteRecordsResponseV0 | _DeleteRecordsResponseV1 | _DeleteRecordsResponseV2
 
 
 API_KEY = 21
 DELETE_TO_HIGH_WATERMARK = -1
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for topic in request.topics:
@@ -53,7 +65,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 )
             )
         topics.append(types.DeleteRecordsTopicResult(name=topic.name, partitions=tuple(partitions)))
-    return types.DeleteRecordsResponse(throttle_time=timedelta(0), topics=tuple(topics))
+    return cast(
+        "Response", types.DeleteRecordsResponse(throttle_time=timedelta(0), topics=tuple(topics))
+    )
 
 
 async def _delete(

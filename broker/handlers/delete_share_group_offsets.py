@@ -7,7 +7,7 @@ UNKNOWN_TOPIC_OR_PARTITION on its entry.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -24,12 +24,18 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DeleteShareGroupOffsetsRequestV0
+    from kio.schema.delete_share_group_offsets.v0.response import (
+        DeleteShareGroupOffsetsResponse as _DeleteShareGroupOffsetsResponseV0,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _DeleteShareGroupOffsetsResponseV0
 
 
 API_KEY = 92
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     group_id = str(request.group_id)
@@ -43,20 +49,23 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         error, message, results = await delete_offsets(
             sc, group_id, [str(t.topic_name) for t in request.topics]
         )
-    return build(
-        types.DeleteShareGroupOffsetsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        responses=tuple(
-            build(
-                types.DeleteShareGroupOffsetsResponseTopic,
-                topic_name=name,
-                topic_id=tid,
-                error_code=code,
-                error_message=None,
-            )
-            for name, tid, code in results
+    return cast(
+        "Response",
+        build(
+            types.DeleteShareGroupOffsetsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            responses=tuple(
+                build(
+                    types.DeleteShareGroupOffsetsResponseTopic,
+                    topic_name=name,
+                    topic_id=tid,
+                    error_code=code,
+                    error_message=None,
+                )
+                for name, tid, code in results
+            ),
         ),
     )
 

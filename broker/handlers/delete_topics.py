@@ -27,7 +27,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -53,6 +53,22 @@ if TYPE_CHECKING:
         | _DeleteTopicsRequestV5
         | _DeleteTopicsRequestV6
     )
+    from kio.schema.delete_topics.v1.response import DeleteTopicsResponse as _DeleteTopicsResponseV1
+    from kio.schema.delete_topics.v2.response import DeleteTopicsResponse as _DeleteTopicsResponseV2
+    from kio.schema.delete_topics.v3.response import DeleteTopicsResponse as _DeleteTopicsResponseV3
+    from kio.schema.delete_topics.v4.response import DeleteTopicsResponse as _DeleteTopicsResponseV4
+    from kio.schema.delete_topics.v5.response import DeleteTopicsResponse as _DeleteTopicsResponseV5
+    from kio.schema.delete_topics.v6.response import DeleteTopicsResponse as _DeleteTopicsResponseV6
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _DeleteTopicsResponseV1
+        | _DeleteTopicsResponseV2
+        | _DeleteTopicsResponseV3
+        | _DeleteTopicsResponseV4
+        | _DeleteTopicsResponseV5
+        | _DeleteTopicsResponseV6
+    )
 
 
 log = logging.getLogger("tidelog.admin")
@@ -69,7 +85,7 @@ class _Result:
     message: str | None = None
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     wanted = _requested(request)
     if not ctx.broker.config.get("delete.topic.enable"):
@@ -80,17 +96,20 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         results = [_Result(name, tid or ZERO_UUID, code, message) for name, tid in wanted]
     else:
         results = _delete_all(ctx, wanted)
-    return types.DeleteTopicsResponse(
-        throttle_time=timedelta(0),
-        responses=tuple(
-            build(
-                types.DeletableTopicResult,
-                name=r.name if ctx.api_version >= 6 else (r.name or ""),
-                topic_id=r.topic_id,
-                error_code=r.code,
-                error_message=r.message,
-            )
-            for r in results
+    return cast(
+        "Response",
+        types.DeleteTopicsResponse(
+            throttle_time=timedelta(0),
+            responses=tuple(
+                build(
+                    types.DeletableTopicResult,
+                    name=r.name if ctx.api_version >= 6 else (r.name or ""),
+                    topic_id=r.topic_id,
+                    error_code=r.code,
+                    error_message=r.message,
+                )
+                for r in results
+            ),
         ),
     )
 

@@ -4,7 +4,7 @@ cluster), grouped by resource pattern in the authorizer's sorted order."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers._acls import acl_authorizer, filter_of
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -19,21 +19,30 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DescribeAclsRequestV1 | _DescribeAclsRequestV2 | _DescribeAclsRequestV3
+    from kio.schema.describe_acls.v1.response import DescribeAclsResponse as _DescribeAclsResponseV1
+    from kio.schema.describe_acls.v2.response import DescribeAclsResponse as _DescribeAclsResponseV2
+    from kio.schema.describe_acls.v3.response import DescribeAclsResponse as _DescribeAclsResponseV3
+
+    #: The response versions it answers (kio's classes).
+    Response = _DescribeAclsResponseV1 | _DescribeAclsResponseV2 | _DescribeAclsResponseV3
 
 
 API_KEY = 29
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
 
-    def answer(error: ErrorCode, message: str | None, resources: Any = ()) -> Any:
-        return build(
-            types.DescribeAclsResponse,
-            throttle_time=timedelta(0),
-            error_code=error,
-            error_message=message,
-            resources=tuple(resources),
+    def answer(error: ErrorCode, message: str | None, resources: Any = ()) -> Response:
+        return cast(
+            "Response",
+            build(
+                types.DescribeAclsResponse,
+                throttle_time=timedelta(0),
+                error_code=error,
+                error_message=message,
+                resources=tuple(resources),
+            ),
         )
 
     authorizer = acl_authorizer(ctx, Operation.DESCRIBE)

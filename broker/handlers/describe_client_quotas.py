@@ -7,7 +7,7 @@ refuses answers its error and message with null entries.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.client_quotas import ComponentFilter, QuotaFilterError
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -24,21 +24,33 @@ if TYPE_CHECKING:
     )
 
     Request = _RequestV0 | _RequestV1
+    from kio.schema.describe_client_quotas.v0.response import (
+        DescribeClientQuotasResponse as _ResponseV0,
+    )
+    from kio.schema.describe_client_quotas.v1.response import (
+        DescribeClientQuotasResponse as _ResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _ResponseV0 | _ResponseV1
 
 API_KEY = 48
 
 
-def _failed(types: Any, code: ErrorCode, message: str | None) -> Any:
-    return build(
-        types.DescribeClientQuotasResponse,
-        throttle_time=timedelta(0),
-        error_code=code,
-        error_message=message,
-        entries=None,
+def _failed(types: Any, code: ErrorCode, message: str | None) -> Response:
+    return cast(
+        "Response",
+        build(
+            types.DescribeClientQuotasResponse,
+            throttle_time=timedelta(0),
+            error_code=code,
+            error_message=message,
+            entries=None,
+        ),
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     if not allowed(ctx, Operation.DESCRIBE_CONFIGS, CLUSTER):
         return _failed(types, ErrorCode.cluster_authorization_failed, None)
@@ -49,22 +61,25 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         found = ctx.broker.client_quotas.configs.describe(components, bool(request.strict))
     except QuotaFilterError as exc:
         return _failed(types, exc.code, str(exc))
-    return build(
-        types.DescribeClientQuotasResponse,
-        throttle_time=timedelta(0),
-        error_code=ErrorCode.none,
-        error_message="",  # as Kafka answers (not null)
-        entries=tuple(
-            build(
-                types.EntryData,
-                entity=tuple(
-                    build(types.EntityData, entity_type=t, entity_name=n) for t, n in entity
-                ),
-                values=tuple(
-                    build(types.ValueData, key=k, value=v) for k, v in sorted(values.items())
-                ),
-            )
-            for entity, values in found
+    return cast(
+        "Response",
+        build(
+            types.DescribeClientQuotasResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.none,
+            error_message="",  # as Kafka answers (not null)
+            entries=tuple(
+                build(
+                    types.EntryData,
+                    entity=tuple(
+                        build(types.EntityData, entity_type=t, entity_name=n) for t, n in entity
+                    ),
+                    values=tuple(
+                        build(types.ValueData, key=k, value=v) for k, v in sorted(values.items())
+                    ),
+                )
+                for entity, values in found
+            ),
         ),
     )
 

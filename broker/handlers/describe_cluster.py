@@ -11,7 +11,7 @@ the operations Kafka supports on the CLUSTER resource.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DescribeClusterRequestV0 | _DescribeClusterRequestV1
+    from kio.schema.describe_cluster.v0.response import (
+        DescribeClusterResponse as _DescribeClusterResponseV0,
+    )
+    from kio.schema.describe_cluster.v1.response import (
+        DescribeClusterResponse as _DescribeClusterResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _DescribeClusterResponseV0 | _DescribeClusterResponseV1
 
 
 API_KEY = 60
@@ -41,7 +50,7 @@ _CLUSTER_OPERATIONS = (7, 8, 9, 10, 11, 12, 5)
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_BROKER))
@@ -74,16 +83,19 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         )
         if request.include_cluster_authorized_operations:
             operations = CLUSTER_AUTHORIZED_OPERATIONS
-    return build(
-        types.DescribeClusterResponse,
-        throttle_time=timedelta(0),
-        error_code=error,
-        error_message=message,
-        endpoint_type=ENDPOINT_BROKER,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id if error == ErrorCode.none else -1,
-        brokers=brokers,
-        cluster_authorized_operations=operations,
+    return cast(
+        "Response",
+        build(
+            types.DescribeClusterResponse,
+            throttle_time=timedelta(0),
+            error_code=error,
+            error_message=message,
+            endpoint_type=ENDPOINT_BROKER,
+            cluster_id=broker.cluster_id,
+            controller_id=broker.node_id if error == ErrorCode.none else -1,
+            brokers=brokers,
+            cluster_authorized_operations=operations,
+        ),
     )
 
 

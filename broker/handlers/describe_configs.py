@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.dynamic_configs import (
     GROUP_CONFIGS,
@@ -68,6 +68,26 @@ if TYPE_CHECKING:
         | _DescribeConfigsRequestV3
         | _DescribeConfigsRequestV4
     )
+    from kio.schema.describe_configs.v1.response import (
+        DescribeConfigsResponse as _DescribeConfigsResponseV1,
+    )
+    from kio.schema.describe_configs.v2.response import (
+        DescribeConfigsResponse as _DescribeConfigsResponseV2,
+    )
+    from kio.schema.describe_configs.v3.response import (
+        DescribeConfigsResponse as _DescribeConfigsResponseV3,
+    )
+    from kio.schema.describe_configs.v4.response import (
+        DescribeConfigsResponse as _DescribeConfigsResponseV4,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _DescribeConfigsResponseV1
+        | _DescribeConfigsResponseV2
+        | _DescribeConfigsResponseV3
+        | _DescribeConfigsResponseV4
+    )
 
 
 API_KEY = 32
@@ -77,7 +97,7 @@ CONFIG_TYPE_STRING = 2
 CONFIG_TYPE_INT = 3
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))
@@ -100,7 +120,10 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 configs=configs if not error.is_failure else (),
             )
         )
-    return types.DescribeConfigsResponse(throttle_time=timedelta(0), results=tuple(results))
+    return cast(
+        "Response",
+        types.DescribeConfigsResponse(throttle_time=timedelta(0), results=tuple(results)),
+    )
 
 
 def _describe(

@@ -8,7 +8,7 @@ authorized operations (no authorizer here: READ, DELETE and DESCRIBE); v4+ shows
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.results import DescribedGroup
 from tidelog.broker.group.wire import (
@@ -52,12 +52,40 @@ if TYPE_CHECKING:
         | _DescribeGroupsRequestV4
         | _DescribeGroupsRequestV5
     )
+    from kio.schema.describe_groups.v0.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV0,
+    )
+    from kio.schema.describe_groups.v1.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV1,
+    )
+    from kio.schema.describe_groups.v2.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV2,
+    )
+    from kio.schema.describe_groups.v3.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV3,
+    )
+    from kio.schema.describe_groups.v4.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV4,
+    )
+    from kio.schema.describe_groups.v5.response import (
+        DescribeGroupsResponse as _DescribeGroupsResponseV5,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _DescribeGroupsResponseV0
+        | _DescribeGroupsResponseV1
+        | _DescribeGroupsResponseV2
+        | _DescribeGroupsResponseV3
+        | _DescribeGroupsResponseV4
+        | _DescribeGroupsResponseV5
+    )
 
 
 API_KEY = 15
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     group_ids = [str(g) for g in request.groups]
     groups = coordinator(ctx)
@@ -106,7 +134,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         )
         for d in described
     )
-    return build(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=out)
+    return cast(
+        "Response", build(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=out)
+    )
 
 
 SPEC = HandlerSpec(API_KEY, "DescribeGroups", 0, 5, handle)

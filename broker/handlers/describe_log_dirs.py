@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -40,6 +40,26 @@ if TYPE_CHECKING:
         | _DescribeLogDirsRequestV3
         | _DescribeLogDirsRequestV4
     )
+    from kio.schema.describe_log_dirs.v1.response import (
+        DescribeLogDirsResponse as _DescribeLogDirsResponseV1,
+    )
+    from kio.schema.describe_log_dirs.v2.response import (
+        DescribeLogDirsResponse as _DescribeLogDirsResponseV2,
+    )
+    from kio.schema.describe_log_dirs.v3.response import (
+        DescribeLogDirsResponse as _DescribeLogDirsResponseV3,
+    )
+    from kio.schema.describe_log_dirs.v4.response import (
+        DescribeLogDirsResponse as _DescribeLogDirsResponseV4,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _DescribeLogDirsResponseV1
+        | _DescribeLogDirsResponseV2
+        | _DescribeLogDirsResponseV3
+        | _DescribeLogDirsResponseV4
+    )
 
 
 API_KEY = 35
@@ -64,7 +84,7 @@ def _disk_usage(path: Path) -> tuple[int, int]:
     return usage.total, usage.free
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     manager = broker.log_manager
@@ -103,11 +123,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 usable_bytes=usable,
             )
         )
-    return build(
-        types.DescribeLogDirsResponse,
-        throttle_time=timedelta(0),
-        error_code=ErrorCode.none,
-        results=tuple(results),
+    return cast(
+        "Response",
+        build(
+            types.DescribeLogDirsResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.none,
+            results=tuple(results),
+        ),
     )
 
 

@@ -9,7 +9,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -19,12 +19,11 @@ from tidelog.protocol.schema import response_types
 
 if TYPE_CHECKING:
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest as Request
-
-
+    from kio.schema.describe_producers.v0.response import DescribeProducersResponse as Response
 API_KEY = 61
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for t in request.topics:
@@ -71,7 +70,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 )
             )
         topics.append(types.TopicResponse(name=t.name, partitions=tuple(partitions)))
-    return types.DescribeProducersResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast(
+        "Response", types.DescribeProducersResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))
+    )
 
 
 SPEC = HandlerSpec(API_KEY, "DescribeProducers", 0, 0, handle)

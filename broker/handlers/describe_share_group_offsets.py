@@ -7,7 +7,7 @@ GROUP_ID_NOT_FOUND; an unknown topic UNKNOWN_TOPIC_OR_PARTITION on its partition
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -28,12 +28,21 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _DescribeShareGroupOffsetsRequestV0 | _DescribeShareGroupOffsetsRequestV1
+    from kio.schema.describe_share_group_offsets.v0.response import (
+        DescribeShareGroupOffsetsResponse as _DescribeShareGroupOffsetsResponseV0,
+    )
+    from kio.schema.describe_share_group_offsets.v1.response import (
+        DescribeShareGroupOffsetsResponse as _DescribeShareGroupOffsetsResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _DescribeShareGroupOffsetsResponseV0 | _DescribeShareGroupOffsetsResponseV1
 
 
 API_KEY = 90
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     out = []
@@ -88,8 +97,11 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 ),
             )
         )
-    return build(
-        types.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, groups=tuple(out)
+    return cast(
+        "Response",
+        build(
+            types.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, groups=tuple(out)
+        ),
     )
 
 

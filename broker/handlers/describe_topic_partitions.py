@@ -17,7 +17,7 @@ DescribeTopicPartitionsRequestHandler answers:
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.handlers.metadata import TOPIC_OPERATIONS, error_topic, partition_states
@@ -28,6 +28,9 @@ from tidelog.protocol.schema import build, response_types
 if TYPE_CHECKING:
     from kio.schema.describe_topic_partitions.v0.request import (
         DescribeTopicPartitionsRequest as Request,
+    )
+    from kio.schema.describe_topic_partitions.v0.response import (
+        DescribeTopicPartitionsResponse as Response,
     )
 
 
@@ -56,7 +59,7 @@ def _topic(types: Any, node: int, info: TopicInfo, first: int, count: int) -> An
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     asked = sorted({t.name for t in request.topics})
@@ -64,11 +67,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     cursor = request.cursor
     if cursor is not None:
         if asked and cursor.topic_name not in asked:
-            return build(
-                types.DescribeTopicPartitionsResponse,
-                throttle_time=timedelta(0),
-                topics=tuple(_error_topic(types, n, ErrorCode.invalid_request) for n in asked),
-                next_cursor=None,
+            return cast(
+                "Response",
+                build(
+                    types.DescribeTopicPartitionsResponse,
+                    throttle_time=timedelta(0),
+                    topics=tuple(_error_topic(types, n, ErrorCode.invalid_request) for n in asked),
+                    next_cursor=None,
+                ),
             )
         names = [n for n in names if n >= cursor.topic_name]
     budget = max(min(int(request.response_partition_limit), MAX_REQUEST_PARTITION_SIZE_LIMIT), 1)
@@ -93,11 +99,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if first + count < info.partitions:
             next_cursor = build(types.Cursor, topic_name=name, partition_index=first + count)
             break
-    return build(
-        types.DescribeTopicPartitionsResponse,
-        throttle_time=timedelta(0),
-        topics=tuple(topics),
-        next_cursor=next_cursor,
+    return cast(
+        "Response",
+        build(
+            types.DescribeTopicPartitionsResponse,
+            throttle_time=timedelta(0),
+            topics=tuple(topics),
+            next_cursor=next_cursor,
+        ),
     )
 
 

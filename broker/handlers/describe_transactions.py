@@ -9,7 +9,7 @@ COORDINATOR_LOAD_IN_PROGRESS (as Kafka, the other fields of an error at 0).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
@@ -23,12 +23,13 @@ from tidelog.protocol.schema import response_types
 
 if TYPE_CHECKING:
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as Request
-
-
+    from kio.schema.describe_transactions.v0.response import (
+        DescribeTransactionsResponse as Response,
+    )
 API_KEY = 65
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     states = []
@@ -69,8 +70,11 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 ),
             )
         )
-    return types.DescribeTransactionsResponse(
-        throttle_time=NO_THROTTLE, transaction_states=tuple(states)
+    return cast(
+        "Response",
+        types.DescribeTransactionsResponse(
+            throttle_time=NO_THROTTLE, transaction_states=tuple(states)
+        ),
     )
 
 

@@ -7,7 +7,7 @@ DUPLICATE_RESOURCE.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import CLUSTER, Operation, allowed
@@ -19,20 +19,26 @@ if TYPE_CHECKING:
     from kio.schema.describe_user_scram_credentials.v0.request import (
         DescribeUserScramCredentialsRequest as Request,
     )
+    from kio.schema.describe_user_scram_credentials.v0.response import (
+        DescribeUserScramCredentialsResponse as Response,
+    )
 
 
 API_KEY = 50
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     if not allowed(ctx, Operation.DESCRIBE, CLUSTER):
-        return build(
-            types.DescribeUserScramCredentialsResponse,
-            throttle_time=timedelta(0),
-            error_code=ErrorCode.cluster_authorization_failed,
-            error_message=None,
-            results=(),
+        return cast(
+            "Response",
+            build(
+                types.DescribeUserScramCredentialsResponse,
+                throttle_time=timedelta(0),
+                error_code=ErrorCode.cluster_authorization_failed,
+                error_message=None,
+                results=(),
+            ),
         )
     store = ctx.broker.security.scram
     names = store.users() if request.users is None else [u.name for u in request.users]
@@ -68,12 +74,15 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 credential_infos=infos,
             )
         )
-    return build(
-        types.DescribeUserScramCredentialsResponse,
-        throttle_time=timedelta(0),
-        error_code=ErrorCode.none,
-        error_message=None,
-        results=tuple(results),
+    return cast(
+        "Response",
+        build(
+            types.DescribeUserScramCredentialsResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.none,
+            error_message=None,
+            results=tuple(results),
+        ),
     )
 
 

@@ -11,7 +11,7 @@ type other than PREFERRED (0) or UNCLEAN (1) is INVALID_REQUEST.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ElectLeadersRequestV0 | _ElectLeadersRequestV1 | _ElectLeadersRequestV2
+    from kio.schema.elect_leaders.v0.response import ElectLeadersResponse as _ElectLeadersResponseV0
+    from kio.schema.elect_leaders.v1.response import ElectLeadersResponse as _ElectLeadersResponseV1
+    from kio.schema.elect_leaders.v2.response import ElectLeadersResponse as _ElectLeadersResponseV2
+
+    #: The response versions it answers (kio's classes).
+    Response = _ElectLeadersResponseV0 | _ElectLeadersResponseV1 | _ElectLeadersResponseV2
 
 
 API_KEY = 43
@@ -36,7 +42,7 @@ def _result(types: Any, partition: int, code: ErrorCode, message: str | None) ->
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     election_type = int(getattr(request, "election_type", 0))
     top_error = ErrorCode.none
@@ -76,11 +82,14 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             results.append(
                 build(types.ReplicaElectionResult, topic=t.topic, partition_result=tuple(parts))
             )
-    return build(
-        types.ElectLeadersResponse,
-        throttle_time=timedelta(0),
-        error_code=top_error,
-        replica_election_results=tuple(results),
+    return cast(
+        "Response",
+        build(
+            types.ElectLeadersResponse,
+            throttle_time=timedelta(0),
+            error_code=top_error,
+            replica_election_results=tuple(results),
+        ),
     )
 
 

@@ -12,7 +12,7 @@ internal topic (``__consumer_offsets`` for groups, ``__transaction_state`` for t
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -45,6 +45,30 @@ if TYPE_CHECKING:
         | _FindCoordinatorRequestV2
         | _FindCoordinatorRequestV3
         | _FindCoordinatorRequestV4
+    )
+    from kio.schema.find_coordinator.v0.response import (
+        FindCoordinatorResponse as _FindCoordinatorResponseV0,
+    )
+    from kio.schema.find_coordinator.v1.response import (
+        FindCoordinatorResponse as _FindCoordinatorResponseV1,
+    )
+    from kio.schema.find_coordinator.v2.response import (
+        FindCoordinatorResponse as _FindCoordinatorResponseV2,
+    )
+    from kio.schema.find_coordinator.v3.response import (
+        FindCoordinatorResponse as _FindCoordinatorResponseV3,
+    )
+    from kio.schema.find_coordinator.v4.response import (
+        FindCoordinatorResponse as _FindCoordinatorResponseV4,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _FindCoordinatorResponseV0
+        | _FindCoordinatorResponseV1
+        | _FindCoordinatorResponseV2
+        | _FindCoordinatorResponseV3
+        | _FindCoordinatorResponseV4
     )
 
 
@@ -83,7 +107,7 @@ async def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, s
 _NOT_ASKED = (ErrorCode.none, -1, "", -1)
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     key_type = int(getattr(request, "key_type", GROUP))
     # v4+ asks for several keys at once
@@ -110,8 +134,11 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                     error_message=None if ok else code.name.upper(),
                 )
             )
-        return types.FindCoordinatorResponse(
-            throttle_time=NO_THROTTLE, coordinators=tuple(coordinators)
+        return cast(
+            "Response",
+            types.FindCoordinatorResponse(
+                throttle_time=NO_THROTTLE, coordinators=tuple(coordinators)
+            ),
         )
     if key_type not in (GROUP, TRANSACTION):
         error = ErrorCode.invalid_request
@@ -120,14 +147,17 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     if error is not ErrorCode.none:
         node_id, host, port = -1, "", -1
     message = None if error is ErrorCode.none else error.name.upper()
-    return build(
-        types.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        node_id=node_id,
-        host=host,
-        port=port,
+    return cast(
+        "Response",
+        build(
+            types.FindCoordinatorResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            node_id=node_id,
+            host=host,
+            port=port,
+        ),
     )
 
 

@@ -7,7 +7,7 @@ FENCED_INSTANCE_ID (v3+ static members) otherwise. Answered at once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -30,12 +30,26 @@ if TYPE_CHECKING:
         | _HeartbeatRequestV3
         | _HeartbeatRequestV4
     )
+    from kio.schema.heartbeat.v0.response import HeartbeatResponse as _HeartbeatResponseV0
+    from kio.schema.heartbeat.v1.response import HeartbeatResponse as _HeartbeatResponseV1
+    from kio.schema.heartbeat.v2.response import HeartbeatResponse as _HeartbeatResponseV2
+    from kio.schema.heartbeat.v3.response import HeartbeatResponse as _HeartbeatResponseV3
+    from kio.schema.heartbeat.v4.response import HeartbeatResponse as _HeartbeatResponseV4
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _HeartbeatResponseV0
+        | _HeartbeatResponseV1
+        | _HeartbeatResponseV2
+        | _HeartbeatResponseV3
+        | _HeartbeatResponseV4
+    )
 
 
 API_KEY = 12
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         error = ErrorCode.group_authorization_failed
@@ -49,7 +63,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             getattr(request, "group_instance_id", None),
         )
     types = response_types(API_KEY, ctx.api_version)
-    return build(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+    return cast(
+        "Response", build(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+    )
 
 
 SPEC = HandlerSpec(API_KEY, "Heartbeat", 0, 4, handle)

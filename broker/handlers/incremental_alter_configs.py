@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers import _configs as common
 from tidelog.broker.handlers._configs import ApiError
@@ -49,18 +49,30 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _IncrementalAlterConfigsRequestV0 | _IncrementalAlterConfigsRequestV1
+    from kio.schema.incremental_alter_configs.v0.response import (
+        IncrementalAlterConfigsResponse as _IncrementalAlterConfigsResponseV0,
+    )
+    from kio.schema.incremental_alter_configs.v1.response import (
+        IncrementalAlterConfigsResponse as _IncrementalAlterConfigsResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _IncrementalAlterConfigsResponseV0 | _IncrementalAlterConfigsResponseV1
 
 
 API_KEY = 44
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     validate_only = bool(request.validate_only)
     responses = common.resource_responses(
         types, request.resources, lambda resource: _alter(ctx, resource, validate_only)
     )
-    return types.IncrementalAlterConfigsResponse(throttle_time=timedelta(0), responses=responses)
+    return cast(
+        "Response",
+        types.IncrementalAlterConfigsResponse(throttle_time=timedelta(0), responses=responses),
+    )
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> ApiError:

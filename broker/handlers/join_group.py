@@ -9,7 +9,7 @@ coordinator (``broker.group``) holds the parked request until the join phase end
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.membership import JoinRequest
 from tidelog.broker.group.results import JoinGroupResult, Protocol
@@ -44,12 +44,36 @@ if TYPE_CHECKING:
         | _JoinGroupRequestV8
         | _JoinGroupRequestV9
     )
+    from kio.schema.join_group.v0.response import JoinGroupResponse as _JoinGroupResponseV0
+    from kio.schema.join_group.v1.response import JoinGroupResponse as _JoinGroupResponseV1
+    from kio.schema.join_group.v2.response import JoinGroupResponse as _JoinGroupResponseV2
+    from kio.schema.join_group.v3.response import JoinGroupResponse as _JoinGroupResponseV3
+    from kio.schema.join_group.v4.response import JoinGroupResponse as _JoinGroupResponseV4
+    from kio.schema.join_group.v5.response import JoinGroupResponse as _JoinGroupResponseV5
+    from kio.schema.join_group.v6.response import JoinGroupResponse as _JoinGroupResponseV6
+    from kio.schema.join_group.v7.response import JoinGroupResponse as _JoinGroupResponseV7
+    from kio.schema.join_group.v8.response import JoinGroupResponse as _JoinGroupResponseV8
+    from kio.schema.join_group.v9.response import JoinGroupResponse as _JoinGroupResponseV9
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _JoinGroupResponseV0
+        | _JoinGroupResponseV1
+        | _JoinGroupResponseV2
+        | _JoinGroupResponseV3
+        | _JoinGroupResponseV4
+        | _JoinGroupResponseV5
+        | _JoinGroupResponseV6
+        | _JoinGroupResponseV7
+        | _JoinGroupResponseV8
+        | _JoinGroupResponseV9
+    )
 
 
 API_KEY = 11
 
 
-def _response(ctx: RequestContext, result: JoinGroupResult) -> Any:
+def _response(ctx: RequestContext, result: JoinGroupResult) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     nullable = ctx.api_version >= 7
     members = tuple(
@@ -61,21 +85,24 @@ def _response(ctx: RequestContext, result: JoinGroupResult) -> Any:
         )
         for m in result.members
     )
-    return build(
-        types.JoinGroupResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=result.error,
-        generation_id=result.generation_id,
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name if nullable else (result.protocol_name or ""),
-        leader=result.leader,
-        skip_assignment=result.skip_assignment,
-        member_id=result.member_id,
-        members=members,
+    return cast(
+        "Response",
+        build(
+            types.JoinGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name if nullable else (result.protocol_name or ""),
+            leader=result.leader,
+            skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=members,
+        ),
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         return _response(
@@ -107,7 +134,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     return _response(ctx, result)
 
 
-def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Response:
     return _response(ctx, JoinGroupResult(error_code, request.member_id))
 
 

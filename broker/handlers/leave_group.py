@@ -6,7 +6,7 @@ or, for an administrative removal, by group instance id alone, and answer per me
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.results import MemberIdentity
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -32,6 +32,22 @@ if TYPE_CHECKING:
         | _LeaveGroupRequestV4
         | _LeaveGroupRequestV5
     )
+    from kio.schema.leave_group.v0.response import LeaveGroupResponse as _LeaveGroupResponseV0
+    from kio.schema.leave_group.v1.response import LeaveGroupResponse as _LeaveGroupResponseV1
+    from kio.schema.leave_group.v2.response import LeaveGroupResponse as _LeaveGroupResponseV2
+    from kio.schema.leave_group.v3.response import LeaveGroupResponse as _LeaveGroupResponseV3
+    from kio.schema.leave_group.v4.response import LeaveGroupResponse as _LeaveGroupResponseV4
+    from kio.schema.leave_group.v5.response import LeaveGroupResponse as _LeaveGroupResponseV5
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _LeaveGroupResponseV0
+        | _LeaveGroupResponseV1
+        | _LeaveGroupResponseV2
+        | _LeaveGroupResponseV3
+        | _LeaveGroupResponseV4
+        | _LeaveGroupResponseV5
+    )
 
 
 API_KEY = 13
@@ -43,7 +59,7 @@ def _identities(ctx: RequestContext, request: Request) -> list[MemberIdentity]:
     return [MemberIdentity(m.member_id, m.group_instance_id) for m in request.members]
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
@@ -55,22 +71,30 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         error = result.error
         if error is ErrorCode.none and result.members:
             error = result.members[0].error
-        return build(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
+        return cast(
+            "Response", build(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
+        )
     members = tuple(
         types.MemberResponse(
             member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
         )
         for m in result.members
     )
-    return types.LeaveGroupResponse(
-        throttle_time=NO_THROTTLE, error_code=result.error, members=members
+    return cast(
+        "Response",
+        types.LeaveGroupResponse(
+            throttle_time=NO_THROTTLE, error_code=result.error, members=members
+        ),
     )
 
 
-def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code, members=()
+    return cast(
+        "Response",
+        build(
+            types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code, members=()
+        ),
     )
 
 

@@ -7,7 +7,7 @@ group's type.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.results import ListedGroup
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -34,12 +34,28 @@ if TYPE_CHECKING:
         | _ListGroupsRequestV4
         | _ListGroupsRequestV5
     )
+    from kio.schema.list_groups.v0.response import ListGroupsResponse as _ListGroupsResponseV0
+    from kio.schema.list_groups.v1.response import ListGroupsResponse as _ListGroupsResponseV1
+    from kio.schema.list_groups.v2.response import ListGroupsResponse as _ListGroupsResponseV2
+    from kio.schema.list_groups.v3.response import ListGroupsResponse as _ListGroupsResponseV3
+    from kio.schema.list_groups.v4.response import ListGroupsResponse as _ListGroupsResponseV4
+    from kio.schema.list_groups.v5.response import ListGroupsResponse as _ListGroupsResponseV5
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _ListGroupsResponseV0
+        | _ListGroupsResponseV1
+        | _ListGroupsResponseV2
+        | _ListGroupsResponseV3
+        | _ListGroupsResponseV4
+        | _ListGroupsResponseV5
+    )
 
 
 API_KEY = 16
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     listed: list[ListedGroup] = []
@@ -58,19 +74,22 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         types_filter = {t.strip().lower() for t in getattr(request, "types_filter", ())}
         if types_filter:
             listed = [g for g in listed if g.group_type.lower() in types_filter]
-    return build(
-        types.ListGroupsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        groups=tuple(
-            build(
-                types.ListedGroup,
-                group_id=g.group_id,
-                protocol_type=g.protocol_type,
-                group_state=g.state,
-                group_type=g.group_type,
-            )
-            for g in listed
+    return cast(
+        "Response",
+        build(
+            types.ListGroupsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            groups=tuple(
+                build(
+                    types.ListedGroup,
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.state,
+                    group_type=g.group_type,
+                )
+                for g in listed
+            ),
         ),
     )
 

@@ -10,7 +10,7 @@ Time look-ups read index and segment files, so they run in the worker pool.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import TOPIC, Operation, allowed
@@ -39,6 +39,26 @@ if TYPE_CHECKING:
         | _ListOffsetsRequestV6
         | _ListOffsetsRequestV7
         | _ListOffsetsRequestV8
+    )
+    from kio.schema.list_offsets.v1.response import ListOffsetsResponse as _ListOffsetsResponseV1
+    from kio.schema.list_offsets.v2.response import ListOffsetsResponse as _ListOffsetsResponseV2
+    from kio.schema.list_offsets.v3.response import ListOffsetsResponse as _ListOffsetsResponseV3
+    from kio.schema.list_offsets.v4.response import ListOffsetsResponse as _ListOffsetsResponseV4
+    from kio.schema.list_offsets.v5.response import ListOffsetsResponse as _ListOffsetsResponseV5
+    from kio.schema.list_offsets.v6.response import ListOffsetsResponse as _ListOffsetsResponseV6
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse as _ListOffsetsResponseV7
+    from kio.schema.list_offsets.v8.response import ListOffsetsResponse as _ListOffsetsResponseV8
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _ListOffsetsResponseV1
+        | _ListOffsetsResponseV2
+        | _ListOffsetsResponseV3
+        | _ListOffsetsResponseV4
+        | _ListOffsetsResponseV5
+        | _ListOffsetsResponseV6
+        | _ListOffsetsResponseV7
+        | _ListOffsetsResponseV8
     )
 
 
@@ -92,7 +112,7 @@ def _partition(types: Any, index: int, code: ErrorCode, offset: int, timestamp: 
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     read_committed = int(getattr(request, "isolation_level", 0)) == 1
     topics = []
@@ -109,10 +129,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             )
             parts.append(_partition(types, int(p.partition_index), code, offset, ts))
         topics.append(types.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
-    return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics))
+    return cast(
+        "Response",
+        build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics)),
+    )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     topics = tuple(
         types.ListOffsetsTopicResponse(
@@ -123,7 +146,9 @@ def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> An
         )
         for t in request.topics
     )
-    return build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=topics)
+    return cast(
+        "Response", build(types.ListOffsetsResponse, throttle_time=timedelta(0), topics=topics)
+    )
 
 
 SPEC = HandlerSpec(api_key=API_KEY, name="ListOffsets", min_version=1, max_version=8, handle=handle)

@@ -8,7 +8,7 @@ Kafka's ReplicationControlManager leaves them out.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -18,19 +18,25 @@ if TYPE_CHECKING:
     from kio.schema.list_partition_reassignments.v0.request import (
         ListPartitionReassignmentsRequest as Request,
     )
+    from kio.schema.list_partition_reassignments.v0.response import (
+        ListPartitionReassignmentsResponse as Response,
+    )
 
 
 API_KEY = 46
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.ListPartitionReassignmentsResponse,
-        throttle_time=timedelta(0),
-        error_code=ErrorCode.none,
-        error_message=None,
-        topics=(),
+    return cast(
+        "Response",
+        build(
+            types.ListPartitionReassignmentsResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.none,
+            error_message=None,
+            topics=(),
+        ),
     )
 
 

@@ -8,7 +8,7 @@ Dead ids are never listed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.wire import NO_THROTTLE
 from tidelog.broker.handlers._txn_common import transactions
@@ -28,13 +28,22 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ListTransactionsRequestV0 | _ListTransactionsRequestV1
+    from kio.schema.list_transactions.v0.response import (
+        ListTransactionsResponse as _ListTransactionsResponseV0,
+    )
+    from kio.schema.list_transactions.v1.response import (
+        ListTransactionsResponse as _ListTransactionsResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _ListTransactionsResponseV0 | _ListTransactionsResponseV1
 
 
 API_KEY = 66
 _NAMES = {s.kafka_name for s in TxnState}
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     txn = transactions(ctx)
     wanted_states = set(request.state_filters)
@@ -65,12 +74,15 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                     transaction_state=md.state.kafka_name,
                 )
             )
-    return build(
-        types.ListTransactionsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error or ErrorCode.none,
-        unknown_state_filters=unknown,
-        transaction_states=tuple(listed),
+    return cast(
+        "Response",
+        build(
+            types.ListTransactionsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error or ErrorCode.none,
+            unknown_state_filters=unknown,
+            transaction_states=tuple(listed),
+        ),
     )
 
 

@@ -23,7 +23,7 @@ import functools
 import logging
 import uuid
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.static.constants import uuid_zero
 
@@ -79,6 +79,38 @@ if TYPE_CHECKING:
         | _MetadataRequestV11
         | _MetadataRequestV12
         | _MetadataRequestV13
+    )
+    from kio.schema.metadata.v0.response import MetadataResponse as _MetadataResponseV0
+    from kio.schema.metadata.v1.response import MetadataResponse as _MetadataResponseV1
+    from kio.schema.metadata.v2.response import MetadataResponse as _MetadataResponseV2
+    from kio.schema.metadata.v3.response import MetadataResponse as _MetadataResponseV3
+    from kio.schema.metadata.v4.response import MetadataResponse as _MetadataResponseV4
+    from kio.schema.metadata.v5.response import MetadataResponse as _MetadataResponseV5
+    from kio.schema.metadata.v6.response import MetadataResponse as _MetadataResponseV6
+    from kio.schema.metadata.v7.response import MetadataResponse as _MetadataResponseV7
+    from kio.schema.metadata.v8.response import MetadataResponse as _MetadataResponseV8
+    from kio.schema.metadata.v9.response import MetadataResponse as _MetadataResponseV9
+    from kio.schema.metadata.v10.response import MetadataResponse as _MetadataResponseV10
+    from kio.schema.metadata.v11.response import MetadataResponse as _MetadataResponseV11
+    from kio.schema.metadata.v12.response import MetadataResponse as _MetadataResponseV12
+    from kio.schema.metadata.v13.response import MetadataResponse as _MetadataResponseV13
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _MetadataResponseV0
+        | _MetadataResponseV1
+        | _MetadataResponseV2
+        | _MetadataResponseV3
+        | _MetadataResponseV4
+        | _MetadataResponseV5
+        | _MetadataResponseV6
+        | _MetadataResponseV7
+        | _MetadataResponseV8
+        | _MetadataResponseV9
+        | _MetadataResponseV10
+        | _MetadataResponseV11
+        | _MetadataResponseV12
+        | _MetadataResponseV13
     )
 
 
@@ -219,7 +251,7 @@ def _allow_auto_create(ctx: RequestContext, request: Request) -> bool:
     return bool(getattr(request, "allow_auto_topic_creation", True))
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response | RawBody:
     types = response_types(API_KEY, ctx.api_version)
     broker = ctx.broker
     topics = broker.topics
@@ -303,34 +335,40 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if len(chunks) > 1 and sum(len(chunk) for chunk in chunks) <= _JOIN_BELOW:
             chunks = [b"".join(chunks)]
         return RawBody(tuple(chunks))
-    return build(
-        types.MetadataResponse,
-        throttle_time=timedelta(0),
-        brokers=(build(types.MetadataResponseBroker, **this_broker._asdict()),),
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        topics=tuple(
-            _topic_entity(types, answer) if type(answer) is MetadataTopic else answer
-            for answer in answers
+    return cast(
+        "Response",
+        build(
+            types.MetadataResponse,
+            throttle_time=timedelta(0),
+            brokers=(build(types.MetadataResponseBroker, **this_broker._asdict()),),
+            cluster_id=broker.cluster_id,
+            controller_id=broker.node_id,
+            topics=tuple(
+                _topic_entity(types, answer) if type(answer) is MetadataTopic else answer
+                for answer in answers
+            ),
+            cluster_authorized_operations=cluster_operations,
+            error_code=ErrorCode.none,
         ),
-        cluster_authorized_operations=cluster_operations,
-        error_code=ErrorCode.none,
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     """Before v13 (no top-level error): every requested topic carries the error."""
     types = response_types(API_KEY, ctx.api_version)
     wanted = _wanted(ctx, request) or ()
-    return build(
-        types.MetadataResponse,
-        throttle_time=timedelta(0),
-        brokers=(),
-        cluster_id=None,
-        controller_id=-1,
-        topics=tuple(_error_topic(types, getattr(t, "name", None), code) for t in wanted),
-        cluster_authorized_operations=UNSET_OPERATIONS,
-        error_code=code,
+    return cast(
+        "Response",
+        build(
+            types.MetadataResponse,
+            throttle_time=timedelta(0),
+            brokers=(),
+            cluster_id=None,
+            controller_id=-1,
+            topics=tuple(_error_topic(types, getattr(t, "name", None), code) for t in wanted),
+            cluster_authorized_operations=UNSET_OPERATIONS,
+            error_code=code,
+        ),
     )
 
 

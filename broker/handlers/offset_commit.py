@@ -14,7 +14,7 @@ missing group with a generation is GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.results import CommitPartition, PartitionError
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator, ms
@@ -44,6 +44,26 @@ if TYPE_CHECKING:
         | _OffsetCommitRequestV8
         | _OffsetCommitRequestV9
     )
+    from kio.schema.offset_commit.v2.response import OffsetCommitResponse as _OffsetCommitResponseV2
+    from kio.schema.offset_commit.v3.response import OffsetCommitResponse as _OffsetCommitResponseV3
+    from kio.schema.offset_commit.v4.response import OffsetCommitResponse as _OffsetCommitResponseV4
+    from kio.schema.offset_commit.v5.response import OffsetCommitResponse as _OffsetCommitResponseV5
+    from kio.schema.offset_commit.v6.response import OffsetCommitResponse as _OffsetCommitResponseV6
+    from kio.schema.offset_commit.v7.response import OffsetCommitResponse as _OffsetCommitResponseV7
+    from kio.schema.offset_commit.v8.response import OffsetCommitResponse as _OffsetCommitResponseV8
+    from kio.schema.offset_commit.v9.response import OffsetCommitResponse as _OffsetCommitResponseV9
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _OffsetCommitResponseV2
+        | _OffsetCommitResponseV3
+        | _OffsetCommitResponseV4
+        | _OffsetCommitResponseV5
+        | _OffsetCommitResponseV6
+        | _OffsetCommitResponseV7
+        | _OffsetCommitResponseV8
+        | _OffsetCommitResponseV9
+    )
 
 
 API_KEY = 8
@@ -63,7 +83,7 @@ def _partitions(request: Request) -> list[CommitPartition]:
     ]
 
 
-def _response(ctx: RequestContext, results: list[PartitionError]) -> Any:
+def _response(ctx: RequestContext, results: list[PartitionError]) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     by_topic: dict[str, list[Any]] = {}
     for r in results:
@@ -74,10 +94,12 @@ def _response(ctx: RequestContext, results: list[PartitionError]) -> Any:
         types.OffsetCommitResponseTopic(name=name, partitions=tuple(parts))
         for name, parts in by_topic.items()
     )
-    return build(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return cast(
+        "Response", build(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     partitions = _partitions(request)
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
@@ -106,7 +128,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     return _response(ctx, [*results, *denied])
 
 
-def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Response:
     return _response(
         ctx, [PartitionError(p.topic, p.partition, error_code) for p in _partitions(request)]
     )

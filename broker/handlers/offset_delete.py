@@ -8,7 +8,7 @@ NON_EMPTY_GROUP. Deleted offsets are written as tombstones.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.results import OffsetDeleteResult, PartitionError
 from tidelog.broker.group.wire import coordinator
@@ -19,12 +19,11 @@ from tidelog.protocol.schema import response_types
 
 if TYPE_CHECKING:
     from kio.schema.offset_delete.v0.request import OffsetDeleteRequest as Request
-
-
+    from kio.schema.offset_delete.v0.response import OffsetDeleteResponse as Response
 API_KEY = 47
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = coordinator(ctx)
     wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in request.topics]
@@ -52,12 +51,15 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         by_topic.setdefault(p.topic, []).append(
             types.OffsetDeleteResponsePartition(partition_index=p.partition, error_code=p.error)
         )
-    return types.OffsetDeleteResponse(
-        error_code=result.error,
-        throttle_time=timedelta(0),
-        topics=tuple(
-            types.OffsetDeleteResponseTopic(name=name, partitions=tuple(parts))
-            for name, parts in by_topic.items()
+    return cast(
+        "Response",
+        types.OffsetDeleteResponse(
+            error_code=result.error,
+            throttle_time=timedelta(0),
+            topics=tuple(
+                types.OffsetDeleteResponseTopic(name=name, partitions=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
         ),
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.results import OffsetFetchResult, PartitionOffset, TopicOffsets
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -46,6 +46,28 @@ if TYPE_CHECKING:
         | _OffsetFetchRequestV7
         | _OffsetFetchRequestV8
         | _OffsetFetchRequestV9
+    )
+    from kio.schema.offset_fetch.v1.response import OffsetFetchResponse as _OffsetFetchResponseV1
+    from kio.schema.offset_fetch.v2.response import OffsetFetchResponse as _OffsetFetchResponseV2
+    from kio.schema.offset_fetch.v3.response import OffsetFetchResponse as _OffsetFetchResponseV3
+    from kio.schema.offset_fetch.v4.response import OffsetFetchResponse as _OffsetFetchResponseV4
+    from kio.schema.offset_fetch.v5.response import OffsetFetchResponse as _OffsetFetchResponseV5
+    from kio.schema.offset_fetch.v6.response import OffsetFetchResponse as _OffsetFetchResponseV6
+    from kio.schema.offset_fetch.v7.response import OffsetFetchResponse as _OffsetFetchResponseV7
+    from kio.schema.offset_fetch.v8.response import OffsetFetchResponse as _OffsetFetchResponseV8
+    from kio.schema.offset_fetch.v9.response import OffsetFetchResponse as _OffsetFetchResponseV9
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _OffsetFetchResponseV1
+        | _OffsetFetchResponseV2
+        | _OffsetFetchResponseV3
+        | _OffsetFetchResponseV4
+        | _OffsetFetchResponseV5
+        | _OffsetFetchResponseV6
+        | _OffsetFetchResponseV7
+        | _OffsetFetchResponseV8
+        | _OffsetFetchResponseV9
     )
 
 
@@ -134,7 +156,7 @@ def _topics(ctx: RequestContext, result: OffsetFetchResult, wanted: Wanted, *, v
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     require_stable = bool(getattr(request, "require_stable", False))  # v7+
     if hasattr(request, "groups"):  # v8+: several groups
@@ -156,14 +178,19 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                     error_code=result.error,
                 )
             )
-        return types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
+        return cast(
+            "Response", types.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
+        )
     wanted = _wanted(request.topics)
     result = _fetch(ctx, request.group_id, wanted, require_stable)
-    return build(
-        types.OffsetFetchResponse,
-        throttle_time=NO_THROTTLE,
-        topics=_topics(ctx, result, wanted, v8=False),
-        error_code=result.error,
+    return cast(
+        "Response",
+        build(
+            types.OffsetFetchResponse,
+            throttle_time=NO_THROTTLE,
+            topics=_topics(ctx, result, wanted, v8=False),
+            error_code=result.error,
+        ),
     )
 
 

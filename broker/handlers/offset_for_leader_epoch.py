@@ -19,7 +19,7 @@ removed by KIP-896); a follower's ``replica_id`` is accepted like a consumer's.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.topics import LEADER_EPOCH
@@ -42,6 +42,22 @@ if TYPE_CHECKING:
         _OffsetForLeaderEpochRequestV2
         | _OffsetForLeaderEpochRequestV3
         | _OffsetForLeaderEpochRequestV4
+    )
+    from kio.schema.offset_for_leader_epoch.v2.response import (
+        OffsetForLeaderEpochResponse as _OffsetForLeaderEpochResponseV2,
+    )
+    from kio.schema.offset_for_leader_epoch.v3.response import (
+        OffsetForLeaderEpochResponse as _OffsetForLeaderEpochResponseV3,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.response import (
+        OffsetForLeaderEpochResponse as _OffsetForLeaderEpochResponseV4,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _OffsetForLeaderEpochResponseV2
+        | _OffsetForLeaderEpochResponseV3
+        | _OffsetForLeaderEpochResponseV4
     )
 
 
@@ -76,7 +92,7 @@ def _partition(types: Any, index: int, code: ErrorCode, epoch: int, offset: int)
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     topics = []
     for t in request.topics:
@@ -94,12 +110,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         topics.append(
             build(types.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(parts))
         )
-    return build(
-        types.OffsetForLeaderEpochResponse, throttle_time=timedelta(0), topics=tuple(topics)
+    return cast(
+        "Response",
+        build(types.OffsetForLeaderEpochResponse, throttle_time=timedelta(0), topics=tuple(topics)),
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     topics = tuple(
         build(
@@ -111,7 +128,10 @@ def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> An
         )
         for t in request.topics
     )
-    return build(types.OffsetForLeaderEpochResponse, throttle_time=timedelta(0), topics=topics)
+    return cast(
+        "Response",
+        build(types.OffsetForLeaderEpochResponse, throttle_time=timedelta(0), topics=topics),
+    )
 
 
 SPEC = HandlerSpec(

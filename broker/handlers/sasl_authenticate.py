@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -30,21 +30,38 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _SaslAuthenticateRequestV0 | _SaslAuthenticateRequestV1 | _SaslAuthenticateRequestV2
+    from kio.schema.sasl_authenticate.v0.response import (
+        SaslAuthenticateResponse as _SaslAuthenticateResponseV0,
+    )
+    from kio.schema.sasl_authenticate.v1.response import (
+        SaslAuthenticateResponse as _SaslAuthenticateResponseV1,
+    )
+    from kio.schema.sasl_authenticate.v2.response import (
+        SaslAuthenticateResponse as _SaslAuthenticateResponseV2,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _SaslAuthenticateResponseV0 | _SaslAuthenticateResponseV1 | _SaslAuthenticateResponseV2
+    )
 
 
 API_KEY = 36
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     session = ctx.session
     if session is None or session.authenticated:
-        return build(
-            types.SaslAuthenticateResponse,
-            error_code=ErrorCode.illegal_sasl_state,
-            error_message="SaslAuthenticate is not expected on this connection",
-            auth_bytes=b"",
-            session_lifetime=timedelta(0),
+        return cast(
+            "Response",
+            build(
+                types.SaslAuthenticateResponse,
+                error_code=ErrorCode.illegal_sasl_state,
+                error_message="SaslAuthenticate is not expected on this connection",
+                auth_bytes=b"",
+                session_lifetime=timedelta(0),
+            ),
         )
     error, message, token = session.authenticate(bytes(request.auth_bytes))
     if error != ErrorCode.none:
@@ -52,13 +69,16 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
     lifetime_ms = session.session_lifetime_ms if session.authenticated else 0
-    return build(
-        types.SaslAuthenticateResponse,
-        error_code=error,
-        # Kafka's answers carry "" (its default), not null, when there is no error.
-        error_message="" if message is None else message,
-        auth_bytes=token,
-        session_lifetime=timedelta(milliseconds=lifetime_ms),
+    return cast(
+        "Response",
+        build(
+            types.SaslAuthenticateResponse,
+            error_code=error,
+            # Kafka's answers carry "" (its default), not null, when there is no error.
+            error_message="" if message is None else message,
+            auth_bytes=token,
+            session_lifetime=timedelta(milliseconds=lifetime_ms),
+        ),
     )
 
 

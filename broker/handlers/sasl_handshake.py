@@ -11,7 +11,7 @@ non-SASL listener or a second one gets ILLEGAL_SASL_STATE, unless it begins a re
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -23,27 +23,42 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _SaslHandshakeRequestV0 | _SaslHandshakeRequestV1
+    from kio.schema.sasl_handshake.v0.response import (
+        SaslHandshakeResponse as _SaslHandshakeResponseV0,
+    )
+    from kio.schema.sasl_handshake.v1.response import (
+        SaslHandshakeResponse as _SaslHandshakeResponseV1,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _SaslHandshakeResponseV0 | _SaslHandshakeResponseV1
 
 
 API_KEY = 17
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     session = ctx.session
     types = response_types(API_KEY, ctx.api_version)
     if session is None:
-        return build(
-            types.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=()
+        return cast(
+            "Response",
+            build(
+                types.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=()
+            ),
         )
     error = session.handshake(str(request.mechanism), ctx.api_version)
     if error == ErrorCode.unsupported_sasl_mechanism:
         # A failed authentication: answered after connection.failed.authentication.delay.ms,
         # then the connection closes.
         await asyncio.sleep(session.listener.failed_auth_delay_ms / 1000)
-    return build(
-        types.SaslHandshakeResponse,
-        error_code=error,
-        mechanisms=tuple(session.listener.mechanisms),
+    return cast(
+        "Response",
+        build(
+            types.SaslHandshakeResponse,
+            error_code=error,
+            mechanisms=tuple(session.listener.mechanisms),
+        ),
     )
 
 

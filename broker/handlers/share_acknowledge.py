@@ -9,7 +9,7 @@ TOPIC_AUTHORIZATION_FAILED without READ on the topic, UNKNOWN_TOPIC_ID for a del
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.static.constants import uuid_zero
 
@@ -33,12 +33,21 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareAcknowledgeRequestV1 | _ShareAcknowledgeRequestV2
+    from kio.schema.share_acknowledge.v1.response import (
+        ShareAcknowledgeResponse as _ShareAcknowledgeResponseV1,
+    )
+    from kio.schema.share_acknowledge.v2.response import (
+        ShareAcknowledgeResponse as _ShareAcknowledgeResponseV2,
+    )
+
+    #: The response versions it answers (kio's classes).
+    Response = _ShareAcknowledgeResponseV1 | _ShareAcknowledgeResponseV2
 
 
 API_KEY = 79
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -100,15 +109,20 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     )
 
 
-def _answer(types: Any, error: ErrorCode, message: str | None, topics: Any, lock_ms: int) -> Any:
-    return build(
-        types.ShareAcknowledgeResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout=timedelta(milliseconds=lock_ms),
-        responses=topics,
-        node_endpoints=(),
+def _answer(
+    types: Any, error: ErrorCode, message: str | None, topics: Any, lock_ms: int
+) -> Response:
+    return cast(
+        "Response",
+        build(
+            types.ShareAcknowledgeResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            acquisition_lock_timeout=timedelta(milliseconds=lock_ms),
+            responses=topics,
+            node_endpoints=(),
+        ),
     )
 
 

@@ -14,7 +14,7 @@ their delivery counts. v2's ``is_renew_ack`` only renews locks (no fetch).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.static.constants import uuid_zero
 
@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareFetchRequestV1 | _ShareFetchRequestV2
+    from kio.schema.share_fetch.v1.response import ShareFetchResponse as _ShareFetchResponseV1
+    from kio.schema.share_fetch.v2.response import ShareFetchResponse as _ShareFetchResponseV2
+
+    #: The response versions it answers (kio's classes).
+    Response = _ShareFetchResponseV1 | _ShareFetchResponseV2
 
 
 API_KEY = 78
@@ -41,7 +46,7 @@ _DEFAULT_MAX_RECORDS = 500
 _RECORD_LIMIT = 1
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -128,21 +133,24 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     by_topic: dict[Any, list[FetchedPartition]] = {}
     for f in results.values():
         by_topic.setdefault(f.topic_id, []).append(f)
-    return build(
-        types.ShareFetchResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        acquisition_lock_timeout=timedelta(milliseconds=lock_ms),
-        responses=tuple(
-            build(
-                types.ShareFetchableTopicResponse,
-                topic_id=tid,
-                partitions=tuple(_partition(types, ctx, f) for f in parts),
-            )
-            for tid, parts in by_topic.items()
+    return cast(
+        "Response",
+        build(
+            types.ShareFetchResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            acquisition_lock_timeout=timedelta(milliseconds=lock_ms),
+            responses=tuple(
+                build(
+                    types.ShareFetchableTopicResponse,
+                    topic_id=tid,
+                    partitions=tuple(_partition(types, ctx, f) for f in parts),
+                )
+                for tid, parts in by_topic.items()
+            ),
+            node_endpoints=(),
         ),
-        node_endpoints=(),
     )
 
 
@@ -170,15 +178,18 @@ def _partition(types: Any, ctx: RequestContext, f: FetchedPartition) -> Any:
     )
 
 
-def _top_error(types: Any, error: ErrorCode, message: str | None) -> Any:
-    return build(
-        types.ShareFetchResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout=timedelta(0),
-        responses=(),
-        node_endpoints=(),
+def _top_error(types: Any, error: ErrorCode, message: str | None) -> Response:
+    return cast(
+        "Response",
+        build(
+            types.ShareFetchResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            acquisition_lock_timeout=timedelta(0),
+            responses=(),
+            node_endpoints=(),
+        ),
     )
 
 

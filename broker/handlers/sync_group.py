@@ -8,7 +8,7 @@ echoed in the answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.results import SyncGroupResult
 from tidelog.broker.group.wire import NO_THROTTLE, coordinator
@@ -34,24 +34,43 @@ if TYPE_CHECKING:
         | _SyncGroupRequestV4
         | _SyncGroupRequestV5
     )
+    from kio.schema.sync_group.v0.response import SyncGroupResponse as _SyncGroupResponseV0
+    from kio.schema.sync_group.v1.response import SyncGroupResponse as _SyncGroupResponseV1
+    from kio.schema.sync_group.v2.response import SyncGroupResponse as _SyncGroupResponseV2
+    from kio.schema.sync_group.v3.response import SyncGroupResponse as _SyncGroupResponseV3
+    from kio.schema.sync_group.v4.response import SyncGroupResponse as _SyncGroupResponseV4
+    from kio.schema.sync_group.v5.response import SyncGroupResponse as _SyncGroupResponseV5
+
+    #: The response versions it answers (kio's classes).
+    Response = (
+        _SyncGroupResponseV0
+        | _SyncGroupResponseV1
+        | _SyncGroupResponseV2
+        | _SyncGroupResponseV3
+        | _SyncGroupResponseV4
+        | _SyncGroupResponseV5
+    )
 
 
 API_KEY = 14
 
 
-def _response(ctx: RequestContext, result: SyncGroupResult) -> Any:
+def _response(ctx: RequestContext, result: SyncGroupResult) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.SyncGroupResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=result.error,
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
-        assignment=result.assignment,
+    return cast(
+        "Response",
+        build(
+            types.SyncGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        ),
     )
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     groups = coordinator(ctx)
     if not allowed(ctx, Operation.READ, GROUP, request.group_id):
         return _response(ctx, SyncGroupResult(ErrorCode.group_authorization_failed))
@@ -69,7 +88,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     return _response(ctx, result)
 
 
-def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, error_code: ErrorCode) -> Response:
     return _response(ctx, SyncGroupResult(error_code))
 
 

@@ -11,23 +11,31 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.broker.schema_registry.http import make_app, serve
 from tidelog.broker.schema_registry.registry import SchemaRegistry
-from tidelog.broker.schema_registry.store import SchemasTopic
+from tidelog.broker.schema_registry.store import SchemasHost, SchemasTopic
 from tidelog.broker.security.tls import server_context
 from tidelog.config import ConfigError
 from tidelog.schema.state import RegistryState
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.security.listener import ListenerSecurity
+    from tidelog.config import BrokerConfig
 
-__all__ = ("SETTING", "SchemaRegistryService", "install", "parse_registry_listener")
+__all__ = ("SETTING", "RegistryHost", "SchemaRegistryService", "install", "parse_registry_listener")
 
 log = logging.getLogger("tidelog.schema_registry")
 
 SETTING = "schema.registry.listeners"
+
+
+class RegistryHost(SchemasHost, Protocol):
+    """What the registry uses of the broker (``broker.app.Broker`` implements it)."""
+
+    config: BrokerConfig
 
 
 def parse_registry_listener(listener: str) -> tuple[str, str, int]:
@@ -50,8 +58,16 @@ def parse_registry_listener(listener: str) -> tuple[str, str, int]:
 
 
 class SchemaRegistryService:
-    def __init__(self, broker: Broker, listeners: list[str]) -> None:
-        self.broker = broker
+    """``security``: the broker's listeners (their PLAIN users authenticate HTTP requests)."""
+
+    def __init__(
+        self,
+        broker: RegistryHost,
+        listeners: list[str],
+        security: Mapping[str, ListenerSecurity],
+    ) -> None:
+        self.config = broker.config
+        self.security = security
         self.listeners = [parse_registry_listener(item) for item in listeners]
         self.state = RegistryState()
         self.topic = SchemasTopic(broker, self.state)
@@ -63,7 +79,7 @@ class SchemaRegistryService:
 
     def _authenticate(self) -> Any:
         users: dict[str, str] = {}
-        for listener in self.broker.security.listeners.values():
+        for listener in self.security.values():
             users.update(listener.plain_users)
         if not users:
             return None
@@ -82,7 +98,7 @@ class SchemaRegistryService:
         for scheme, host, port in self.listeners:
             context = None
             if scheme == "https":
-                context = server_context(self.broker.config.get, f"{SETTING} {scheme}://{host}")
+                context = server_context(self.config.get, f"{SETTING} {scheme}://{host}")
             runner, bound = await serve(app, host, port, context)
             self._runners.append(runner)
             self.addresses += bound
@@ -94,11 +110,12 @@ class SchemaRegistryService:
         await self.topic.stop()
 
 
-def install(broker: Broker) -> SchemaRegistryService | None:
+def install(
+    broker: RegistryHost, security: Mapping[str, ListenerSecurity]
+) -> SchemaRegistryService:
+    """The service for ``schema.registry.listeners`` (set: the caller checks)."""
     listeners = broker.config.get(SETTING)
-    if not listeners:
-        return None
     items = listeners if isinstance(listeners, list) else str(listeners).split(",")
-    service = SchemaRegistryService(broker, [str(item) for item in items if str(item).strip()])
-    broker.services.append(service)
-    return service
+    return SchemaRegistryService(
+        broker, [str(item) for item in items if str(item).strip()], security
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tidelog.broker.schema_registry.errors import RegistryError
 from tidelog.schema.records import (
@@ -30,9 +30,12 @@ from tidelog.storage import PartitionLog, StorageError
 from tidelog.storage.record_codec import NewRecord, encode_batch, iter_records
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.purgatory import HighWatermarkWaiters
+    from tidelog.broker.topics import Topics
 
-__all__ = ("SchemasTopic",)
+__all__ = ("SchemasHost", "SchemasTopic")
+
+T = TypeVar("T")
 
 log = logging.getLogger("tidelog.schema_registry")
 
@@ -62,8 +65,25 @@ def _read_from(partition_log: PartitionLog, offset: int, end: int) -> tuple[list
     return out, offset
 
 
+class SchemasHost(Protocol):
+    """What the ``_schemas`` store uses of the broker (``broker.app.Broker`` implements it)."""
+
+    topics: Topics
+    #: HW waiters: a write waits for its records' HW, the tail for another writer's
+    partitions: HighWatermarkWaiters
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+
 class SchemasTopic:
-    def __init__(self, broker: Broker, state: RegistryState, topic: str = SCHEMAS_TOPIC) -> None:
+    def __init__(
+        self, broker: SchemasHost, state: RegistryState, topic: str = SCHEMAS_TOPIC
+    ) -> None:
         self.broker = broker
         self.state = state
         self.topic = topic

@@ -26,9 +26,10 @@ other than that SaslHandshake, as Kafka's SocketServer does.
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tidelog.broker.router import Close
+from tidelog.broker.handlers.base import Close
 from tidelog.broker.security.oauthbearer import (
     InvalidClientFirst,
     OAuthBearerRefused,
@@ -36,21 +37,42 @@ from tidelog.broker.security.oauthbearer import (
     TokenRefused,
 )
 from tidelog.broker.security.principal import ANONYMOUS, dn_of_peercert, user
-from tidelog.broker.security.scram import ScramError, ScramServer
+from tidelog.broker.security.scram import ScramCredentialStore, ScramError, ScramServer
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, FrameDecodeError
 
 if TYPE_CHECKING:
     from tidelog.broker.security.listener import ListenerSecurity
-    from tidelog.broker.security.service import BrokerSecurity
 
-__all__ = ("ConnectionSecurity",)
+__all__ = ("ConnectionSecurity", "SecurityEvents")
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 #: Kafka lets a connection begin a re-authentication at most once a second.
 MIN_REAUTH_INTERVAL_S = 1.0
+
+
+class SecurityEvents(Protocol):
+    """What a connection's authentication uses of the broker's security: the SCRAM
+    credentials, the clocks, and where it reports its outcomes (counted and logged:
+    ``security.service.BrokerSecurity`` implements it)."""
+
+    scram: ScramCredentialStore
+    #: session expiry (monotonic seconds)
+    monotonic: Callable[[], float]
+    #: token lifetimes (ms since the epoch)
+    wall_ms: Callable[[], int]
+
+    def authentication_failed(
+        self, session: ConnectionSecurity, mechanism: str, user: str | None, reason: str
+    ) -> None: ...
+
+    def authenticated(
+        self, session: ConnectionSecurity, *, reauthenticated: bool = False
+    ) -> None: ...
+
+    def session_expired(self, session: ConnectionSecurity) -> None: ...
 
 
 class _PlainServer:
@@ -108,7 +130,7 @@ class ConnectionSecurity:
     )
 
     def __init__(
-        self, listener: ListenerSecurity, security: BrokerSecurity, host: str, port: int
+        self, listener: ListenerSecurity, security: SecurityEvents, host: str, port: int
     ) -> None:
         self.listener = listener
         self.security = security

@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -27,10 +27,15 @@ from tidelog.broker.share.reader import LogRead, read_batches
 from tidelog.broker.share.sessions import ShareSession, ShareSessions
 
 if TYPE_CHECKING:
-    from tidelog.broker.handlers.base import BrokerView
+    from tidelog.broker.dynamic_configs import DynamicConfigs
+    from tidelog.broker.purgatory import HighWatermarkWaiters
+    from tidelog.broker.topics import Topics
+    from tidelog.config import BrokerConfig
     from tidelog.storage import PartitionLog
 
-__all__ = ("AckBatch", "FetchedPartition", "PartitionKey", "ShareCoordinator")
+__all__ = ("AckBatch", "FetchedPartition", "PartitionKey", "ShareCoordinator", "ShareHost")
+
+T = TypeVar("T")
 
 PartitionKey = tuple[str, uuid.UUID, int]
 TopicIdPartition = tuple[uuid.UUID, int]
@@ -53,10 +58,27 @@ class FetchedPartition:
     acquired: list[AcquiredRange] = field(default_factory=list)
 
 
+class ShareHost(Protocol):
+    """What the share coordinator uses of the broker (``broker.app.Broker`` implements it)."""
+
+    config: BrokerConfig
+    topics: Topics
+    #: HW waiters: a share fetch's long poll, woken by a release or a lock expiry
+    partitions: HighWatermarkWaiters
+    dynamic_configs: DynamicConfigs
+
+    @property
+    def stopping(self) -> bool: ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def spawn(self, coro: Any) -> Any: ...
+
+
 class ShareCoordinator:
     def __init__(
         self,
-        broker: BrokerView,
+        broker: ShareHost,
         groups: ShareGroups,
         now_ms: Callable[[], int],
         write_state: Callable[

@@ -1,45 +1,56 @@
-"""Wiring the share coordinator into the broker (``broker.share_groups``).
+"""The share coordinator on real storage (``broker.share_groups``).
 
-``install(broker)`` builds the membership (``ShareGroups``, on the group coordinator's timer
-and clock), the persister and the coordinator, and registers a service whose ``start`` loads
+``share_coordinator(...)`` builds the membership (``ShareGroups``, on the group coordinator's
+timer and clock), the persister and the coordinator, in a service whose ``start`` loads
 ``__share_group_state`` (after the topic registry; before any request) and whose ``stop``
-cancels the member timers.
+cancels the member timers (``broker/coordinators.py`` sets ``broker.share_groups`` and adds the
+service to ``broker.services``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.coordinator.topic_log import InternalTopicLog
-from tidelog.broker.share.coordinator import ShareCoordinator
+from tidelog.broker.share.coordinator import ShareCoordinator, ShareHost
 from tidelog.broker.share.groups import GroupHost, ShareGroups
 from tidelog.broker.share.metrics import share_families
 from tidelog.broker.share.persister import SHARE_STATE_TOPIC, SharePersister, state_batches
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.topics import Topics
 
-__all__ = ("ShareService", "install")
+__all__ = ("ShareService", "share_coordinator")
 
 log = logging.getLogger("tidelog.share")
 
 
 class ShareService:
-    def __init__(self, broker: Broker, coordinator: ShareCoordinator, persister: SharePersister):
-        self.broker = broker
+    def __init__(
+        self, topics: Topics, coordinator: ShareCoordinator, persister: SharePersister
+    ) -> None:
+        self.topics = topics
         self.coordinator = coordinator
         self.persister = persister
+
+    @property
+    def families(self) -> Callable[[], Iterator[Any]]:
+        """The share coordinator's metric families (for ``Metrics.extra_families``)."""
+        return share_families(self.coordinator.metric_totals)
 
     async def start(self) -> None:
         loaded = await self.persister.load()
         # share partitions of topics deleted while the tombstone was not yet written go now
-        gone = [key for key in loaded if self.broker.topics.by_id(key[1]) is None]
+        gone = [key for key in loaded if self.topics.by_id(key[1]) is None]
         if gone:
             await self.persister.write([(key, None) for key in gone])
             log.info("dropped the state of %d share partitions of deleted topics", len(gone))
         for (group_id, topic_id, partition), value in loaded.items():
-            if self.broker.topics.by_id(topic_id) is None:
+            if self.topics.by_id(topic_id) is None:
                 continue
             sp = self.coordinator.new_share_partition(
                 group_id, value.start_offset, value.state_epoch
@@ -59,18 +70,19 @@ class ShareService:
         await self.persister.runtime.stop()
 
 
-def install(broker: Broker) -> ShareCoordinator:
+def share_coordinator(
+    broker: ShareHost, classic: GroupCoordinator, writer: PartitionWriter
+) -> ShareService:
     # Share-group membership (groups, members, epochs, assignments) is written to
     # __consumer_offsets as Kafka's share-group records and replayed by the group
     # coordinator's load (broker/share/records.py); the share-partition state is durable in
     # __share_group_state.
-    classic = broker.groups
     timer = classic.timer
     persister = SharePersister(
         InternalTopicLog(
             SHARE_STATE_TOPIC,
             topics=broker.topics,
-            writer=broker.partition_writer,
+            writer=writer,
             run_blocking=broker.run_blocking,
             num_partitions=broker.config.get_int("share.coordinator.state.topic.num.partitions"),
             topic_configs={
@@ -82,7 +94,7 @@ def install(broker: Broker) -> ShareCoordinator:
             },
             load_buffer_bytes=1024 * 1024,
         ),
-        broker.clock,
+        timer.now_ms,
     )
     holder: list[ShareCoordinator] = []
 
@@ -128,7 +140,4 @@ def install(broker: Broker) -> ShareCoordinator:
         cancel=timer.cancel,
     )
     holder.append(coordinator)
-    broker.share_groups = coordinator
-    broker.metrics.extra_families.append(share_families(coordinator.metric_totals))
-    broker.services.append(ShareService(broker, coordinator, persister))
-    return coordinator
+    return ShareService(broker.topics, coordinator, persister)

@@ -1,7 +1,7 @@
-"""Wiring the transaction coordinator into the broker: ``__transaction_state``, markers, timers.
+"""The transaction coordinator on real storage: ``__transaction_state``, markers, timers.
 
-``install(broker)`` sets ``broker.transactions`` (the ``TransactionCoordinator``) and adds a
-service that, at start,
+``TransactionService`` holds the ``TransactionCoordinator`` (``broker/coordinators.py`` sets it as
+``broker.transactions`` and adds the service to ``broker.services``); at start it
 replays ``__transaction_state`` when it exists, completes prepared transactions, then runs
 the timeout abort (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and the
 id expiration (``transaction.remove.expired.transaction.cleanup.interval.ms``) periodically.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, encode_records
@@ -47,9 +47,11 @@ from tidelog.storage.reading import read_from_start
 from tidelog.storage.record_codec import iter_records
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
+    from tidelog.broker.topics import Topics
+    from tidelog.config import BrokerConfig
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionService", "install"]
+__all__ = ["TRANSACTION_KEY_TYPE", "TRANSACTION_STATE_TOPIC", "TransactionService"]
 
 log = logging.getLogger("tidelog.txn")
 
@@ -62,11 +64,28 @@ WRITE_TIMEOUT_MS = 30_000
 
 
 class TransactionService:
-    """Start/stop of the coordinator and its storage adapter."""
+    """Start/stop of the coordinator and its storage adapter.
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        get = broker.config.get_int
+    ``complete_offsets_transaction``: the group coordinator's ``complete_transaction`` (a
+    ``__consumer_offsets`` partition's marker is written by it)."""
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        topics: Topics,
+        writer: PartitionWriter,
+        run_blocking: Callable[..., Awaitable[Any]],
+        clock: Callable[[], int],
+        *,
+        new_producer_id: Callable[[], Awaitable[int]],
+        complete_offsets_transaction: Callable[[int, int, int, bool], Awaitable[None]],
+    ) -> None:
+        self.topics = topics
+        self.writer = writer
+        self.run_blocking = run_blocking
+        self.clock = clock
+        self.complete_offsets_transaction = complete_offsets_transaction
+        get = broker_config.get_int
         self.num_partitions = get("transaction.state.log.num.partitions")
         self.segment_bytes = get("transaction.state.log.segment.bytes")
         self.load_buffer = max(get("transaction.state.log.load.buffer.size"), 64 * 1024)
@@ -82,8 +101,8 @@ class TransactionService:
             self.config,
             write_record=self.write_record,
             write_markers=self.write_markers,
-            new_producer_id=broker.producer_ids.generate_producer_id,
-            clock=broker.clock,
+            new_producer_id=new_producer_id,
+            clock=clock,
         )
         self._periodic: list[asyncio.Task[None]] = []
 
@@ -99,23 +118,23 @@ class TransactionService:
         """``__transaction_state`` on the first FindCoordinator for a transactional id, as
         Kafka creates it (not at start-up: a broker nobody uses for transactions never pays
         for its partitions); made in a worker thread while the loop serves others."""
-        info = await self.broker.topics.ensure_internal_topic(
+        info = await self.topics.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC,
             self.num_partitions,
             self._topic_configs(),
-            self.broker.run_blocking,
+            self.run_blocking,
         )
         self.num_partitions = info.partitions
 
     def _ensure_topic_now(self) -> None:
         """The topic, made on the loop, for a write that finds it missing (a client that
         skipped FindCoordinator)."""
-        topics = self.broker.topics
+        topics = self.topics
         if topics.get(TRANSACTION_STATE_TOPIC) is None:
             topics.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, self._topic_configs())
 
     async def start(self) -> None:
-        topics = self.broker.topics
+        topics = self.topics
         info = topics.get(TRANSACTION_STATE_TOPIC)
         # An existing topic keeps its partition count; a missing one is made on first use.
         partitions = 0 if info is None else info.partitions
@@ -125,9 +144,7 @@ class TransactionService:
         for partition in range(partitions):
             partition_log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
             if partition_log is not None:
-                records.extend(
-                    await self.broker.run_blocking(_read_all, partition_log, self.load_buffer)
-                )
+                records.extend(await self.run_blocking(_read_all, partition_log, self.load_buffer))
         self.coordinator.load(records)
         self.coordinator.activate()
         log.info(
@@ -180,10 +197,10 @@ class TransactionService:
             encode_txn_key(transactional_id),
             None if value is None else encode_txn_value(value),
         )
-        return self.broker.partition_writer.append(
+        return self.writer.append(
             TRANSACTION_STATE_TOPIC,
             partition,
-            encode_records([record], self.broker.clock()),
+            encode_records([record], self.clock()),
             timeout_ms=WRITE_TIMEOUT_MS,
             lazy=lazy,
         ).durable
@@ -191,21 +208,20 @@ class TransactionService:
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
         """Append a marker to every partition of ``md`` now; the awaitable resolves once
         every one is durable (and the transaction's offsets, if any, are then applied)."""
-        broker = self.broker
         waits: list[Awaitable[None]] = []
         for topic, partition in sorted(md.partitions):
-            if broker.topics.get_log(topic, partition) is None:
+            if self.topics.get_log(topic, partition) is None:
                 log.info("no marker for %s-%d: the partition is gone", topic, partition)
                 continue
             try:
                 if topic == OFFSETS_TOPIC:
                     waits.append(
-                        broker.groups.complete_transaction(
+                        self.complete_offsets_transaction(
                             partition, md.producer_id, md.producer_epoch, commit
                         )
                     )
                     continue
-                appended = broker.partition_writer.append_marker(
+                appended = self.writer.append_marker(
                     topic,
                     partition,
                     producer_id=md.producer_id,
@@ -247,11 +263,3 @@ def _read_all(partition_log: PartitionLog, max_bytes: int) -> list[tuple[str, Tx
                 continue
             out.append((transactional_id, value))
     return out
-
-
-def install(broker: Broker) -> TransactionService:
-    service = TransactionService(broker)
-    broker.transactions = service.coordinator
-    broker.services.append(service)
-    broker.coordinator_topics[TRANSACTION_KEY_TYPE] = service.create_topic
-    return service

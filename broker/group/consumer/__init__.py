@@ -5,7 +5,7 @@
 and the reconciliation of a member (revocation before reassignment); ``coordinator``: the
 heartbeat, fencing, replay and the offset-commit rules of consumer groups.
 
-``install(broker)`` creates ``ConsumerGroups`` over the classic coordinator (``broker.groups``):
+``install(classic, ...)`` creates ``ConsumerGroups`` over the classic coordinator:
 it shares its ``__consumer_offsets`` partitions, timer, offsets and start-up replay, through the
 few hooks ``GroupCoordinator.consumer_groups`` offers.
 """
@@ -23,14 +23,20 @@ from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 from tidelog.broker.group.consumer.heartbeat import Host
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.dynamic_configs import DynamicConfigs
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.topics import Topics
+    from tidelog.config import BrokerConfig
 
 __all__ = ["ConsumerGroups", "install"]
 
 
-def install(broker: Broker) -> ConsumerGroups:
-    classic = broker.groups
-
+def install(
+    classic: GroupCoordinator,
+    topics: Topics,
+    config: BrokerConfig,
+    dynamic_configs: DynamicConfigs,
+) -> ConsumerGroups:
     def write(group_id: str, records: Sequence[KeyValue]) -> Awaitable[None]:
         # replayed into the consumer groups as appended (their one mutation path)
         waiter: Awaitable[None] = classic.metadata_log.write(
@@ -53,10 +59,10 @@ def install(broker: Broker) -> ConsumerGroups:
         classic.groups.pop(group_id, None)
 
     def timeouts(group_id: str) -> tuple[int, int]:
-        config = broker.dynamic_configs.group_config(group_id)
+        settings = dynamic_configs.group_config(group_id)
         return (
-            int(config["consumer.session.timeout.ms"]),
-            int(config["consumer.heartbeat.interval.ms"]),
+            int(settings["consumer.session.timeout.ms"]),
+            int(settings["consumer.heartbeat.interval.ms"]),
         )
 
     host = Host(
@@ -67,10 +73,10 @@ def install(broker: Broker) -> ConsumerGroups:
         inactive_error=inactive_error,
         classic_group_busy=classic_group_busy,
         drop_classic_group=drop_classic_group,
-        topics=lambda: broker.topics.user_topic_ids(),
+        topics=lambda: topics.user_topic_ids(),
         timeouts=timeouts,
-        assignors=tuple(assignor_names(broker.config.get("group.consumer.assignors"))),
-        max_size=broker.config.get_int("group.consumer.max.size"),
+        assignors=tuple(assignor_names(config.get("group.consumer.assignors"))),
+        max_size=config.get_int("group.consumer.max.size"),
     )
     groups = ConsumerGroups(host)
     classic.consumer_groups = groups

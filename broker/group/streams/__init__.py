@@ -6,31 +6,36 @@ internal topics to create, status); ``assignor``: the sticky task assignor; ``mo
 members and the reconciliation of a member; ``coordinator``: the heartbeat, fencing and the
 offset-commit rules of streams groups.
 
-``install(broker)`` creates ``StreamsGroups`` over the classic coordinator (``broker.groups``):
+``install(classic, ...)`` creates ``StreamsGroups`` over the classic coordinator:
 it uses its timer and its offsets (the offset manager asks it about the groups it owns).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.streams.coordinator import Host, StreamsGroups
 
 if TYPE_CHECKING:
-    from tidelog.broker.app import Broker
+    from tidelog.broker.group.coordinator import GroupCoordinator
+    from tidelog.broker.topics import Topics
+    from tidelog.config import BrokerConfig
 
 __all__ = ["StreamsGroups", "install"]
 
 log = logging.getLogger("tidelog.group.streams")
 
 
-def install(broker: Broker) -> StreamsGroups:
+def install(
+    classic: GroupCoordinator,
+    topic_registry: Topics,
+    config: BrokerConfig,
+    run_blocking: Callable[..., Awaitable[Any]],
+) -> StreamsGroups:
     from tidelog.broker.topics import TopicError
-
-    classic = broker.groups
 
     def other_group(group_id: str) -> bool:
         group = classic.groups.get(group_id)
@@ -40,22 +45,19 @@ def install(broker: Broker) -> StreamsGroups:
         return group is not None and not group.is_empty
 
     def partitions() -> dict[str, int]:
-        return {name: n for name, (_tid, n) in broker.topics.user_topic_ids().items()}
+        return {name: n for name, (_tid, n) in topic_registry.user_topic_ids().items()}
 
     async def create_topics(topics: Mapping[str, tuple[int, Mapping[str, str]]]) -> None:
         for name, (count, configs) in sorted(topics.items()):
-            if broker.topics.get(name) is not None:
+            if topic_registry.get(name) is not None:
                 continue
             try:
-                await broker.topics.create_topic_async(
-                    name, count, dict(configs), broker.run_blocking
-                )
+                await topic_registry.create_topic_async(name, count, dict(configs), run_blocking)
                 log.info("created internal topic %s (%d partitions)", name, count)
             except TopicError as exc:
                 log.warning("could not create internal topic %s: %s", name, exc.message)
 
     def settings(group_id: str) -> tuple[int, int, int]:
-        config = broker.config
         return (
             config.get_int("group.streams.session.timeout.ms"),
             config.get_int("group.streams.heartbeat.interval.ms"),
@@ -76,10 +78,9 @@ def install(broker: Broker) -> StreamsGroups:
         partitions=partitions,
         create_topics=create_topics,
         settings=settings,
-        max_size=broker.config.get_int("group.streams.max.size"),
+        max_size=config.get_int("group.streams.max.size"),
     )
     groups = StreamsGroups(host)
     classic.offset_manager.streams_groups = groups
     classic.streams_groups = groups
-    broker.streams_groups = groups
     return groups
