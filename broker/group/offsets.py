@@ -7,7 +7,7 @@ the coordinator runtime has the records durable), so memory always equals a repl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tidelog.broker.coordinator.log import KeyValue
@@ -63,9 +63,6 @@ class OffsetStore:
 
     def group(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return self._by_group.get(group_id, {})
-
-    def has_offsets(self, group_id: str) -> bool:
-        return bool(self._by_group.get(group_id))
 
     def group_ids(self) -> list[str]:
         return list(self._by_group)
@@ -142,44 +139,17 @@ def _commit_ts(o: CommittedOffset) -> int:
 # ---------------------------------------------------------------- records
 
 
-def offset_commit_record(
-    group_id: str,
-    topic: str,
-    partition: int,
-    offset: int,
-    leader_epoch: int,
-    metadata: str,
-    commit_timestamp_ms: int,
-    expire_timestamp_ms: int | None,
-) -> KeyValue:
-    return (
-        encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
-        encode_offset_commit_value(
-            OffsetCommitValue(
-                offset,
-                metadata,
-                commit_timestamp_ms,
-                leader_epoch,
-                -1 if expire_timestamp_ms is None else expire_timestamp_ms,
-            )
-        ),
-    )
-
-
 def offset_commit_records(
     group_id: str, partitions: Iterable[CommitPartition], now_ms: int, expire_ms: int | None
 ) -> list[KeyValue]:
     """The ``__consumer_offsets`` records of committing ``partitions`` for ``group_id``."""
+    expire = -1 if expire_ms is None else expire_ms
     return [
-        offset_commit_record(
-            group_id,
-            p.topic,
-            p.partition,
-            p.offset,
-            p.leader_epoch,
-            p.metadata or "",
-            now_ms,
-            expire_ms,
+        (
+            encode_offset_commit_key(OffsetCommitKey(group_id, p.topic, p.partition)),
+            encode_offset_commit_value(
+                OffsetCommitValue(p.offset, p.metadata or "", now_ms, p.leader_epoch, expire)
+            ),
         )
         for p in partitions
     ]
@@ -240,9 +210,3 @@ def empty_group_metadata_record(group: ClassicGroup) -> KeyValue:
         encode_group_metadata_key(GroupMetadataKey(group.group_id)),
         encode_group_metadata_value(value),
     )
-
-
-def iter_group_offsets(
-    store: OffsetStore, group_id: str
-) -> Iterator[tuple[TopicPartition, CommittedOffset]]:
-    yield from sorted(store.group(group_id).items())
