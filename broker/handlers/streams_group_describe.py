@@ -144,7 +144,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if groups is None:
             out.append(_error(types, group_id, ErrorCode.coordinator_not_available, None))
             continue
-        inactive = groups.host.inactive_error()
+        inactive = groups.host.runtime.inactive_error()
         if inactive is not None:
             out.append(_error(types, group_id, inactive, None))
             continue

@@ -21,6 +21,7 @@ from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.assignors import names as assignor_names
 from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 from tidelog.broker.group.consumer.heartbeat import Host
+from tidelog.broker.group.modern import GroupRuntime
 
 if TYPE_CHECKING:
     from tidelog.broker.app import Broker
@@ -60,11 +61,12 @@ def install(broker: Broker) -> ConsumerGroups:
         )
 
     host = Host(
-        write=write,
-        now_ms=classic.timer.now_ms,
-        schedule=classic.timer.schedule,
-        cancel=classic.timer.cancel,
-        inactive_error=inactive_error,
+        runtime=GroupRuntime(
+            write=write,
+            schedule=classic.timer.schedule,
+            cancel=classic.timer.cancel,
+            inactive_error=inactive_error,
+        ),
         classic_group_busy=classic_group_busy,
         drop_classic_group=drop_classic_group,
         topics=lambda: broker.topics.user_topic_ids(),

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tidelog.broker.coordinator.log import KeyValue
+from tidelog.broker.group.modern import GroupRuntime
 from tidelog.broker.group.streams.coordinator import Host, StreamsGroups
 
 if TYPE_CHECKING:
@@ -67,11 +68,12 @@ def install(broker: Broker) -> StreamsGroups:
         return waiter
 
     host = Host(
-        write=write,
-        now_ms=classic.timer.now_ms,
-        schedule=classic.timer.schedule,
-        cancel=classic.timer.cancel,
-        inactive_error=classic.metadata_log.inactive_error,
+        runtime=GroupRuntime(
+            write=write,
+            schedule=classic.timer.schedule,
+            cancel=classic.timer.cancel,
+            inactive_error=classic.metadata_log.inactive_error,
+        ),
         other_group=other_group,
         partitions=partitions,
         create_topics=create_topics,

@@ -42,12 +42,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group.modern import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    GroupRuntime,
+    MemberTimers,
+    check_capacity,
+    check_heartbeat,
+    check_member_epoch,
+    offset_member_error,
+    write_in_background,
+)
 from tidelog.broker.group.results import Refused
 from tidelog.broker.group.streams import records as rec
 from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
@@ -65,21 +76,13 @@ log = logging.getLogger("tidelog.group.streams")
 
 __all__ = ["Host", "StreamsGroups", "StreamsHeartbeat", "StreamsHeartbeatResult"]
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-
 
 @dataclass(frozen=True, slots=True)
 class Host:
     """What the streams-group protocol uses of the broker."""
 
-    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
-    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
-    now_ms: Callable[[], int]
-    schedule: Callable[[str, int, Callable[[], None]], None]
-    cancel: Callable[[str], None]
-    #: ErrorCode while the coordinator loads or is stopped, else None
-    inactive_error: Callable[[], ErrorCode | None]
+    #: writes, timers, load state
+    runtime: GroupRuntime
     #: True when a classic or consumer group of that id exists
     other_group: Callable[[str], bool]
     #: name -> partition count of the topics that exist
@@ -134,6 +137,7 @@ class StreamsGroups:
         self.groups: dict[str, StreamsGroup] = {}
         self._creating: set[str] = set()
         self._shutdown: set[str] = set()
+        self.timers = MemberTimers("streams", host.runtime)
 
     # ------------------------------------------------------------------ queries
     def owns(self, group_id: str) -> bool:
@@ -162,18 +166,12 @@ class StreamsGroups:
             (key(rec.METADATA_KEY), None),
             (key(rec.TOPOLOGY_KEY), None),
         ]
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
-            return True
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
         return True
 
     # ------------------------------------------------------------------ heartbeat
     async def heartbeat(self, req: StreamsHeartbeat) -> StreamsHeartbeatResult:
-        error = self.host.inactive_error()
+        error = self.host.runtime.inactive_error()
         if error is not None:
             return StreamsHeartbeatResult(error, member_id=req.member_id)
         before = _snapshot(self.groups.get(req.group_id))
@@ -184,7 +182,7 @@ class StreamsGroups:
         writes = _diff(req.group_id, before, self.groups.get(req.group_id))
         if writes:
             try:
-                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+                await asyncio.wait_for(self.host.runtime.write(req.group_id, writes), 30)
             except CoordinatorLogError as exc:
                 return StreamsHeartbeatResult(exc.error, str(exc) or None, result.member_id)
             except TimeoutError:
@@ -204,18 +202,15 @@ class StreamsGroups:
             self._creating.difference_update(todo)
 
     def _validate(self, req: StreamsHeartbeat) -> None:
-        if not req.group_id:
-            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
-        if not req.member_id:
-            raise Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        check_heartbeat(
+            req.group_id,
+            req.member_id,
+            req.instance_id,
+            req.member_epoch,
+            req.rebalance_timeout_ms,
+            member_id_always=True,
+        )
         if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise Refused(
-                    ErrorCode.invalid_request,
-                    "RebalanceTimeoutMs must be provided in first request.",
-                )
             if req.topology is None:
                 raise Refused(ErrorCode.invalid_request, "Topology must be non-null when joining.")
             if not req.process_id:
@@ -225,10 +220,6 @@ class StreamsGroups:
                     ErrorCode.invalid_request,
                     "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining.",
                 )
-        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
-        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
 
     def _group_for(self, req: StreamsHeartbeat) -> StreamsGroup:
         group = self.groups.get(req.group_id)
@@ -373,31 +364,13 @@ class StreamsGroups:
                     ErrorCode.unknown_member_id,
                     f"Member {req.member_id} is not a member of group {group.group_id}.",
                 )
-            if len(group.members) >= self.host.max_size:
-                raise Refused(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.host.max_size} members.",
-                )
+            check_capacity("streams", len(group.members), self.host.max_size)
             return StreamsMember(member_id=req.member_id)
         if req.member_epoch == 0:
             return member  # a rejoin of a known member keeps its tasks until reconciled
-        if req.member_epoch > member.member_epoch:
-            raise Refused(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a greater member epoch ({req.member_epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The "
-                "member must abandon all its partitions and rejoin.",
-            )
-        if req.member_epoch < member.member_epoch and not (
-            req.member_epoch == member.previous_member_epoch
-        ):
-            raise Refused(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a smaller member epoch ({req.member_epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The "
-                "member must abandon all its partitions and rejoin.",
-            )
+        check_member_epoch(
+            "streams", req.member_epoch, member.member_epoch, member.previous_member_epoch
+        )
         return member
 
     def _compute_target(self, group: StreamsGroup, standby_replicas: int) -> None:
@@ -441,25 +414,21 @@ class StreamsGroups:
         if group.members.pop(member_id, None) is None:
             return
         group.targets.pop(member_id, None)
-        self.host.cancel(_session_key(group.group_id, member_id))
-        self.host.cancel(_rebalance_key(group.group_id, member_id))
+        self.timers.cancel(group.group_id, member_id)
         group.group_epoch += 1
         if not group.members:
             self._shutdown.discard(group.group_id)
 
     def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
-        self.host.schedule(
-            _session_key(group_id, member_id),
-            session_ms,
-            lambda: self._fence(group_id, member_id),
+        self.timers.schedule_session(
+            group_id, member_id, session_ms, lambda: self._fence(group_id, member_id)
         )
 
     def _schedule_rebalance(self, group_id: str, member: StreamsMember, *, started: bool) -> None:
         """A member told to revoke tasks has its rebalance timeout, from the heartbeat that
         told it (``started``), to do it; it is fenced otherwise."""
-        key = _rebalance_key(group_id, member.member_id)
         if member.state != UNREVOKED_TASKS:
-            self.host.cancel(key)
+            self.timers.cancel_rebalance(group_id, member.member_id)
             return
         epoch = member.member_epoch
 
@@ -470,7 +439,9 @@ class StreamsGroups:
                 self._fence(group_id, member.member_id, "rebalance timeout")
 
         if started and member.rebalance_timeout_ms > 0:
-            self.host.schedule(key, member.rebalance_timeout_ms, expire)
+            self.timers.schedule_rebalance(
+                group_id, member.member_id, member.rebalance_timeout_ms, expire
+            )
 
     def _fence(self, group_id: str, member_id: str, why: str = "session timeout") -> None:
         group = self.groups.get(group_id)
@@ -480,13 +451,7 @@ class StreamsGroups:
         before = _snapshot(group)
         self._remove_member(group, member_id)
         writes = _diff(group_id, before, group)
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
-            return
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        write_in_background(self.host.runtime, group_id, writes, f"the removal of {member_id}", log)
 
     # ------------------------------------------------------------------ load
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -570,14 +535,7 @@ class StreamsGroups:
             return ErrorCode.group_id_not_found
         if member_epoch < 0 and not member_id and not group.members:
             return ErrorCode.none  # an admin or a client without group management
-        if not member_id:
-            return ErrorCode.unknown_member_id
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return offset_member_error(group.members, member_id, member_epoch)
 
     def validate_transactional_offset_commit(
         self, group_id: str, member_id: str, generation_id: int
@@ -593,12 +551,9 @@ class StreamsGroups:
         if member_id is None or (not member_id and member_epoch < 0):
             return ErrorCode.none
         group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if member is None:
+        if group is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return offset_member_error(group.members, member_id, member_epoch)
 
     def is_subscribed(self, group_id: str, topic: str) -> bool:
         group = self.groups.get(group_id)
@@ -686,11 +641,3 @@ def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -
                 )
             )
     return out
-
-
-def _rebalance_key(group_id: str, member_id: str) -> str:
-    return f"streams-rebalance:{group_id}:{member_id}"
-
-
-def _session_key(group_id: str, member_id: str) -> str:
-    return f"streams-session:{group_id}:{member_id}"
