@@ -19,6 +19,7 @@ from tidelog.broker.group.wire import (
     UNSET_OPERATIONS,
     assignment_entity,
     coordinator,
+    undescribed_group,
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -76,18 +77,7 @@ def _group(
 
 
 def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:
-    return build(
-        types.DescribedGroup,
-        error_code=code,
-        error_message=message,
-        group_id=group_id,
-        group_state="",
-        group_epoch=-1,
-        assignment_epoch=-1,
-        assignor_name="",
-        members=(),
-        authorized_operations=UNSET_OPERATIONS,
-    )
+    return undescribed_group(types, group_id, code, message, assignor_name="")
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
