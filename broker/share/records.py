@@ -3,8 +3,9 @@
 From apache/kafka ``group-coordinator/src/main/resources/common/message/ShareGroup*.json``
 (Kafka 4.4). A key is the int16 record type followed by int16-length strings; a value is an
 int16 value version (0) and the flexible encoding of version 0 (see
-``broker/group/consumer/records.py``, whose ``RecordWriter``/``RecordReader`` these use). A null
-value is a tombstone.
+``broker/group/consumer/records.py``; written and read by the ``RecordWriter`` and
+``RecordReader`` of ``protocol/internal_topics/consumer_offsets.py``). A null value is a
+tombstone.
 
 =====  =========================================  ========================================
 type   key fields                                 value (version 0) fields
@@ -37,13 +38,15 @@ from dataclasses import dataclass
 from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.records import (
     ConsumerKey,
-    RecordReader,
-    RecordWriter,
     encode_target_member_value,  # the same value shape as ConsumerGroupTargetAssignmentMember
 )
 from tidelog.broker.group.consumer.records import decode_key as decode_consumer_key
 from tidelog.broker.group.consumer.records import encode_key as encode_consumer_key
-from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import (
+    RecordReader,
+    RecordWriter,
+    SchemaError,
+)
 
 __all__ = (
     "SHARE_KEY_VERSIONS",
@@ -97,7 +100,7 @@ def metadata_hash(metadata: tuple[tuple[str, uuid.UUID, int], ...]) -> int:
 
 
 def _epoch_value(epoch: int, hash_: int | None = None) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(epoch)
     if hash_ is not None:
@@ -109,7 +112,7 @@ def _epoch_value(epoch: int, hash_: int | None = None) -> bytes:
 def _member_value(
     rack_id: str | None, client_id: str, client_host: str, subscribed: tuple[str, ...]
 ) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.string(rack_id)
     w.string(client_id)
@@ -122,7 +125,7 @@ def _member_value(
 
 
 def _current_value(epoch: int, previous_epoch: int, assignment: Assignment) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(epoch)
     w.i32(previous_epoch)
@@ -133,7 +136,7 @@ def _current_value(epoch: int, previous_epoch: int, assignment: Assignment) -> b
 
 
 def _reader(data: bytes) -> RecordReader:
-    r = RecordReader(data)
+    r = RecordReader(data, flexible=True)
     version = r.i16()
     if version != 0:
         raise SchemaError(f"unknown share group value version {version}")
@@ -232,10 +235,10 @@ def decode_epoch(data: bytes) -> int:
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:
     r = _reader(data)
-    rack_id = r.string()
-    client_id = r.required_string()
-    host = r.required_string()
-    subscribed = tuple(r.required_string() for _ in range(r.array_len()))
+    rack_id = r.nullable_string()
+    client_id = r.string()
+    host = r.string()
+    subscribed = tuple(r.string() for _ in range(r.array_len()))
     return MemberMetadata(rack_id, client_id, host, subscribed)
 
 
