@@ -1,9 +1,12 @@
 """KIP-848 consumer groups (``group.protocol=consumer``) beside the classic group coordinator.
 
 ``records``: Kafka 4's ``__consumer_offsets`` record types of consumer groups, byte for byte;
+``state_records``: a group's state as those records and their replay; ``heartbeat``: the
+request and result values of a heartbeat and the ``Host`` the coordinator uses;
 ``assignors``: the server-side ``uniform`` and ``range`` assignors; ``model``: groups, members
 and the reconciliation of a member (revocation before reassignment); ``coordinator``: the
-heartbeat, fencing, replay and the offset-commit rules of consumer groups.
+heartbeat, fencing, replay and the offset-commit rules of consumer groups (what it shares with
+the streams groups' is ``broker/group/modern.py``).
 
 ``install(broker)`` creates ``ConsumerGroups`` over the classic coordinator (``broker.groups``):
 it shares its ``__consumer_offsets`` partitions, timer, offsets and start-up replay, through the

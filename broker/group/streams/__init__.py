@@ -3,8 +3,10 @@ consumer group coordinators.
 
 ``topology``: the topology a client declares and what the coordinator makes of it (task counts,
 internal topics to create, status); ``assignor``: the sticky task assignor; ``model``: groups,
-members and the reconciliation of a member; ``coordinator``: the heartbeat, fencing and the
-offset-commit rules of streams groups.
+members and the reconciliation of a member; ``records``: the StreamsGroup* record layouts;
+``state_records``: a group's changes as those records and their replay; ``coordinator``: the
+heartbeat, fencing and the offset-commit rules of streams groups (what it shares with the
+consumer groups' is ``broker/group/modern.py``).
 
 ``install(broker)`` creates ``StreamsGroups`` over the classic coordinator (``broker.groups``):
 it uses its timer and its offsets (the offset manager asks it about the groups it owns).

@@ -29,7 +29,8 @@ timeout.
 State: every change is written as Kafka 4.4's StreamsGroup* records (``records``: group epoch,
 topology, member metadata, target assignment, current member assignment, tombstones for removed
 members) to the group's ``__consumer_offsets`` partition, and the heartbeat is answered once they
-are covered by the high watermark; at load ``replay`` rebuilds the groups from them.
+are covered by the high watermark (``state_records.diff_records``); at load ``replay`` rebuilds
+the groups from them (``state_records.apply_record``).
 
 Kafka divergence: the change is applied in memory, then written as the records of the
 difference (Kafka applies the records by replaying them); the metadata hash is written 0 (the
@@ -61,15 +62,15 @@ from tidelog.broker.group.modern import (
 )
 from tidelog.broker.group.results import Refused
 from tidelog.broker.group.streams import records as rec
-from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
+from tidelog.broker.group.streams.assignor import MemberSpec, assign_tasks
 from tidelog.broker.group.streams.model import (
-    EMPTY_TASKS,
     UNREVOKED_TASKS,
     StreamsGroup,
     StreamsMember,
     TaskSet,
     reconcile,
 )
+from tidelog.broker.group.streams.state_records import apply_record, diff_records, snapshot
 from tidelog.broker.group.streams.topology import Status, Topology, configure
 
 log = logging.getLogger("tidelog.group.streams")
@@ -174,12 +175,12 @@ class StreamsGroups:
         error = self.host.runtime.inactive_error()
         if error is not None:
             return StreamsHeartbeatResult(error, member_id=req.member_id)
-        before = _snapshot(self.groups.get(req.group_id))
+        before = snapshot(self.groups.get(req.group_id))
         try:
             result, create = self._heartbeat(req)
         except Refused as exc:
             return StreamsHeartbeatResult(exc.error, exc.message, req.member_id)
-        writes = _diff(req.group_id, before, self.groups.get(req.group_id))
+        writes = diff_records(req.group_id, before, self.groups.get(req.group_id))
         if writes:
             try:
                 await asyncio.wait_for(self.host.runtime.write(req.group_id, writes), 30)
@@ -448,69 +449,15 @@ class StreamsGroups:
         if group is None or member_id not in group.members:
             return
         log.info("streams group %s: member %s fenced (%s)", group_id, member_id, why)
-        before = _snapshot(group)
+        before = snapshot(group)
         self._remove_member(group, member_id)
-        writes = _diff(group_id, before, group)
+        writes = diff_records(group_id, before, group)
         write_in_background(self.host.runtime, group_id, writes, f"the removal of {member_id}", log)
 
     # ------------------------------------------------------------------ load
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one StreamsGroup* record (at load)."""
-        k = rec.decode_key(key)
-        group = self.groups.get(k.group_id)
-        if k.version == rec.METADATA_KEY and value is None:
-            self.groups.pop(k.group_id, None)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = self.groups[k.group_id] = StreamsGroup(k.group_id)
-        mid = k.member_id or ""
-        if k.version == rec.METADATA_KEY and value is not None:
-            group.group_epoch = rec.decode_epoch(value)
-        elif k.version == rec.TOPOLOGY_KEY:
-            group.topology = None if value is None else rec.decode_topology_value(value)
-        elif k.version == rec.TARGET_ASSIGNMENT_METADATA_KEY:
-            group.target_epoch = 0 if value is None else rec.decode_epoch(value)
-        elif k.version == rec.TARGET_ASSIGNMENT_MEMBER_KEY:
-            if value is None:
-                group.targets.pop(mid, None)
-            else:
-                group.targets[mid] = rec.decode_target_member_value(value)
-        elif k.version == rec.MEMBER_METADATA_KEY:
-            if value is None:
-                group.members.pop(mid, None)
-                return
-            old = group.members.get(mid, StreamsMember(member_id=mid))
-            new = rec.decode_member_metadata_value(mid, value)
-            group.members[mid] = replace(
-                new,
-                member_epoch=old.member_epoch,
-                previous_member_epoch=old.previous_member_epoch,
-                state=old.state,
-                assigned=old.assigned,
-                revoking=old.revoking,
-            )
-        elif k.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
-            old = group.members.get(mid, StreamsMember(member_id=mid))
-            if value is None:
-                group.members[mid] = replace(
-                    old,
-                    member_epoch=0,
-                    previous_member_epoch=-1,
-                    assigned=EMPTY_TASKS,
-                    revoking=EMPTY_TASKS,
-                )
-                return
-            epoch, previous, state, assigned, revoking = rec.decode_current_assignment_value(value)
-            group.members[mid] = replace(
-                old,
-                member_epoch=epoch,
-                previous_member_epoch=previous,
-                state=state,
-                assigned=assigned,
-                revoking=revoking,
-            )
+        apply_record(self.groups, key, value)
 
     def loaded(self) -> None:
         """After the load: the topologies configured against today's topics, session timers
@@ -560,84 +507,3 @@ class StreamsGroups:
         if group is None or group.topology is None or not group.members:
             return False
         return topic in group.topology.topic_names()
-
-
-_Snapshot = tuple[int, int, Topology | None, dict[str, StreamsMember], dict[str, TaskAssignment]]
-
-
-def _snapshot(group: StreamsGroup | None) -> _Snapshot | None:
-    if group is None:
-        return None
-    return (
-        group.group_epoch,
-        group.target_epoch,
-        group.topology,
-        dict(group.members),
-        dict(group.targets),
-    )
-
-
-def _metadata_part(m: StreamsMember) -> StreamsMember:
-    return replace(
-        m,
-        member_epoch=0,
-        previous_member_epoch=-1,
-        state="",
-        assigned=EMPTY_TASKS,
-        revoking=EMPTY_TASKS,
-        task_offsets=(),
-        task_end_offsets=(),
-    )
-
-
-def _assignment_part(m: StreamsMember) -> tuple[int, int, str, TaskSet, TaskSet]:
-    return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.revoking)
-
-
-def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -> list[KeyValue]:
-    """The StreamsGroup* records that take ``before`` to ``group`` (Kafka's order: member
-    metadata, group epoch, topology, target assignment, current assignments)."""
-    if group is None:
-        return []
-    epoch, target_epoch, topology, members, targets = before or (0, 0, None, {}, {})
-    fresh = before is None
-
-    def key(version: int, member_id: str | None = None) -> bytes:
-        return rec.encode_key(rec.StreamsKey(version, group_id, member_id))
-
-    out: list[KeyValue] = []
-    for mid in sorted(set(members) - set(group.members)):
-        out.append((key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid), None))
-        if mid in targets:
-            out.append((key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), None))
-        out.append((key(rec.MEMBER_METADATA_KEY, mid), None))
-    for mid, m in sorted(group.members.items()):
-        old = members.get(mid)
-        if old is None or _metadata_part(old) != _metadata_part(m):
-            out.append((key(rec.MEMBER_METADATA_KEY, mid), rec.encode_member_metadata_value(m)))
-    if fresh or group.group_epoch != epoch:
-        out.append((key(rec.METADATA_KEY), rec.encode_metadata_value(group.group_epoch)))
-    if group.topology is not None and group.topology != topology:
-        out.append((key(rec.TOPOLOGY_KEY), rec.encode_topology_value(group.topology)))
-    if group.target_epoch != target_epoch:
-        for mid, t in sorted(group.targets.items()):
-            if targets.get(mid) != t:
-                out.append(
-                    (key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), rec.encode_target_member_value(t))
-                )
-        out.append(
-            (
-                key(rec.TARGET_ASSIGNMENT_METADATA_KEY),
-                rec.encode_assignment_epoch_value(group.target_epoch),
-            )
-        )
-    for mid, m in sorted(group.members.items()):
-        old = members.get(mid)
-        if old is None or _assignment_part(old) != _assignment_part(m):
-            out.append(
-                (
-                    key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid),
-                    rec.encode_current_assignment_value(m),
-                )
-            )
-    return out
