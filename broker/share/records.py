@@ -39,13 +39,12 @@ from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.records import (
     ConsumerKey,
     encode_target_member_value,  # the same value shape as ConsumerGroupTargetAssignmentMember
+    value_reader,
 )
 from tidelog.broker.group.consumer.records import decode_key as decode_consumer_key
 from tidelog.broker.group.consumer.records import encode_key as encode_consumer_key
 from tidelog.protocol.internal_topics.consumer_offsets import (
-    RecordReader,
     RecordWriter,
-    SchemaError,
 )
 
 __all__ = (
@@ -135,14 +134,6 @@ def _current_value(epoch: int, previous_epoch: int, assignment: Assignment) -> b
     return bytes(w.buf)
 
 
-def _reader(data: bytes) -> RecordReader:
-    r = RecordReader(data, flexible=True)
-    version = r.i16()
-    if version != 0:
-        raise SchemaError(f"unknown share group value version {version}")
-    return r
-
-
 # ---------------------------------------------------------------- a group's records
 
 
@@ -224,17 +215,17 @@ class CurrentAssignment:
 
 def decode_group_metadata(data: bytes) -> tuple[int, int]:
     """ShareGroupMetadataValue: (group epoch, metadata hash)."""
-    r = _reader(data)
+    r = value_reader(data)
     return r.i32(), r.i64()
 
 
 def decode_epoch(data: bytes) -> int:
     """ShareGroupTargetAssignmentMetadataValue: the assignment epoch."""
-    return _reader(data).i32()
+    return value_reader(data).i32()
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:
-    r = _reader(data)
+    r = value_reader(data)
     rack_id = r.nullable_string()
     client_id = r.string()
     host = r.string()
@@ -243,7 +234,7 @@ def decode_member_metadata(data: bytes) -> MemberMetadata:
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignment:
-    r = _reader(data)
+    r = value_reader(data)
     epoch = r.i32()
     previous = r.i32()
     r.i8()  # State: a share member is always stable

@@ -187,11 +187,12 @@ def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
 
 
 def value_reader(data: bytes) -> RecordReader:
-    """A reader of a value: version 0, then the flexible form."""
+    """A reader of a consumer, share or streams group record's value: version 0, then the
+    flexible form."""
     r = RecordReader(data, flexible=True)
     version = r.i16()
     if version != 0:
-        raise SchemaError(f"unknown consumer group value version {version}")
+        raise SchemaError(f"unknown group record value version {version}")
     return r
 
 
