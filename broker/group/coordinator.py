@@ -38,7 +38,7 @@ from tidelog.broker.group.offsets import (
     group_tombstone,
     offset_tombstone,
 )
-from tidelog.broker.group.rebalance import Rebalancer, append_error
+from tidelog.broker.group.rebalance import Rebalancer, append_error, hb_key
 from tidelog.broker.group.results import (
     DescribedGroup,
     DescribedMember,
@@ -366,7 +366,7 @@ class GroupCoordinator:
         """In memory: the group is Dead and forgotten, with its offsets and timers."""
         group.transition_to(GroupState.DEAD, self.metadata_log.now())
         for mid in list(group.members) + list(group.pending_join):
-            self.timer.cancel(f"hb:{group.group_id}:{mid}")
+            self.timer.cancel(hb_key(group.group_id, mid))
         self.timer.cancel(f"join:{group.group_id}")
         self.timer.cancel(f"sync:{group.group_id}")
         if self.groups.get(group.group_id) is group:

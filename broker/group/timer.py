@@ -1,8 +1,11 @@
 """Keyed timers and a clock for the group coordinator.
 
-The coordinator schedules one timer per key ("heartbeat:<group>:<member>", "join:<group>",
-"sync:<group>", "expire-offsets"); scheduling a key again replaces its previous timer, as
-Kafka's coordinator timer does. Callbacks run on the event loop thread and must not block.
+The coordinators schedule one timer per key: the classic groups' "hb:<group>:<member>",
+"join:<group>" and "sync:<group>" (``rebalance.py``), the offsets' expiry
+(``offset_metadata_manager.py``), the consumer and streams groups' member session and
+rebalance timers (``modern.MemberTimers``) and the share groups' heartbeats; scheduling a key
+again replaces its previous timer, as Kafka's coordinator timer does. Callbacks run on the
+event loop thread and must not block.
 
 ``LoopTimer`` uses ``loop.call_later`` and the wall clock (commit timestamps are wall-clock
 milliseconds). The tests' timer, whose time moves only when told, is
