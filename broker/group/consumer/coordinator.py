@@ -62,6 +62,7 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group import modern
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, Host
@@ -81,16 +82,6 @@ from tidelog.broker.group.consumer.state_records import (
     target_member_record,
     tombstone,
 )
-from tidelog.broker.group.modern import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    MemberTimers,
-    check_capacity,
-    check_heartbeat,
-    check_member_epoch,
-    offset_member_error,
-    write_in_background,
-)
 from tidelog.broker.group.results import Refused
 from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
 
@@ -105,7 +96,7 @@ class ConsumerGroups:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.groups: dict[str, ConsumerGroup] = {}
-        self.timers = MemberTimers("cg", host.runtime)
+        self.timers = modern.MemberTimers("cg", host.runtime)
 
     # ------------------------------------------------------------------ queries
     def owns(self, group_id: str) -> bool:
@@ -150,7 +141,7 @@ class ConsumerGroups:
             self.groups[group_id] = original
 
     def _validate(self, req: HeartbeatRequest) -> None:
-        check_heartbeat(
+        modern.check_heartbeat(
             req.group_id,
             req.member_id,
             req.instance_id,
@@ -208,7 +199,10 @@ class ConsumerGroups:
         writes: list[KeyValue] = []
         group = self._group_for(req, writes)
         session_ms, interval_ms = self.host.timeouts(group.group_id)
-        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+        if req.member_epoch in (
+            modern.LEAVE_GROUP_MEMBER_EPOCH,
+            modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        ):
             return self._leave(group, req, writes), writes
         joining = req.member_epoch == 0
         member = self._member_for(group, req, writes)
@@ -293,7 +287,7 @@ class ConsumerGroups:
             if req.instance_id is not None:
                 existing = group.static_member(req.instance_id)
                 if existing is not None:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    if existing.member_epoch != modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         raise Refused(
                             ErrorCode.unreleased_instance_id,
                             f"Static member {existing.member_id} with instance id "
@@ -307,7 +301,7 @@ class ConsumerGroups:
                 return replace(
                     existing, member_epoch=0, state=0, assigned={}, pending_revocation={}
                 )
-            check_capacity("consumer", len(group.members), self.host.max_size)
+            modern.check_capacity("consumer", len(group.members), self.host.max_size)
             return ConsumerMember(member_id=member_id)
         member = group.members.get(req.member_id)
         if member is None:
@@ -316,7 +310,7 @@ class ConsumerGroups:
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
         owned = req.owned
-        check_member_epoch(
+        modern.check_member_epoch(
             "consumer",
             req.member_epoch,
             member.member_epoch,
@@ -360,8 +354,8 @@ class ConsumerGroups:
                 ErrorCode.unknown_member_id,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
-        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            kept = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        if req.member_epoch == modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            kept = replace(member, member_epoch=modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH)
             group.members[member.member_id] = kept
             writes.append(current_assignment_record(group.group_id, kept))
             self.timers.cancel_rebalance(group.group_id, member.member_id)
@@ -422,7 +416,9 @@ class ConsumerGroups:
         finally:
             self._restore(group_id, original)
         log.info("member %s of group %s fenced: %s", member_id, group_id, why)
-        write_in_background(self.host.runtime, group_id, writes, f"the removal of {member_id}", log)
+        modern.write_in_background(
+            self.host.runtime, group_id, writes, f"the removal of {member_id}", log
+        )
 
     def start_timers(self) -> None:
         for group in self.groups.values():
@@ -492,7 +488,7 @@ class ConsumerGroups:
             return ErrorCode.none  # admin client, or a consumer assigning partitions itself
         if api_version < 9:
             return ErrorCode.unsupported_version
-        return offset_member_error(group.members, member_id, member_epoch)
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def validate_transactional_offset_commit(
         self, group_id: str, member_id: str, member_epoch: int
@@ -509,7 +505,7 @@ class ConsumerGroups:
             return ErrorCode.none
         if member_epoch == -1 and not member_id:
             return ErrorCode.none
-        error = offset_member_error(group.members, member_id, member_epoch)
+        error = modern.offset_member_error(group.members, member_id, member_epoch)
         if error is ErrorCode.stale_member_epoch:
             return ErrorCode.illegal_generation
         return error
@@ -520,7 +516,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         if group is None or (member_epoch < 0 and not member_id):
             return ErrorCode.none
-        return offset_member_error(group.members, member_id, member_epoch)
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     # ------------------------------------------------------------------ admin
     def drop_if_empty(self, group_id: str) -> bool:
@@ -537,7 +533,7 @@ class ConsumerGroups:
                 rec.METADATA_KEY,
             )
         ]
-        write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
+        modern.write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
         return True
 
     def is_subscribed(self, group_id: str, topic: str) -> bool:

@@ -49,17 +49,7 @@ from dataclasses import dataclass, replace
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
-from tidelog.broker.group.modern import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    GroupRuntime,
-    MemberTimers,
-    check_capacity,
-    check_heartbeat,
-    check_member_epoch,
-    offset_member_error,
-    write_in_background,
-)
+from tidelog.broker.group import modern
 from tidelog.broker.group.results import Refused
 from tidelog.broker.group.streams import records as rec
 from tidelog.broker.group.streams.assignor import MemberSpec, assign_tasks
@@ -83,7 +73,7 @@ class Host:
     """What the streams-group protocol uses of the broker."""
 
     #: writes, timers, load state
-    runtime: GroupRuntime
+    runtime: modern.GroupRuntime
     #: True when a classic or consumer group of that id exists
     other_group: Callable[[str], bool]
     #: name -> partition count of the topics that exist
@@ -138,7 +128,7 @@ class StreamsGroups:
         self.groups: dict[str, StreamsGroup] = {}
         self._creating: set[str] = set()
         self._shutdown: set[str] = set()
-        self.timers = MemberTimers("streams", host.runtime)
+        self.timers = modern.MemberTimers("streams", host.runtime)
 
     # ------------------------------------------------------------------ queries
     def owns(self, group_id: str) -> bool:
@@ -167,7 +157,7 @@ class StreamsGroups:
             (key(rec.METADATA_KEY), None),
             (key(rec.TOPOLOGY_KEY), None),
         ]
-        write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
+        modern.write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
         return True
 
     # ------------------------------------------------------------------ heartbeat
@@ -203,7 +193,7 @@ class StreamsGroups:
             self._creating.difference_update(todo)
 
     def _validate(self, req: StreamsHeartbeat) -> None:
-        check_heartbeat(
+        modern.check_heartbeat(
             req.group_id,
             req.member_id,
             req.instance_id,
@@ -242,7 +232,10 @@ class StreamsGroups:
         self._validate(req)
         group = self._group_for(req)
         session_ms, interval_ms, standby_replicas = self.host.settings(group.group_id)
-        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+        if req.member_epoch in (
+            modern.LEAVE_GROUP_MEMBER_EPOCH,
+            modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        ):
             self._remove_member(group, req.member_id)
             return (
                 StreamsHeartbeatResult(
@@ -365,11 +358,11 @@ class StreamsGroups:
                     ErrorCode.unknown_member_id,
                     f"Member {req.member_id} is not a member of group {group.group_id}.",
                 )
-            check_capacity("streams", len(group.members), self.host.max_size)
+            modern.check_capacity("streams", len(group.members), self.host.max_size)
             return StreamsMember(member_id=req.member_id)
         if req.member_epoch == 0:
             return member  # a rejoin of a known member keeps its tasks until reconciled
-        check_member_epoch(
+        modern.check_member_epoch(
             "streams", req.member_epoch, member.member_epoch, member.previous_member_epoch
         )
         return member
@@ -452,7 +445,9 @@ class StreamsGroups:
         before = snapshot(group)
         self._remove_member(group, member_id)
         writes = diff_records(group_id, before, group)
-        write_in_background(self.host.runtime, group_id, writes, f"the removal of {member_id}", log)
+        modern.write_in_background(
+            self.host.runtime, group_id, writes, f"the removal of {member_id}", log
+        )
 
     # ------------------------------------------------------------------ load
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -482,7 +477,7 @@ class StreamsGroups:
             return ErrorCode.group_id_not_found
         if member_epoch < 0 and not member_id and not group.members:
             return ErrorCode.none  # an admin or a client without group management
-        return offset_member_error(group.members, member_id, member_epoch)
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def validate_transactional_offset_commit(
         self, group_id: str, member_id: str, generation_id: int
@@ -500,7 +495,7 @@ class StreamsGroups:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
-        return offset_member_error(group.members, member_id, member_epoch)
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def is_subscribed(self, group_id: str, topic: str) -> bool:
         group = self.groups.get(group_id)
