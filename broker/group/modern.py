@@ -7,6 +7,7 @@ composes these (no common base class):
   to the group's ``__consumer_offsets`` partition, the keyed timer, whether it is loaded;
 - ``check_heartbeat``, ``check_member_epoch``, ``check_capacity``: the request checks and the
   fencing of a heartbeat (Kafka's ``throwIfMemberEpochIsInvalid``), raising ``Refused``;
+  ``group_not_found``: GROUP_ID_NOT_FOUND's message (heartbeats and the Describe APIs);
 - ``MemberTimers``: a member's session and rebalance timers (Kafka's session and rebalance
   timeouts), keyed per group type, member by member;
 - ``write_in_background``: the records of a change nobody waits for (a fencing, a deletion);
@@ -35,6 +36,7 @@ __all__ = [
     "check_capacity",
     "check_heartbeat",
     "check_member_epoch",
+    "group_not_found",
     "offset_member_error",
     "write_in_background",
 ]
@@ -117,6 +119,13 @@ def check_member_epoch(
             f"the one known by the group coordinator ({member_epoch}). The member must "
             "abandon all its partitions and rejoin.",
         )
+
+
+def group_not_found(group_id: str, group_type: str, other_type: bool) -> str:
+    """GROUP_ID_NOT_FOUND's message: the id is a group of another type, or no group."""
+    if other_type:
+        return f"Group {group_id} is not a {group_type} group."
+    return f"Group {group_id} not found."
 
 
 def check_capacity(group_type: str, members: int, max_size: int) -> None:

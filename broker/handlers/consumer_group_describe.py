@@ -13,6 +13,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
+from tidelog.broker.group.modern import group_not_found
 from tidelog.broker.group.wire import (
     GROUP_OPERATIONS,
     NO_THROTTLE,
@@ -99,10 +100,8 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             continue
         group = groups.describe(group_id)
         if group is None:
-            message = (
-                f"Group {group_id} is not a consumer group."
-                if classic is not None and group_id in classic.groups
-                else f"Group {group_id} not found."
+            message = group_not_found(
+                group_id, "consumer", classic is not None and group_id in classic.groups
             )
             out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
             continue

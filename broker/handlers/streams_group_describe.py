@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.group.modern import group_not_found
 from tidelog.broker.group.streams.model import StreamsGroup, TaskSet
 from tidelog.broker.group.streams.topology import TopicInfo
 from tidelog.broker.group.wire import (
@@ -137,11 +138,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             continue
         group = groups.describe(group_id)
         if group is None:
-            message = (
-                f"Group {group_id} is not a streams group."
-                if groups.host.other_group(group_id)
-                else f"Group {group_id} not found."
-            )
+            message = group_not_found(group_id, "streams", groups.host.other_group(group_id))
             out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
             continue
         out.append(_group(types, group, bool(request.include_authorized_operations)))

@@ -181,12 +181,11 @@ class ConsumerGroups:
         if group is not None:
             return group
         busy = self.host.classic_group_busy(req.group_id)
-        if busy:
+        if busy or req.member_epoch != 0:
             raise Refused(
-                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+                ErrorCode.group_id_not_found,
+                modern.group_not_found(req.group_id, "consumer", bool(busy)),
             )
-        if req.member_epoch != 0:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         if busy is False:
             self.host.drop_classic_group(req.group_id)  # online upgrade of an empty classic group
             log.info("empty classic group %s converted to a consumer group", req.group_id)

@@ -216,12 +216,11 @@ class StreamsGroups:
         group = self.groups.get(req.group_id)
         if group is not None:
             return group
-        if self.host.other_group(req.group_id):
+        other = self.host.other_group(req.group_id)
+        if other or req.member_epoch != 0:
             raise Refused(
-                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group."
+                ErrorCode.group_id_not_found, modern.group_not_found(req.group_id, "streams", other)
             )
-        if req.member_epoch != 0:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         group = StreamsGroup(req.group_id)
         self.groups[req.group_id] = group
         return group
