@@ -53,6 +53,7 @@ __all__ = (
     "ConfigDef",
     "ConfigType",
     "Importance",
+    "int_default",
     "listener_setting_base",
 )
 
@@ -543,6 +544,15 @@ LISTENER_SETTINGS: frozenset[str] = frozenset(
 MECHANISM_SETTINGS: frozenset[str] = frozenset(
     {"sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms"}
 ) | frozenset(n for n in BROKER_CONFIGS if n.startswith("sasl.oauthbearer."))
+
+
+def int_default(name: str) -> int:
+    """The default of an int or long broker setting: the one home of the defaults a component's
+    settings object repeats (``broker/group/config.py``, ``broker/txn/state_manager.py``)."""
+    default = BROKER_CONFIGS[name].default
+    if isinstance(default, bool) or not isinstance(default, int):
+        raise TypeError(f"{name} has no int default: {default!r}")
+    return default
 
 
 def listener_setting_base(name: str) -> str | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -38,7 +38,7 @@ from tidelog.broker.group.offsets import (
     group_tombstone,
     offset_tombstone,
 )
-from tidelog.broker.group.rebalance import Rebalancer, append_error
+from tidelog.broker.group.rebalance import Rebalancer, append_error, hb_key
 from tidelog.broker.group.results import (
     DescribedGroup,
     DescribedMember,
@@ -62,6 +62,11 @@ from tidelog.protocol.internal_topics.consumer_offsets import (
 )
 
 __all__ = ("GroupCoordinator",)
+
+if TYPE_CHECKING:
+    from tidelog.broker.group.consumer.coordinator import ConsumerGroups
+    from tidelog.broker.group.streams.coordinator import StreamsGroups
+    from tidelog.broker.share.groups import ShareGroups
 
 log = logging.getLogger("tidelog.group")
 
@@ -112,13 +117,13 @@ class GroupCoordinator:
         self.delete_offsets = self.offset_manager.delete_offsets
         self.on_partitions_deleted = self.offset_manager.on_partitions_deleted
         self.expire_offsets = self.offset_manager.expire_offsets
-        self._consumer_groups: Any = None
+        self._consumer_groups: ConsumerGroups | None = None
         #: Share groups (``broker/share/groups.py``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
-        self.share_groups: Any = None
+        self.share_groups: ShareGroups | None = None
         #: Streams groups (``broker/group/streams``), once installed: their records in
         #: ``__consumer_offsets`` are replayed by this coordinator's load.
-        self.streams_groups: Any = None
+        self.streams_groups: StreamsGroups | None = None
 
     @property
     def partition_exists(self) -> Callable[[str, int], bool] | None:
@@ -130,13 +135,13 @@ class GroupCoordinator:
         self.offset_manager.partition_exists = value
 
     @property
-    def consumer_groups(self) -> Any:
+    def consumer_groups(self) -> ConsumerGroups | None:
         """KIP-848 consumer groups (broker/group/consumer), installed beside this coordinator
         (None until then); the membership part checks them on JoinGroup."""
         return self._consumer_groups
 
     @consumer_groups.setter
-    def consumer_groups(self, value: Any) -> None:
+    def consumer_groups(self, value: ConsumerGroups | None) -> None:
         self._consumer_groups = value
         self.membership.consumer_groups = value
         self.offset_manager.consumer_groups = value
@@ -280,6 +285,17 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ admin
 
+    def group_count(self) -> int:
+        """The groups this coordinator knows, of every type (Kafka's NumGroups; the
+        ``tidelog_groups`` gauge of ``broker/metrics.py``): one group id counts once."""
+        modern = [
+            groups
+            for groups in (self.consumer_groups, self.streams_groups, self.share_groups)
+            if groups is not None
+        ]
+        classic = sum(1 for gid in self.groups if not any(m.owns(gid) for m in modern))
+        return classic + sum(len(m.groups) for m in modern)
+
     def list_groups(self, states_filter: Sequence[str] = ()) -> tuple[ErrorCode, list[ListedGroup]]:
         error = self.metadata_log.inactive_error()
         if error is not None:
@@ -350,7 +366,7 @@ class GroupCoordinator:
         """In memory: the group is Dead and forgotten, with its offsets and timers."""
         group.transition_to(GroupState.DEAD, self.metadata_log.now())
         for mid in list(group.members) + list(group.pending_join):
-            self.timer.cancel(f"hb:{group.group_id}:{mid}")
+            self.timer.cancel(hb_key(group.group_id, mid))
         self.timer.cancel(f"join:{group.group_id}")
         self.timer.cancel(f"sync:{group.group_id}")
         if self.groups.get(group.group_id) is group:

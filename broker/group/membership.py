@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -29,6 +29,9 @@ from tidelog.broker.group.results import (
     SyncGroupResult,
 )
 from tidelog.broker.group.state import ClassicGroup, GroupState, Member
+
+if TYPE_CHECKING:
+    from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 
 _CALLING = (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 
@@ -66,7 +69,7 @@ class GroupMembership:
         self.config = metadata_log.config
         self.timer = metadata_log.timer
         #: KIP-848 consumer groups beside the classic ones (set by ``GroupCoordinator``).
-        self.consumer_groups: Any = None
+        self.consumer_groups: ConsumerGroups | None = None
 
     # ------------------------------------------------------------ JoinGroup
 

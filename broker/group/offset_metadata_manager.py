@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -66,6 +66,10 @@ from tidelog.broker.group.results import (
 from tidelog.broker.group.state import ClassicGroup, GroupState
 from tidelog.broker.group.timer import Timer
 from tidelog.protocol.internal_topics.consumer_offsets import OffsetCommitKey, OffsetCommitValue
+
+if TYPE_CHECKING:
+    from tidelog.broker.group.consumer.coordinator import ConsumerGroups
+    from tidelog.broker.group.streams.coordinator import StreamsGroups
 
 __all__ = ("OffsetMetadataManager",)
 
@@ -103,9 +107,9 @@ class OffsetMetadataManager:
         #: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION where this says no.
         self.partition_exists = partition_exists
         #: KIP-848 consumer groups (``broker/group/consumer``), once installed.
-        self.consumer_groups: Any = None
+        self.consumer_groups: ConsumerGroups | None = None
         #: KIP-1071 streams groups (``broker/group/streams``), once installed.
-        self.streams_groups: Any = None
+        self.streams_groups: StreamsGroups | None = None
         #: Kafka's pendingTransactionalOffsets: producer id -> the offsets its open
         #: transaction committed, replayed from its transactional batches.
         self.pending_transactional_offsets: dict[int, dict[_Key, CommittedOffset]] = {}
@@ -152,7 +156,7 @@ class OffsetMetadataManager:
         key = (group_id, topic, partition)
         return any(key in offsets for offsets in self.pending_transactional_offsets.values())
 
-    def modern_group(self, group_id: str) -> Any:
+    def modern_group(self, group_id: str) -> ConsumerGroups | StreamsGroups | None:
         """The consumer (KIP-848) or streams (KIP-1071) groups that own ``group_id``, or None."""
         for groups in (self.consumer_groups, self.streams_groups):
             if groups is not None and groups.owns(group_id):

@@ -139,44 +139,17 @@ def _commit_ts(o: CommittedOffset) -> int:
 # ---------------------------------------------------------------- records
 
 
-def offset_commit_record(
-    group_id: str,
-    topic: str,
-    partition: int,
-    offset: int,
-    leader_epoch: int,
-    metadata: str,
-    commit_timestamp_ms: int,
-    expire_timestamp_ms: int | None,
-) -> KeyValue:
-    return (
-        encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
-        encode_offset_commit_value(
-            OffsetCommitValue(
-                offset,
-                metadata,
-                commit_timestamp_ms,
-                leader_epoch,
-                -1 if expire_timestamp_ms is None else expire_timestamp_ms,
-            )
-        ),
-    )
-
-
 def offset_commit_records(
     group_id: str, partitions: Iterable[CommitPartition], now_ms: int, expire_ms: int | None
 ) -> list[KeyValue]:
     """The ``__consumer_offsets`` records of committing ``partitions`` for ``group_id``."""
+    expire = -1 if expire_ms is None else expire_ms
     return [
-        offset_commit_record(
-            group_id,
-            p.topic,
-            p.partition,
-            p.offset,
-            p.leader_epoch,
-            p.metadata or "",
-            now_ms,
-            expire_ms,
+        (
+            encode_offset_commit_key(OffsetCommitKey(group_id, p.topic, p.partition)),
+            encode_offset_commit_value(
+                OffsetCommitValue(p.offset, p.metadata or "", now_ms, p.leader_epoch, expire)
+            ),
         )
         for p in partitions
     ]

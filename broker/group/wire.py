@@ -1,5 +1,7 @@
-"""Small helpers the group handlers share (finding the coordinator, zero durations, the
-assignment entity of the KIP-848 and KIP-932 APIs)."""
+"""Small helpers the group handlers share: finding the coordinator, zero durations, the
+assignment entity of the KIP-848 and KIP-932 APIs, the fields every heartbeat answer of those
+APIs and KIP-1071's carries, a Describe API's entry for a group it cannot describe, and the
+task ids of the streams APIs."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from tidelog.protocol.schema import build
 
 if TYPE_CHECKING:
+    from kio.schema.errors import ErrorCode
+
     from tidelog.broker.group.coordinator import GroupCoordinator
     from tidelog.broker.handlers.base import RequestContext
 
@@ -70,4 +74,57 @@ def assignment_entity(
             )
             for tid, ps in sorted(parts.items(), key=key)
         ),
+    )
+
+
+def heartbeat_answer(
+    response: Any,
+    error: ErrorCode,
+    message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    heartbeat_interval_ms: int,
+    **fields: Any,
+) -> Any:
+    """A ConsumerGroupHeartbeat, StreamsGroupHeartbeat or ShareGroupHeartbeat answer: the
+    fields they share, and the API's own ``fields``."""
+    return build(
+        response,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        heartbeat_interval=timedelta(milliseconds=heartbeat_interval_ms),
+        **fields,
+    )
+
+
+def undescribed_group(
+    types: Any, group_id: str, error: ErrorCode, message: str | None, **fields: Any
+) -> Any:
+    """A Describe API's entry (``types.DescribedGroup``) for a group it does not describe: the
+    error, no state, epochs -1, no members; the API's own empty ``fields``."""
+    return build(
+        types.DescribedGroup,
+        **{
+            "error_code": error,
+            "error_message": message,
+            "group_id": group_id,
+            "group_state": "",
+            "group_epoch": -1,
+            "assignment_epoch": -1,
+            "members": (),
+            "authorized_operations": UNSET_OPERATIONS,
+            **fields,
+        },
+    )
+
+
+def task_ids(types: Any, tasks: Mapping[str, Iterable[int]]) -> tuple[Any, ...]:
+    """A streams API's tasks (subtopology -> partitions) as ``types.TaskIds``, in order."""
+    return tuple(
+        build(types.TaskIds, subtopology_id=s, partitions=tuple(sorted(ps)))
+        for s, ps in sorted(tasks.items())
+        if ps
     )

@@ -13,12 +13,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
+from tidelog.broker.group.modern import group_not_found
 from tidelog.broker.group.wire import (
     GROUP_OPERATIONS,
     NO_THROTTLE,
     UNSET_OPERATIONS,
     assignment_entity,
     coordinator,
+    undescribed_group,
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -76,18 +78,7 @@ def _group(
 
 
 def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:
-    return build(
-        types.DescribedGroup,
-        error_code=code,
-        error_message=message,
-        group_id=group_id,
-        group_state="",
-        group_epoch=-1,
-        assignment_epoch=-1,
-        assignor_name="",
-        members=(),
-        authorized_operations=UNSET_OPERATIONS,
-    )
+    return undescribed_group(types, group_id, code, message, assignor_name="")
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
@@ -109,10 +100,8 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             continue
         group = groups.describe(group_id)
         if group is None:
-            message = (
-                f"Group {group_id} is not a consumer group."
-                if classic is not None and group_id in classic.groups
-                else f"Group {group_id} not found."
+            message = group_not_found(
+                group_id, "consumer", classic is not None and group_id in classic.groups
             )
             out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
             continue

@@ -8,14 +8,19 @@ and, when it changed, the member's assignment as topic ids and partitions. The p
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
-from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host, coordinator
+from tidelog.broker.group.wire import (
+    assignment_entity,
+    client_host,
+    coordinator,
+    heartbeat_answer,
+    ms,
+)
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.schema import build, response_types
+from tidelog.protocol.schema import response_types
 
 if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat.v0.request import (
@@ -32,12 +37,6 @@ if TYPE_CHECKING:
 API_KEY = 68
 
 
-def _ms(value: Any) -> int:
-    if isinstance(value, timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
-
-
 async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
@@ -52,7 +51,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             member_epoch=int(request.member_epoch),
             instance_id=request.instance_id,
             rack_id=request.rack_id,
-            rebalance_timeout_ms=_ms(request.rebalance_timeout),
+            rebalance_timeout_ms=ms(request.rebalance_timeout),
             subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor,
@@ -65,29 +64,21 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     assignment = None
     if result.assignment is not None:
         assignment = assignment_entity(types, result.assignment)
-    return build(
+    return heartbeat_answer(
         types.ConsumerGroupHeartbeatResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=result.error,
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        result.error,
+        result.message,
+        result.member_id,
+        result.member_epoch,
+        result.heartbeat_interval_ms,
         assignment=assignment,
     )
 
 
 def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.ConsumerGroupHeartbeatResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=None,
-        member_id=None,
-        member_epoch=-1,
-        heartbeat_interval=timedelta(0),
-        assignment=None,
+    return heartbeat_answer(
+        types.ConsumerGroupHeartbeatResponse, code, None, None, -1, 0, assignment=None
     )
 
 

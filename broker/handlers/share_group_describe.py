@@ -12,6 +12,7 @@ from tidelog.broker.group.wire import (
     NO_THROTTLE,
     UNSET_OPERATIONS,
     assignment_entity,
+    undescribed_group,
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, Operation, allowed
@@ -38,34 +39,15 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     out = []
     for raw in request.group_ids:
         group_id = str(raw)
-        fields: dict[str, Any] = {
-            "group_id": group_id,
-            "group_state": "",  # as Kafka: an unknown group's entry has only its error
-            "group_epoch": 0,
-            "assignment_epoch": 0,
-            "assignor_name": "",
-            "members": (),
-            "authorized_operations": UNSET_OPERATIONS,
-        }
         if sc is None:
-            out.append(
-                build(
-                    types.DescribedGroup, error_code=ErrorCode.coordinator_not_available, **fields
-                )
-            )
+            out.append(_error(types, group_id, ErrorCode.coordinator_not_available, None))
             continue
         if not allowed(ctx, Operation.DESCRIBE, GROUP, group_id):
-            out.append(
-                build(
-                    types.DescribedGroup, error_code=ErrorCode.group_authorization_failed, **fields
-                )
-            )
+            out.append(_error(types, group_id, ErrorCode.group_authorization_failed, None))
             continue
         group, error, message = group_or_error(sc, group_id)
         if group is None:
-            out.append(
-                build(types.DescribedGroup, error_code=error, error_message=message, **fields)
-            )
+            out.append(_error(types, group_id, error, message))
             continue
         names = {
             tid: info.name
@@ -86,18 +68,30 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             )
             for m in group.members.values()
         )
-        fields.update(
-            group_state=group.state,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name="simple",
-            members=members,
-            authorized_operations=(
-                GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
-            ),
+        out.append(
+            build(
+                types.DescribedGroup,
+                error_code=ErrorCode.none,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name="simple",
+                members=members,
+                authorized_operations=(
+                    GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
+                ),
+            )
         )
-        out.append(build(types.DescribedGroup, error_code=ErrorCode.none, **fields))
     return build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:
+    # As Kafka: a share group's entry that carries an error has epochs 0, not -1.
+    return undescribed_group(
+        types, group_id, code, message, group_epoch=0, assignment_epoch=0, assignor_name=""
+    )
 
 
 SPEC = HandlerSpec(API_KEY, "ShareGroupDescribe", 1, 1, handle)

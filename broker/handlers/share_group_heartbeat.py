@@ -7,15 +7,14 @@ group and DESCRIBE on each subscribed topic are checked, as Kafka does.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.group.wire import NO_THROTTLE, assignment_entity, client_host
+from tidelog.broker.group.wire import assignment_entity, client_host, heartbeat_answer
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.security.access import GROUP, TOPIC, Operation, allowed
 from tidelog.broker.share.wire import share_coordinator
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.schema import build, response_types
+from tidelog.protocol.schema import response_types
 
 if TYPE_CHECKING:
     from kio.schema.share_group_heartbeat.v1.request import (
@@ -75,14 +74,13 @@ def _answer(
     interval_ms: int,
     assignment: Any,
 ) -> Any:
-    return build(
+    return heartbeat_answer(
         types.ShareGroupHeartbeatResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=message,
-        member_id=member_id,
-        member_epoch=member_epoch,
-        heartbeat_interval=timedelta(milliseconds=interval_ms),
+        error,
+        message,
+        member_id,
+        member_epoch,
+        interval_ms,
         assignment=assignment,
     )
 

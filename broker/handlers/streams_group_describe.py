@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.group.modern import group_not_found
 from tidelog.broker.group.streams.model import StreamsGroup, TaskSet
 from tidelog.broker.group.streams.topology import TopicInfo
-from tidelog.broker.group.wire import GROUP_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS
+from tidelog.broker.group.wire import (
+    GROUP_OPERATIONS,
+    NO_THROTTLE,
+    UNSET_OPERATIONS,
+    task_ids,
+    undescribed_group,
+)
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -21,20 +28,12 @@ if TYPE_CHECKING:
 API_KEY = 89
 
 
-def _task_ids(types: Any, tasks: Any) -> tuple[Any, ...]:
-    return tuple(
-        build(types.TaskIds, subtopology_id=s, partitions=tuple(sorted(ps)))
-        for s, ps in sorted(tasks.items())
-        if ps
-    )
-
-
 def _assignment(types: Any, tasks: TaskSet) -> Any:
     return build(
         types.Assignment,
-        active_tasks=_task_ids(types, tasks.active),
-        standby_tasks=_task_ids(types, tasks.standby),
-        warmup_tasks=_task_ids(types, tasks.warmup),
+        active_tasks=task_ids(types, tasks.active),
+        standby_tasks=task_ids(types, tasks.standby),
+        warmup_tasks=task_ids(types, tasks.warmup),
     )
 
 
@@ -122,18 +121,7 @@ def _group(types: Any, group: StreamsGroup, ops: bool) -> Any:
 
 
 def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:
-    return build(
-        types.DescribedGroup,
-        error_code=code,
-        error_message=message,
-        group_id=group_id,
-        group_state="",
-        group_epoch=-1,
-        assignment_epoch=-1,
-        topology=None,
-        members=(),
-        authorized_operations=UNSET_OPERATIONS,
-    )
+    return undescribed_group(types, group_id, code, message, topology=None)
 
 
 async def handle(ctx: RequestContext, request: Request) -> Any:
@@ -144,17 +132,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         if groups is None:
             out.append(_error(types, group_id, ErrorCode.coordinator_not_available, None))
             continue
-        inactive = groups.host.inactive_error()
+        inactive = groups.host.runtime.inactive_error()
         if inactive is not None:
             out.append(_error(types, group_id, inactive, None))
             continue
         group = groups.describe(group_id)
         if group is None:
-            message = (
-                f"Group {group_id} is not a streams group."
-                if groups.host.other_group(group_id)
-                else f"Group {group_id} not found."
-            )
+            message = group_not_found(group_id, "streams", groups.host.other_group(group_id))
             out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
             continue
         out.append(_group(types, group, bool(request.include_authorized_operations)))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.group.streams.coordinator import StreamsHeartbeat
 from tidelog.broker.group.streams.model import TaskSet
 from tidelog.broker.group.streams.topology import Subtopology, TopicInfo, Topology
-from tidelog.broker.group.wire import NO_THROTTLE, client_host, ms
+from tidelog.broker.group.wire import client_host, heartbeat_answer, ms, task_ids
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build, response_types
@@ -90,14 +90,6 @@ def reported_from_wire(request: Any) -> TaskSet | None:
     return TaskSet(active=active, standby=standby, warmup=warmup)
 
 
-def _task_ids(types: Any, tasks: Any) -> tuple[Any, ...]:
-    return tuple(
-        build(types.TaskIds, subtopology_id=s, partitions=tuple(sorted(ps)))
-        for s, ps in sorted(tasks.items())
-        if ps
-    )
-
-
 async def handle(ctx: RequestContext, request: Request) -> Any:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
@@ -136,14 +128,13 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             )
             for (host, port), active, standby in result.endpoints
         )
-    return build(
+    return heartbeat_answer(
         types.StreamsGroupHeartbeatResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=result.error,
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        result.error,
+        result.message,
+        result.member_id,
+        result.member_epoch,
+        result.heartbeat_interval_ms,
         acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG,
         task_offset_interval=timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
         status=None
@@ -152,9 +143,9 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             build(types.Status, status_code=code, status_detail=detail)
             for code, detail in result.status
         ),
-        active_tasks=None if tasks is None else _task_ids(types, tasks.active),
-        standby_tasks=None if tasks is None else _task_ids(types, tasks.standby),
-        warmup_tasks=None if tasks is None else _task_ids(types, tasks.warmup),
+        active_tasks=None if tasks is None else task_ids(types, tasks.active),
+        standby_tasks=None if tasks is None else task_ids(types, tasks.standby),
+        warmup_tasks=None if tasks is None else task_ids(types, tasks.warmup),
         endpoint_information_epoch=result.endpoint_information_epoch,
         partitions_by_user_endpoint=endpoints,
     )
@@ -169,14 +160,13 @@ def _topic_partitions(types: Any, parts: dict[str, set[int]]) -> tuple[Any, ...]
 
 def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
+    return heartbeat_answer(
         types.StreamsGroupHeartbeatResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=None,
-        member_id=request.member_id,
-        member_epoch=-1,
-        heartbeat_interval=timedelta(0),
+        code,
+        None,
+        request.member_id,
+        -1,
+        0,
         acceptable_recovery_lag=0,
         task_offset_interval=timedelta(0),
         status=None,

@@ -153,6 +153,9 @@ class ShareGroups:
         #: partitions to initialize once the heartbeat that found them is answered (None: now)
         self._to_initialize: list[tuple[str, uuid.UUID, int]] | None = None
 
+    def owns(self, group_id: str) -> bool:
+        return group_id in self.groups
+
     async def heartbeat(
         self,
         group_id: str,

@@ -3,8 +3,9 @@
 From apache/kafka ``group-coordinator/src/main/resources/common/message/ShareGroup*.json``
 (Kafka 4.4). A key is the int16 record type followed by int16-length strings; a value is an
 int16 value version (0) and the flexible encoding of version 0 (see
-``broker/group/consumer/records.py``, whose ``RecordWriter``/``RecordReader`` these use). A null
-value is a tombstone.
+``broker/group/consumer/records.py``; written and read by the ``RecordWriter`` and
+``RecordReader`` of ``protocol/internal_topics/consumer_offsets.py``). A null value is a
+tombstone.
 
 =====  =========================================  ========================================
 type   key fields                                 value (version 0) fields
@@ -37,13 +38,14 @@ from dataclasses import dataclass
 from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.records import (
     ConsumerKey,
-    RecordReader,
-    RecordWriter,
     encode_target_member_value,  # the same value shape as ConsumerGroupTargetAssignmentMember
+    value_reader,
 )
 from tidelog.broker.group.consumer.records import decode_key as decode_consumer_key
 from tidelog.broker.group.consumer.records import encode_key as encode_consumer_key
-from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import (
+    RecordWriter,
+)
 
 __all__ = (
     "SHARE_KEY_VERSIONS",
@@ -97,7 +99,7 @@ def metadata_hash(metadata: tuple[tuple[str, uuid.UUID, int], ...]) -> int:
 
 
 def _epoch_value(epoch: int, hash_: int | None = None) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(epoch)
     if hash_ is not None:
@@ -109,7 +111,7 @@ def _epoch_value(epoch: int, hash_: int | None = None) -> bytes:
 def _member_value(
     rack_id: str | None, client_id: str, client_host: str, subscribed: tuple[str, ...]
 ) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.string(rack_id)
     w.string(client_id)
@@ -122,7 +124,7 @@ def _member_value(
 
 
 def _current_value(epoch: int, previous_epoch: int, assignment: Assignment) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(epoch)
     w.i32(previous_epoch)
@@ -130,14 +132,6 @@ def _current_value(epoch: int, previous_epoch: int, assignment: Assignment) -> b
     w.topic_partitions(assignment)
     w.no_tags()
     return bytes(w.buf)
-
-
-def _reader(data: bytes) -> RecordReader:
-    r = RecordReader(data)
-    version = r.i16()
-    if version != 0:
-        raise SchemaError(f"unknown share group value version {version}")
-    return r
 
 
 # ---------------------------------------------------------------- a group's records
@@ -221,26 +215,26 @@ class CurrentAssignment:
 
 def decode_group_metadata(data: bytes) -> tuple[int, int]:
     """ShareGroupMetadataValue: (group epoch, metadata hash)."""
-    r = _reader(data)
+    r = value_reader(data)
     return r.i32(), r.i64()
 
 
 def decode_epoch(data: bytes) -> int:
     """ShareGroupTargetAssignmentMetadataValue: the assignment epoch."""
-    return _reader(data).i32()
+    return value_reader(data).i32()
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:
-    r = _reader(data)
-    rack_id = r.string()
-    client_id = r.required_string()
-    host = r.required_string()
-    subscribed = tuple(r.required_string() for _ in range(r.array_len()))
+    r = value_reader(data)
+    rack_id = r.nullable_string()
+    client_id = r.string()
+    host = r.string()
+    subscribed = tuple(r.string() for _ in range(r.array_len()))
     return MemberMetadata(rack_id, client_id, host, subscribed)
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignment:
-    r = _reader(data)
+    r = value_reader(data)
     epoch = r.i32()
     previous = r.i32()
     r.i8()  # State: a share member is always stable

@@ -30,6 +30,7 @@ from tidelog.broker.txn.metadata import (
     TxnState,
     TxnTransit,
 )
+from tidelog.config.definitions import int_default
 from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
 __all__ = ["TransactionStateManager", "TxnConfig", "WriteRecord"]
@@ -51,10 +52,14 @@ class WriteRecord(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
-    max_timeout_ms: int = 900_000
-    id_expiration_ms: int = 7 * 24 * 3600 * 1000
-    abort_interval_ms: int = 10_000
-    expiration_interval_ms: int = 3_600_000
+    max_timeout_ms: int = int_default("transaction.max.timeout.ms")
+    id_expiration_ms: int = int_default("transactional.id.expiration.ms")
+    abort_interval_ms: int = int_default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    )
+    expiration_interval_ms: int = int_default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms"
+    )
 
 
 class TransactionStateManager:

@@ -28,7 +28,8 @@ Java's ``String.hashCode`` and ``Utils.abs`` (``n & 0x7fffffff``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidelog.protocol.errors import FrameDecodeError
@@ -112,11 +113,23 @@ class GroupMetadataValue:
 # ---------------------------------------------------------------- writing
 
 
-class _Writer:
-    __slots__ = ("buf",)
+class RecordWriter:
+    """Kafka's coordinator record encoding, for every record type of ``__consumer_offsets``
+    (the classic ones here, the consumer, streams and share groups' in
+    ``broker/group/consumer/records.py``, ``broker/group/streams/records.py`` and
+    ``broker/share/records.py``): keys and the classic values are non-flexible (int16-length
+    strings, int32-length bytes and arrays); ``flexible`` writes the flexible form of the newer
+    values (compact strings, bytes and arrays: unsigned varint length + 1, 0 = null; each
+    struct ends with its tagged fields, ``no_tags``, since tidelog writes none)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("buf", "flexible")
+
+    def __init__(self, *, flexible: bool = False) -> None:
         self.buf = bytearray()
+        self.flexible = flexible
+
+    def i8(self, v: int) -> None:
+        self.buf += struct.pack(">b", v)
 
     def i16(self, v: int) -> None:
         self.buf += _I16.pack(v)
@@ -127,23 +140,66 @@ class _Writer:
     def i64(self, v: int) -> None:
         self.buf += _I64.pack(v)
 
+    def uvarint(self, v: int) -> None:
+        while v > 0x7F:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+
     def string(self, v: str | None) -> None:
+        """A nullable string."""
         if v is None:
-            self.i16(-1)
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.i16(-1)
             return
         raw = v.encode("utf-8")
-        if len(raw) > 0x7FFF:
+        if self.flexible:
+            self.uvarint(len(raw) + 1)
+        elif len(raw) > 0x7FFF:
             raise SchemaError(f"string of {len(raw)} bytes is too long for an int16 length")
-        self.i16(len(raw))
+        else:
+            self.i16(len(raw))
         self.buf += raw
 
     def bytes_(self, v: bytes) -> None:
-        self.i32(len(v))
+        if self.flexible:
+            self.uvarint(len(v) + 1)
+        else:
+            self.i32(len(v))
         self.buf += v
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.i32(n)
+
+    def uuid_(self, v: uuid.UUID) -> None:
+        self.buf += v.bytes
+
+    def no_tags(self) -> None:
+        """An empty tagged-field section (flexible forms only)."""
+        if self.flexible:
+            self.buf.append(0)
+
+    def topic_partitions(self, assignment: Mapping[uuid.UUID, Iterable[int]]) -> None:
+        """An assignment (topic id -> partitions) as the newer groups' records carry it:
+        topics in id order, each with its partitions in order."""
+        items = sorted(assignment.items(), key=lambda kv: kv[0].bytes)
+        self.array_len(len(items))
+        for topic_id, partitions in items:
+            self.uuid_(topic_id)
+            parts = sorted(partitions)
+            self.array_len(len(parts))
+            for p in parts:
+                self.i32(p)
+            self.no_tags()
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(OFFSET_COMMIT_KEY_VERSION)
     w.string(key.group)
     w.string(key.topic)
@@ -152,7 +208,7 @@ def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
     return bytes(w.buf)
@@ -160,7 +216,7 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     """Version 3, or version 1 when the commit carries an explicit expire timestamp (as Kafka)."""
-    w = _Writer()
+    w = RecordWriter()
     if value.expire_timestamp >= 0:
         w.i16(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
         w.i64(value.offset)
@@ -178,7 +234,7 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     """Version 3."""
-    w = _Writer()
+    w = RecordWriter()
     w.i16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.i32(value.generation)
@@ -201,7 +257,10 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # ---------------------------------------------------------------- reading
 
 
-class _Reader:
+class RecordReader:
+    """Reads what ``RecordWriter`` writes, in the same two forms (``flexible`` for the newer
+    values); every length is checked against what is left of the record before it is used."""
+
     __slots__ = ("data", "flexible", "pos")
 
     def __init__(self, data: bytes, pos: int = 0, *, flexible: bool = False) -> None:
@@ -216,6 +275,9 @@ class _Reader:
         self.pos += n
         return out
 
+    def i8(self) -> int:
+        return int(struct.unpack(">b", self._take(1))[0])
+
     def i16(self) -> int:
         return int(_I16.unpack(self._take(2))[0])
 
@@ -226,7 +288,7 @@ class _Reader:
         return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
-        """An unsigned varint (flexible versions): protocol's one wire varint reader."""
+        """An unsigned varint (flexible forms): protocol's one wire varint reader."""
         try:
             value, self.pos = wire_uvarint("record", self.data, self.pos, len(self.data))
         except FrameDecodeError as exc:
@@ -255,21 +317,41 @@ class _Reader:
         return self._take(n)
 
     def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise SchemaError("null array")
+        """An array's length, at most the bytes left; a null array of the flexible form reads
+        as empty (the newer groups' records), of the non-flexible form is an error."""
+        if self.flexible:
+            n = max(self.uvarint() - 1, 0)
+        else:
+            n = self.i32()
+            if n < 0:
+                raise SchemaError("null array")
+        if n > len(self.data) - self.pos:
+            raise SchemaError(f"array of {n} items is longer than the record")
         return n
 
-    def tagged_fields(self) -> None:
+    def uuid_(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def tags(self) -> None:
+        """Skip a tagged-field section (flexible forms only)."""
         if self.flexible:
             for _ in range(self.uvarint()):
                 self.uvarint()  # tag
                 self._take(self.uvarint())
 
+    def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
+        """What ``RecordWriter.topic_partitions`` writes."""
+        out: dict[uuid.UUID, frozenset[int]] = {}
+        for _ in range(self.array_len()):
+            topic_id = self.uuid_()
+            out[topic_id] = frozenset(self.i32() for _ in range(self.array_len()))
+            self.tags()
+        return out
+
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     """Decode a record key; raises ``SchemaError`` for other key versions."""
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.i32())
@@ -279,7 +361,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown OffsetCommitValue version {version}")
@@ -289,12 +371,12 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     metadata = r.string()
     commit_ts = r.i64()
     expire_ts = r.i64() if version == 1 else -1
-    r.tagged_fields()
+    r.tags()
     return OffsetCommitValue(offset, metadata, commit_ts, leader_epoch, expire_ts)
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown GroupMetadataValue version {version}")
@@ -314,7 +396,7 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         session_timeout = r.i32()
         subscription = r.bytes_()
         assignment = r.bytes_()
-        r.tagged_fields()
+        r.tags()
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout
         members.append(
@@ -329,7 +411,7 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
                 assignment,
             )
         )
-    r.tagged_fields()
+    r.tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
@@ -337,7 +419,7 @@ def subscribed_topics(subscription: bytes) -> frozenset[str] | None:
     """Topics of a ``consumer`` protocol subscription (ConsumerProtocolSubscription v0-3: the
     version, then the topic array comes first), or None when it does not parse."""
     try:
-        r = _Reader(subscription)
+        r = RecordReader(subscription)
         if r.i16() < 0:
             return None
         return frozenset(r.string() for _ in range(r.array_len()))

@@ -1,9 +1,12 @@
 """KIP-848 consumer groups (``group.protocol=consumer``) beside the classic group coordinator.
 
 ``records``: Kafka 4's ``__consumer_offsets`` record types of consumer groups, byte for byte;
+``state_records``: a group's state as those records and their replay; ``heartbeat``: the
+request and result values of a heartbeat and the ``Host`` the coordinator uses;
 ``assignors``: the server-side ``uniform`` and ``range`` assignors; ``model``: groups, members
 and the reconciliation of a member (revocation before reassignment); ``coordinator``: the
-heartbeat, fencing, replay and the offset-commit rules of consumer groups.
+heartbeat, fencing, replay and the offset-commit rules of consumer groups (what it shares with
+the streams groups' is ``broker/group/modern.py``).
 
 ``install(classic, ...)`` creates ``ConsumerGroups`` over the classic coordinator:
 it shares its ``__consumer_offsets`` partitions, timer, offsets and start-up replay, through the
@@ -21,6 +24,7 @@ from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.assignors import names as assignor_names
 from tidelog.broker.group.consumer.coordinator import ConsumerGroups
 from tidelog.broker.group.consumer.heartbeat import Host
+from tidelog.broker.group.modern import GroupRuntime
 
 if TYPE_CHECKING:
     from tidelog.broker.dynamic_configs import DynamicConfigs
@@ -66,11 +70,12 @@ def install(
         )
 
     host = Host(
-        write=write,
-        now_ms=classic.timer.now_ms,
-        schedule=classic.timer.schedule,
-        cancel=classic.timer.cancel,
-        inactive_error=inactive_error,
+        runtime=GroupRuntime(
+            write=write,
+            schedule=classic.timer.schedule,
+            cancel=classic.timer.cancel,
+            inactive_error=inactive_error,
+        ),
         classic_group_busy=classic_group_busy,
         drop_classic_group=drop_classic_group,
         topics=lambda: topics.user_topic_ids(),

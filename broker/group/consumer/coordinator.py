@@ -52,7 +52,6 @@ heartbeat; the records are replayed when appended, not into a timeline a failed 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import re
@@ -63,12 +62,11 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group import modern
 from tidelog.broker.group.consumer import records as rec
 from tidelog.broker.group.consumer.assignors import AssignmentSpec, assign
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, Host
 from tidelog.broker.group.consumer.model import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     UNREVOKED_PARTITIONS,
     ConsumerGroup,
     ConsumerMember,
@@ -98,6 +96,7 @@ class ConsumerGroups:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.groups: dict[str, ConsumerGroup] = {}
+        self.timers = modern.MemberTimers("cg", host.runtime)
 
     # ------------------------------------------------------------------ queries
     def owns(self, group_id: str) -> bool:
@@ -109,7 +108,7 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ heartbeat
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        error = self.host.inactive_error()
+        error = self.host.runtime.inactive_error()
         if error is not None:
             return HeartbeatResult(error, member_id=req.member_id or None)
         original = self._scratch(req.group_id)
@@ -122,7 +121,7 @@ class ConsumerGroups:
         if writes:
             # Replayed into the group as appended: the one way its state changes.
             try:
-                await self.host.write(req.group_id, writes)
+                await self.host.runtime.write(req.group_id, writes)
             except CoordinatorLogError as exc:
                 return HeartbeatResult(exc.error, str(exc) or None, result.member_id)
         return result
@@ -142,18 +141,15 @@ class ConsumerGroups:
             self.groups[group_id] = original
 
     def _validate(self, req: HeartbeatRequest) -> None:
-        if not req.group_id:
-            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
-        if req.member_epoch > 0 and not req.member_id:
-            raise Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        modern.check_heartbeat(
+            req.group_id,
+            req.member_id,
+            req.instance_id,
+            req.member_epoch,
+            req.rebalance_timeout_ms,
+            member_id_always=False,
+        )
         if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise Refused(
-                    ErrorCode.invalid_request,
-                    "RebalanceTimeoutMs must be provided in first request.",
-                )
             if req.owned is None or any(req.owned.values()):
                 raise Refused(
                     ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
@@ -163,10 +159,6 @@ class ConsumerGroups:
                     ErrorCode.invalid_request,
                     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
                 )
-        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
-        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
         if req.server_assignor is not None and req.server_assignor not in self.host.assignors:
             raise Refused(
                 ErrorCode.unsupported_assignor,
@@ -189,12 +181,11 @@ class ConsumerGroups:
         if group is not None:
             return group
         busy = self.host.classic_group_busy(req.group_id)
-        if busy:
+        if busy or req.member_epoch != 0:
             raise Refused(
-                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+                ErrorCode.group_id_not_found,
+                modern.group_not_found(req.group_id, "consumer", bool(busy)),
             )
-        if req.member_epoch != 0:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         if busy is False:
             self.host.drop_classic_group(req.group_id)  # online upgrade of an empty classic group
             log.info("empty classic group %s converted to a consumer group", req.group_id)
@@ -207,7 +198,10 @@ class ConsumerGroups:
         writes: list[KeyValue] = []
         group = self._group_for(req, writes)
         session_ms, interval_ms = self.host.timeouts(group.group_id)
-        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+        if req.member_epoch in (
+            modern.LEAVE_GROUP_MEMBER_EPOCH,
+            modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        ):
             return self._leave(group, req, writes), writes
         joining = req.member_epoch == 0
         member = self._member_for(group, req, writes)
@@ -292,7 +286,7 @@ class ConsumerGroups:
             if req.instance_id is not None:
                 existing = group.static_member(req.instance_id)
                 if existing is not None:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    if existing.member_epoch != modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         raise Refused(
                             ErrorCode.unreleased_instance_id,
                             f"Static member {existing.member_id} with instance id "
@@ -306,12 +300,7 @@ class ConsumerGroups:
                 return replace(
                     existing, member_epoch=0, state=0, assigned={}, pending_revocation={}
                 )
-            if len(group.members) >= self.host.max_size:
-                raise Refused(
-                    ErrorCode.group_max_size_reached,
-                    "The consumer group has reached its maximum capacity of "
-                    f"{self.host.max_size} members.",
-                )
+            modern.check_capacity("consumer", len(group.members), self.host.max_size)
             return ConsumerMember(member_id=member_id)
         member = group.members.get(req.member_id)
         if member is None:
@@ -319,24 +308,14 @@ class ConsumerGroups:
                 ErrorCode.unknown_member_id,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
-        if req.member_epoch > member.member_epoch:
-            raise Refused(
-                ErrorCode.fenced_member_epoch,
-                f"The consumer group member has a greater member epoch ({req.member_epoch}) than "
-                f"the one known by the group coordinator ({member.member_epoch}). The member must "
-                "abandon all its partitions and rejoin.",
-            )
-        if req.member_epoch < member.member_epoch:
-            lost_answer = req.member_epoch == member.previous_member_epoch and (
-                req.owned is not None and _subset(req.owned, member.assigned)
-            )
-            if not lost_answer:
-                raise Refused(
-                    ErrorCode.fenced_member_epoch,
-                    f"The consumer group member has a smaller member epoch ({req.member_epoch}) "
-                    f"than the one known by the group coordinator ({member.member_epoch}). The "
-                    "member must abandon all its partitions and rejoin.",
-                )
+        owned = req.owned
+        modern.check_member_epoch(
+            "consumer",
+            req.member_epoch,
+            member.member_epoch,
+            member.previous_member_epoch,
+            lambda: owned is not None and _subset(owned, member.assigned),
+        )
         return member
 
     def _replace_static(
@@ -374,11 +353,11 @@ class ConsumerGroups:
                 ErrorCode.unknown_member_id,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
-        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            kept = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        if req.member_epoch == modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            kept = replace(member, member_epoch=modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH)
             group.members[member.member_id] = kept
             writes.append(current_assignment_record(group.group_id, kept))
-            self.host.cancel(_rebalance_key(group.group_id, member.member_id))
+            self.timers.cancel_rebalance(group.group_id, member.member_id)
             log.info("static member %s of group %s left for now", member.member_id, group.group_id)
         else:
             self._remove_member(group, member, writes, bump=True)
@@ -390,8 +369,7 @@ class ConsumerGroups:
     ) -> None:
         gid, mid = group.group_id, member.member_id
         group.members.pop(mid, None)
-        self.host.cancel(_session_key(gid, mid))
-        self.host.cancel(_rebalance_key(gid, mid))
+        self.timers.cancel(gid, mid)
         writes.append(tombstone(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, gid, mid))
         if mid in group.target:
             group.target.pop(mid)
@@ -407,22 +385,23 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ timers
     def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
-        self.host.schedule(
-            _session_key(group_id, member_id),
+        self.timers.schedule_session(
+            group_id,
+            member_id,
             session_ms,
             lambda: self._fence(group_id, member_id, "session timeout"),
         )
 
     def _schedule_rebalance(self, group_id: str, member: ConsumerMember) -> None:
-        key = _rebalance_key(group_id, member.member_id)
         if member.state == UNREVOKED_PARTITIONS and member.rebalance_timeout_ms > 0:
-            self.host.schedule(
-                key,
+            self.timers.schedule_rebalance(
+                group_id,
+                member.member_id,
                 member.rebalance_timeout_ms,
                 lambda: self._fence(group_id, member.member_id, "rebalance timeout"),
             )
         else:
-            self.host.cancel(key)
+            self.timers.cancel_rebalance(group_id, member.member_id)
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:
         group = self.groups.get(group_id)
@@ -436,13 +415,9 @@ class ConsumerGroups:
         finally:
             self._restore(group_id, original)
         log.info("member %s of group %s fenced: %s", member_id, group_id, why)
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
-            return
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        modern.write_in_background(
+            self.host.runtime, group_id, writes, f"the removal of {member_id}", log
+        )
 
     def start_timers(self) -> None:
         for group in self.groups.values():
@@ -512,7 +487,7 @@ class ConsumerGroups:
             return ErrorCode.none  # admin client, or a consumer assigning partitions itself
         if api_version < 9:
             return ErrorCode.unsupported_version
-        return self._check_member(group, member_id, member_epoch)
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def validate_transactional_offset_commit(
         self, group_id: str, member_id: str, member_epoch: int
@@ -529,7 +504,7 @@ class ConsumerGroups:
             return ErrorCode.none
         if member_epoch == -1 and not member_id:
             return ErrorCode.none
-        error = self._check_member(group, member_id, member_epoch)
+        error = modern.offset_member_error(group.members, member_id, member_epoch)
         if error is ErrorCode.stale_member_epoch:
             return ErrorCode.illegal_generation
         return error
@@ -540,15 +515,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         if group is None or (member_epoch < 0 and not member_id):
             return ErrorCode.none
-        return self._check_member(group, member_id, member_epoch)
-
-    def _check_member(self, group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     # ------------------------------------------------------------------ admin
     def drop_if_empty(self, group_id: str) -> bool:
@@ -565,13 +532,7 @@ class ConsumerGroups:
                 rec.METADATA_KEY,
             )
         ]
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
-            return True
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        modern.write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
         return True
 
     def is_subscribed(self, group_id: str, topic: str) -> bool:
@@ -598,11 +559,3 @@ def _flat(parts: Mapping[uuid.UUID, frozenset[int]]) -> set[tuple[uuid.UUID, int
 
 def _subset(owned: Partitions, assigned: Partitions) -> bool:
     return _flat(owned) <= _flat(assigned)
-
-
-def _session_key(group_id: str, member_id: str) -> str:
-    return f"cg-session:{group_id}:{member_id}"
-
-
-def _rebalance_key(group_id: str, member_id: str) -> str:
-    return f"cg-rebalance:{group_id}:{member_id}"

@@ -7,14 +7,14 @@ what the coordinator needs of the broker and of the classic coordinator.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.coordinator.log import KeyValue
 from tidelog.broker.group.consumer.model import Partitions
+from tidelog.broker.group.modern import GroupRuntime
 
 __all__ = ["HeartbeatRequest", "HeartbeatResult", "Host", "owned_from_wire"]
 
@@ -50,13 +50,8 @@ class HeartbeatResult:
 class Host:
     """What the consumer-group protocol uses of the broker and the classic coordinator."""
 
-    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
-    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
-    now_ms: Callable[[], int]
-    schedule: Callable[[str, int, Callable[[], None]], None]
-    cancel: Callable[[str], None]
-    #: ErrorCode while the coordinator loads or is stopped, else None
-    inactive_error: Callable[[], ErrorCode | None]
+    #: writes (replayed into the groups as appended), timers, load state
+    runtime: GroupRuntime
     #: classic group id -> True when it has members (None: no such classic group)
     classic_group_busy: Callable[[str], bool | None]
     drop_classic_group: Callable[[str], None]

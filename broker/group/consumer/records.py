@@ -31,6 +31,8 @@ key    key fields                                  value (version 0) fields
 =====  ==========================================  ========================================
 
 Readers skip tagged fields they do not know (later Kafka versions add some, e.g. MetadataHash).
+The encoding itself (both forms) is the ``RecordWriter``/``RecordReader`` of
+``protocol/internal_topics/consumer_offsets.py``, shared by every record type of the topic.
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidelog.protocol.internal_topics.consumer_offsets import SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import (
+    RecordReader,
+    RecordWriter,
+    SchemaError,
+)
 
 METADATA_KEY = 3
 PARTITION_METADATA_KEY = 4
@@ -106,82 +112,20 @@ class CurrentAssignmentValue:
 # ---------------------------------------------------------------- writing
 
 
-class RecordWriter:
-    """Kafka's coordinator record encoding: non-flexible keys, flexible v0 values (the share
-    groups' records, ``broker/share/records.py``, use it too)."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i8(self, v: int) -> None:
-        self.buf += struct.pack(">b", v)
-
-    def i16(self, v: int) -> None:
-        self.buf += _I16.pack(v)
-
-    def i32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.buf += _I64.pack(v)
-
-    def uvarint(self, v: int) -> None:
-        while v > 0x7F:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
-
-    def key_string(self, v: str) -> None:
-        raw = v.encode("utf-8")
-        if len(raw) > 0x7FFF:
-            raise SchemaError("string too long for an int16 length")
-        self.i16(len(raw))
-        self.buf += raw
-
-    def string(self, v: str | None) -> None:
-        if v is None:
-            self.uvarint(0)
-            return
-        raw = v.encode("utf-8")
-        self.uvarint(len(raw) + 1)
-        self.buf += raw
-
-    def array_len(self, n: int) -> None:
-        self.uvarint(n + 1)
-
-    def uuid_(self, v: uuid.UUID) -> None:
-        self.buf += v.bytes
-
-    def no_tags(self) -> None:
-        self.buf.append(0)
-
-    def topic_partitions(self, assignment: Assignment) -> None:
-        items = sorted(assignment.items(), key=lambda kv: kv[0].bytes)
-        self.array_len(len(items))
-        for topic_id, partitions in items:
-            self.uuid_(topic_id)
-            self.array_len(len(partitions))
-            for p in sorted(partitions):
-                self.i32(p)
-            self.no_tags()
-
-
 def encode_key(key: ConsumerKey) -> bytes:
     w = RecordWriter()
     w.i16(key.version)
-    w.key_string(key.group_id)
+    w.string(key.group_id)
     if key.version in MEMBER_KEY_VERSIONS:
         if key.member_id is None:
             raise SchemaError(f"key version {key.version} needs a member id")
-        w.key_string(key.member_id)
+        w.string(key.member_id)
     return bytes(w.buf)
 
 
 def encode_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue / ConsumerGroupTargetAssignmentMetadataValue (same shape)."""
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(epoch)
     w.no_tags()
@@ -189,7 +133,7 @@ def encode_epoch_value(epoch: int) -> bytes:
 
 
 def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.array_len(len(topics))
     for t in topics:
@@ -203,7 +147,7 @@ def encode_partition_metadata_value(topics: Sequence[TopicMetadata]) -> bytes:
 
 
 def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.string(v.instance_id)
     w.string(v.rack_id)
@@ -220,7 +164,7 @@ def encode_member_metadata_value(v: MemberMetadataValue) -> bytes:
 
 
 def encode_target_member_value(assignment: Assignment) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.topic_partitions(assignment)
     w.no_tags()
@@ -228,7 +172,7 @@ def encode_target_member_value(assignment: Assignment) -> bytes:
 
 
 def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.i32(v.member_epoch)
     w.i32(v.previous_member_epoch)
@@ -242,87 +186,14 @@ def encode_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
 # ---------------------------------------------------------------- reading
 
 
-class RecordReader:
-    """Reads what ``RecordWriter`` writes (lengths checked against the record's size)."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise SchemaError("record ends early")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i8(self) -> int:
-        return int(struct.unpack(">b", self._take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise SchemaError("varint too long")
-
-    def key_string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise SchemaError("null string in a key")
-        return self._take(n).decode("utf-8")
-
-    def string(self) -> str | None:
-        n = self.uvarint()
-        return None if n == 0 else self._take(n - 1).decode("utf-8")
-
-    def required_string(self) -> str:
-        s = self.string()
-        if s is None:
-            raise SchemaError("null where a string is required")
-        return s
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1
-        if n > len(self.data):
-            raise SchemaError("array longer than the record")
-        return max(n, 0)
-
-    def uuid_(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-    def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
-        out: dict[uuid.UUID, frozenset[int]] = {}
-        for _ in range(self.array_len()):
-            topic_id = self.uuid_()
-            out[topic_id] = frozenset(self.i32() for _ in range(self.array_len()))
-            self.tags()
-        return out
-
-    def value_version(self) -> None:
-        version = self.i16()
-        if version != 0:
-            raise SchemaError(f"unknown consumer group value version {version}")
+def value_reader(data: bytes) -> RecordReader:
+    """A reader of a consumer, share or streams group record's value: version 0, then the
+    flexible form."""
+    r = RecordReader(data, flexible=True)
+    version = r.i16()
+    if version != 0:
+        raise SchemaError(f"unknown group record value version {version}")
+    return r
 
 
 def decode_key(data: bytes, versions: frozenset[int] = CONSUMER_KEY_VERSIONS) -> ConsumerKey:
@@ -331,8 +202,8 @@ def decode_key(data: bytes, versions: frozenset[int] = CONSUMER_KEY_VERSIONS) ->
     version = r.i16()
     if version not in versions:
         raise SchemaError(f"not a key version of this group type: {version}")
-    group_id = r.key_string()
-    member_id = r.key_string() if version in MEMBER_KEY_VERSIONS else None
+    group_id = r.string()
+    member_id = r.string() if version in MEMBER_KEY_VERSIONS else None
     return ConsumerKey(version, group_id, member_id)
 
 
@@ -341,25 +212,23 @@ def key_version(data: bytes) -> int:
 
 
 def decode_epoch_value(data: bytes) -> int:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     epoch = r.i32()
     r.tags()
     return epoch
 
 
 def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     out = []
     for _ in range(r.array_len()):
         topic_id = r.uuid_()
-        name = r.required_string()
+        name = r.string()
         count = r.i32()
         for _ in range(r.array_len()):
             r.i32()
             for _ in range(r.array_len()):
-                r.string()
+                r.nullable_string()
             r.tags()
         r.tags()
         out.append(TopicMetadata(topic_id, name, count))
@@ -368,16 +237,15 @@ def decode_partition_metadata_value(data: bytes) -> list[TopicMetadata]:
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
-    r = RecordReader(data)
-    r.value_version()
-    instance_id = r.string()
-    rack_id = r.string()
-    client_id = r.required_string()
-    client_host = r.required_string()
-    names = tuple(r.required_string() for _ in range(r.array_len()))
-    regex = r.string()
+    r = value_reader(data)
+    instance_id = r.nullable_string()
+    rack_id = r.nullable_string()
+    client_id = r.string()
+    client_host = r.string()
+    names = tuple(r.string() for _ in range(r.array_len()))
+    regex = r.nullable_string()
     rebalance_timeout = r.i32()
-    assignor = r.string()
+    assignor = r.nullable_string()
     r.tags()
     return MemberMetadataValue(
         instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor
@@ -385,16 +253,14 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     out = r.topic_partitions()
     r.tags()
     return out
 
 
 def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     epoch = r.i32()
     previous = r.i32()
     state = r.i8()

@@ -3,8 +3,10 @@ consumer group coordinators.
 
 ``topology``: the topology a client declares and what the coordinator makes of it (task counts,
 internal topics to create, status); ``assignor``: the sticky task assignor; ``model``: groups,
-members and the reconciliation of a member; ``coordinator``: the heartbeat, fencing and the
-offset-commit rules of streams groups.
+members and the reconciliation of a member; ``records``: the StreamsGroup* record layouts;
+``state_records``: a group's changes as those records and their replay; ``coordinator``: the
+heartbeat, fencing and the offset-commit rules of streams groups (what it shares with the
+consumer groups' is ``broker/group/modern.py``).
 
 ``install(classic, ...)`` creates ``StreamsGroups`` over the classic coordinator:
 it uses its timer and its offsets (the offset manager asks it about the groups it owns).
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.coordinator.log import KeyValue
+from tidelog.broker.group.modern import GroupRuntime
 from tidelog.broker.group.streams.coordinator import Host, StreamsGroups
 
 if TYPE_CHECKING:
@@ -69,11 +72,12 @@ def install(
         return waiter
 
     host = Host(
-        write=write,
-        now_ms=classic.timer.now_ms,
-        schedule=classic.timer.schedule,
-        cancel=classic.timer.cancel,
-        inactive_error=classic.metadata_log.inactive_error,
+        runtime=GroupRuntime(
+            write=write,
+            schedule=classic.timer.schedule,
+            cancel=classic.timer.cancel,
+            inactive_error=classic.metadata_log.inactive_error,
+        ),
         other_group=other_group,
         partitions=partitions,
         create_topics=create_topics,

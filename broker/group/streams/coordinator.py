@@ -29,7 +29,8 @@ timeout.
 State: every change is written as Kafka 4.4's StreamsGroup* records (``records``: group epoch,
 topology, member metadata, target assignment, current member assignment, tombstones for removed
 members) to the group's ``__consumer_offsets`` partition, and the heartbeat is answered once they
-are covered by the high watermark; at load ``replay`` rebuilds the groups from them.
+are covered by the high watermark (``state_records.diff_records``); at load ``replay`` rebuilds
+the groups from them (``state_records.apply_record``).
 
 Kafka divergence: the change is applied in memory, then written as the records of the
 difference (Kafka applies the records by replaying them); the metadata hash is written 0 (the
@@ -42,44 +43,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, KeyValue
+from tidelog.broker.group import modern
 from tidelog.broker.group.results import Refused
 from tidelog.broker.group.streams import records as rec
-from tidelog.broker.group.streams.assignor import MemberSpec, TaskAssignment, assign_tasks
+from tidelog.broker.group.streams.assignor import MemberSpec, assign_tasks
 from tidelog.broker.group.streams.model import (
-    EMPTY_TASKS,
     UNREVOKED_TASKS,
     StreamsGroup,
     StreamsMember,
     TaskSet,
     reconcile,
 )
+from tidelog.broker.group.streams.state_records import apply_record, diff_records, snapshot
 from tidelog.broker.group.streams.topology import Status, Topology, configure
 
 log = logging.getLogger("tidelog.group.streams")
 
 __all__ = ["Host", "StreamsGroups", "StreamsHeartbeat", "StreamsHeartbeatResult"]
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-
 
 @dataclass(frozen=True, slots=True)
 class Host:
     """What the streams-group protocol uses of the broker."""
 
-    #: append records to the group's partition (raises CoordinatorLogError); await for the HW
-    write: Callable[[str, Sequence[KeyValue]], Awaitable[None]]
-    now_ms: Callable[[], int]
-    schedule: Callable[[str, int, Callable[[], None]], None]
-    cancel: Callable[[str], None]
-    #: ErrorCode while the coordinator loads or is stopped, else None
-    inactive_error: Callable[[], ErrorCode | None]
+    #: writes, timers, load state
+    runtime: modern.GroupRuntime
     #: True when a classic or consumer group of that id exists
     other_group: Callable[[str], bool]
     #: name -> partition count of the topics that exist
@@ -134,6 +128,7 @@ class StreamsGroups:
         self.groups: dict[str, StreamsGroup] = {}
         self._creating: set[str] = set()
         self._shutdown: set[str] = set()
+        self.timers = modern.MemberTimers("streams", host.runtime)
 
     # ------------------------------------------------------------------ queries
     def owns(self, group_id: str) -> bool:
@@ -162,29 +157,23 @@ class StreamsGroups:
             (key(rec.METADATA_KEY), None),
             (key(rec.TOPOLOGY_KEY), None),
         ]
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing its deletion failed: %s", group_id, exc)
-            return True
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        modern.write_in_background(self.host.runtime, group_id, writes, "its deletion", log)
         return True
 
     # ------------------------------------------------------------------ heartbeat
     async def heartbeat(self, req: StreamsHeartbeat) -> StreamsHeartbeatResult:
-        error = self.host.inactive_error()
+        error = self.host.runtime.inactive_error()
         if error is not None:
             return StreamsHeartbeatResult(error, member_id=req.member_id)
-        before = _snapshot(self.groups.get(req.group_id))
+        before = snapshot(self.groups.get(req.group_id))
         try:
             result, create = self._heartbeat(req)
         except Refused as exc:
             return StreamsHeartbeatResult(exc.error, exc.message, req.member_id)
-        writes = _diff(req.group_id, before, self.groups.get(req.group_id))
+        writes = diff_records(req.group_id, before, self.groups.get(req.group_id))
         if writes:
             try:
-                await asyncio.wait_for(self.host.write(req.group_id, writes), 30)
+                await asyncio.wait_for(self.host.runtime.write(req.group_id, writes), 30)
             except CoordinatorLogError as exc:
                 return StreamsHeartbeatResult(exc.error, str(exc) or None, result.member_id)
             except TimeoutError:
@@ -204,18 +193,15 @@ class StreamsGroups:
             self._creating.difference_update(todo)
 
     def _validate(self, req: StreamsHeartbeat) -> None:
-        if not req.group_id:
-            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
-        if not req.member_id:
-            raise Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        modern.check_heartbeat(
+            req.group_id,
+            req.member_id,
+            req.instance_id,
+            req.member_epoch,
+            req.rebalance_timeout_ms,
+            member_id_always=True,
+        )
         if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise Refused(
-                    ErrorCode.invalid_request,
-                    "RebalanceTimeoutMs must be provided in first request.",
-                )
             if req.topology is None:
                 raise Refused(ErrorCode.invalid_request, "Topology must be non-null when joining.")
             if not req.process_id:
@@ -225,21 +211,16 @@ class StreamsGroups:
                     ErrorCode.invalid_request,
                     "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining.",
                 )
-        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise Refused(ErrorCode.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
-        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
-            raise Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
 
     def _group_for(self, req: StreamsHeartbeat) -> StreamsGroup:
         group = self.groups.get(req.group_id)
         if group is not None:
             return group
-        if self.host.other_group(req.group_id):
+        other = self.host.other_group(req.group_id)
+        if other or req.member_epoch != 0:
             raise Refused(
-                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a streams group."
+                ErrorCode.group_id_not_found, modern.group_not_found(req.group_id, "streams", other)
             )
-        if req.member_epoch != 0:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         group = StreamsGroup(req.group_id)
         self.groups[req.group_id] = group
         return group
@@ -250,7 +231,10 @@ class StreamsGroups:
         self._validate(req)
         group = self._group_for(req)
         session_ms, interval_ms, standby_replicas = self.host.settings(group.group_id)
-        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+        if req.member_epoch in (
+            modern.LEAVE_GROUP_MEMBER_EPOCH,
+            modern.LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        ):
             self._remove_member(group, req.member_id)
             return (
                 StreamsHeartbeatResult(
@@ -373,31 +357,13 @@ class StreamsGroups:
                     ErrorCode.unknown_member_id,
                     f"Member {req.member_id} is not a member of group {group.group_id}.",
                 )
-            if len(group.members) >= self.host.max_size:
-                raise Refused(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.host.max_size} members.",
-                )
+            modern.check_capacity("streams", len(group.members), self.host.max_size)
             return StreamsMember(member_id=req.member_id)
         if req.member_epoch == 0:
             return member  # a rejoin of a known member keeps its tasks until reconciled
-        if req.member_epoch > member.member_epoch:
-            raise Refused(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a greater member epoch ({req.member_epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The "
-                "member must abandon all its partitions and rejoin.",
-            )
-        if req.member_epoch < member.member_epoch and not (
-            req.member_epoch == member.previous_member_epoch
-        ):
-            raise Refused(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a smaller member epoch ({req.member_epoch}) "
-                f"than the one known by the group coordinator ({member.member_epoch}). The "
-                "member must abandon all its partitions and rejoin.",
-            )
+        modern.check_member_epoch(
+            "streams", req.member_epoch, member.member_epoch, member.previous_member_epoch
+        )
         return member
 
     def _compute_target(self, group: StreamsGroup, standby_replicas: int) -> None:
@@ -441,25 +407,21 @@ class StreamsGroups:
         if group.members.pop(member_id, None) is None:
             return
         group.targets.pop(member_id, None)
-        self.host.cancel(_session_key(group.group_id, member_id))
-        self.host.cancel(_rebalance_key(group.group_id, member_id))
+        self.timers.cancel(group.group_id, member_id)
         group.group_epoch += 1
         if not group.members:
             self._shutdown.discard(group.group_id)
 
     def _schedule_session(self, group_id: str, member_id: str, session_ms: int) -> None:
-        self.host.schedule(
-            _session_key(group_id, member_id),
-            session_ms,
-            lambda: self._fence(group_id, member_id),
+        self.timers.schedule_session(
+            group_id, member_id, session_ms, lambda: self._fence(group_id, member_id)
         )
 
     def _schedule_rebalance(self, group_id: str, member: StreamsMember, *, started: bool) -> None:
         """A member told to revoke tasks has its rebalance timeout, from the heartbeat that
         told it (``started``), to do it; it is fenced otherwise."""
-        key = _rebalance_key(group_id, member.member_id)
         if member.state != UNREVOKED_TASKS:
-            self.host.cancel(key)
+            self.timers.cancel_rebalance(group_id, member.member_id)
             return
         epoch = member.member_epoch
 
@@ -470,82 +432,26 @@ class StreamsGroups:
                 self._fence(group_id, member.member_id, "rebalance timeout")
 
         if started and member.rebalance_timeout_ms > 0:
-            self.host.schedule(key, member.rebalance_timeout_ms, expire)
+            self.timers.schedule_rebalance(
+                group_id, member.member_id, member.rebalance_timeout_ms, expire
+            )
 
     def _fence(self, group_id: str, member_id: str, why: str = "session timeout") -> None:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
         log.info("streams group %s: member %s fenced (%s)", group_id, member_id, why)
-        before = _snapshot(group)
+        before = snapshot(group)
         self._remove_member(group, member_id)
-        writes = _diff(group_id, before, group)
-        try:
-            waiter = self.host.write(group_id, writes)
-        except CoordinatorLogError as exc:
-            log.warning("group %s: writing the removal of %s failed: %s", group_id, member_id, exc)
-            return
-        task = asyncio.ensure_future(waiter)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        writes = diff_records(group_id, before, group)
+        modern.write_in_background(
+            self.host.runtime, group_id, writes, f"the removal of {member_id}", log
+        )
 
     # ------------------------------------------------------------------ load
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one StreamsGroup* record (at load)."""
-        k = rec.decode_key(key)
-        group = self.groups.get(k.group_id)
-        if k.version == rec.METADATA_KEY and value is None:
-            self.groups.pop(k.group_id, None)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = self.groups[k.group_id] = StreamsGroup(k.group_id)
-        mid = k.member_id or ""
-        if k.version == rec.METADATA_KEY and value is not None:
-            group.group_epoch = rec.decode_epoch(value)
-        elif k.version == rec.TOPOLOGY_KEY:
-            group.topology = None if value is None else rec.decode_topology_value(value)
-        elif k.version == rec.TARGET_ASSIGNMENT_METADATA_KEY:
-            group.target_epoch = 0 if value is None else rec.decode_epoch(value)
-        elif k.version == rec.TARGET_ASSIGNMENT_MEMBER_KEY:
-            if value is None:
-                group.targets.pop(mid, None)
-            else:
-                group.targets[mid] = rec.decode_target_member_value(value)
-        elif k.version == rec.MEMBER_METADATA_KEY:
-            if value is None:
-                group.members.pop(mid, None)
-                return
-            old = group.members.get(mid, StreamsMember(member_id=mid))
-            new = rec.decode_member_metadata_value(mid, value)
-            group.members[mid] = replace(
-                new,
-                member_epoch=old.member_epoch,
-                previous_member_epoch=old.previous_member_epoch,
-                state=old.state,
-                assigned=old.assigned,
-                revoking=old.revoking,
-            )
-        elif k.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
-            old = group.members.get(mid, StreamsMember(member_id=mid))
-            if value is None:
-                group.members[mid] = replace(
-                    old,
-                    member_epoch=0,
-                    previous_member_epoch=-1,
-                    assigned=EMPTY_TASKS,
-                    revoking=EMPTY_TASKS,
-                )
-                return
-            epoch, previous, state, assigned, revoking = rec.decode_current_assignment_value(value)
-            group.members[mid] = replace(
-                old,
-                member_epoch=epoch,
-                previous_member_epoch=previous,
-                state=state,
-                assigned=assigned,
-                revoking=revoking,
-            )
+        apply_record(self.groups, key, value)
 
     def loaded(self) -> None:
         """After the load: the topologies configured against today's topics, session timers
@@ -570,14 +476,7 @@ class StreamsGroups:
             return ErrorCode.group_id_not_found
         if member_epoch < 0 and not member_id and not group.members:
             return ErrorCode.none  # an admin or a client without group management
-        if not member_id:
-            return ErrorCode.unknown_member_id
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def validate_transactional_offset_commit(
         self, group_id: str, member_id: str, generation_id: int
@@ -593,102 +492,12 @@ class StreamsGroups:
         if member_id is None or (not member_id and member_epoch < 0):
             return ErrorCode.none
         group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if member is None:
+        if group is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return modern.offset_member_error(group.members, member_id, member_epoch)
 
     def is_subscribed(self, group_id: str, topic: str) -> bool:
         group = self.groups.get(group_id)
         if group is None or group.topology is None or not group.members:
             return False
         return topic in group.topology.topic_names()
-
-
-_Snapshot = tuple[int, int, Topology | None, dict[str, StreamsMember], dict[str, TaskAssignment]]
-
-
-def _snapshot(group: StreamsGroup | None) -> _Snapshot | None:
-    if group is None:
-        return None
-    return (
-        group.group_epoch,
-        group.target_epoch,
-        group.topology,
-        dict(group.members),
-        dict(group.targets),
-    )
-
-
-def _metadata_part(m: StreamsMember) -> StreamsMember:
-    return replace(
-        m,
-        member_epoch=0,
-        previous_member_epoch=-1,
-        state="",
-        assigned=EMPTY_TASKS,
-        revoking=EMPTY_TASKS,
-    )
-
-
-def _assignment_part(m: StreamsMember) -> tuple[int, int, str, TaskSet, TaskSet]:
-    return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.revoking)
-
-
-def _diff(group_id: str, before: _Snapshot | None, group: StreamsGroup | None) -> list[KeyValue]:
-    """The StreamsGroup* records that take ``before`` to ``group`` (Kafka's order: member
-    metadata, group epoch, topology, target assignment, current assignments)."""
-    if group is None:
-        return []
-    epoch, target_epoch, topology, members, targets = before or (0, 0, None, {}, {})
-    fresh = before is None
-
-    def key(version: int, member_id: str | None = None) -> bytes:
-        return rec.encode_key(rec.StreamsKey(version, group_id, member_id))
-
-    out: list[KeyValue] = []
-    for mid in sorted(set(members) - set(group.members)):
-        out.append((key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid), None))
-        if mid in targets:
-            out.append((key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), None))
-        out.append((key(rec.MEMBER_METADATA_KEY, mid), None))
-    for mid, m in sorted(group.members.items()):
-        old = members.get(mid)
-        if old is None or _metadata_part(old) != _metadata_part(m):
-            out.append((key(rec.MEMBER_METADATA_KEY, mid), rec.encode_member_metadata_value(m)))
-    if fresh or group.group_epoch != epoch:
-        out.append((key(rec.METADATA_KEY), rec.encode_metadata_value(group.group_epoch)))
-    if group.topology is not None and group.topology != topology:
-        out.append((key(rec.TOPOLOGY_KEY), rec.encode_topology_value(group.topology)))
-    if group.target_epoch != target_epoch:
-        for mid, t in sorted(group.targets.items()):
-            if targets.get(mid) != t:
-                out.append(
-                    (key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, mid), rec.encode_target_member_value(t))
-                )
-        out.append(
-            (
-                key(rec.TARGET_ASSIGNMENT_METADATA_KEY),
-                rec.encode_assignment_epoch_value(group.target_epoch),
-            )
-        )
-    for mid, m in sorted(group.members.items()):
-        old = members.get(mid)
-        if old is None or _assignment_part(old) != _assignment_part(m):
-            out.append(
-                (
-                    key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, mid),
-                    rec.encode_current_assignment_value(m),
-                )
-            )
-    return out
-
-
-def _rebalance_key(group_id: str, member_id: str) -> str:
-    return f"streams-rebalance:{group_id}:{member_id}"
-
-
-def _session_key(group_id: str, member_id: str) -> str:
-    return f"streams-session:{group_id}:{member_id}"

@@ -27,7 +27,7 @@ key   key fields                                  value (version 0) fields
 from __future__ import annotations
 
 from tidelog.broker.group.consumer import records as consumer_records
-from tidelog.broker.group.consumer.records import ConsumerKey, RecordReader, RecordWriter
+from tidelog.broker.group.consumer.records import ConsumerKey, value_reader
 from tidelog.broker.group.streams.assignor import TaskAssignment, Tasks
 from tidelog.broker.group.streams.model import (
     STABLE,
@@ -37,6 +37,7 @@ from tidelog.broker.group.streams.model import (
     TaskSet,
 )
 from tidelog.broker.group.streams.topology import Subtopology, TopicInfo, Topology
+from tidelog.protocol.internal_topics.consumer_offsets import RecordReader, RecordWriter
 
 __all__ = [
     "STREAMS_KEY_VERSIONS",
@@ -71,7 +72,7 @@ def decode_key(data: bytes) -> StreamsKey:
 
 
 def _value() -> RecordWriter:
-    w = RecordWriter()
+    w = RecordWriter(flexible=True)
     w.i16(0)
     return w
 
@@ -90,7 +91,7 @@ def _tasks(w: RecordWriter, tasks: Tasks) -> None:
 def _read_tasks(r: RecordReader) -> dict[str, frozenset[int]]:
     out: dict[str, frozenset[int]] = {}
     for _ in range(r.array_len()):
-        s = r.required_string()
+        s = r.string()
         out[s] = frozenset(r.i32() for _ in range(r.array_len()))
         r.tags()
     return out
@@ -108,8 +109,7 @@ def encode_metadata_value(epoch: int) -> bytes:
 
 
 def decode_epoch(data: bytes) -> int:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     return r.i32()  # the rest (metadata hash, tags) is not needed
 
 
@@ -147,24 +147,23 @@ def encode_member_metadata_value(m: StreamsMember) -> bytes:
 
 
 def decode_member_metadata_value(member_id: str, data: bytes) -> StreamsMember:
-    r = RecordReader(data)
-    r.value_version()
-    instance_id = r.string()
-    rack_id = r.string()
-    client_id = r.required_string()
-    client_host = r.required_string()
+    r = value_reader(data)
+    instance_id = r.nullable_string()
+    rack_id = r.nullable_string()
+    client_id = r.string()
+    client_host = r.string()
     rebalance_timeout_ms = r.i32()
     topology_epoch = r.i32()
-    process_id = r.required_string()
+    process_id = r.string()
     endpoint = None
     if r.i8() >= 0:
-        host = r.required_string()
+        host = r.string()
         port = (r.i8() & 0xFF) << 8 | (r.i8() & 0xFF)
         r.tags()
         endpoint = (host, port)
     tags = []
     for _ in range(r.array_len()):
-        tags.append((r.required_string(), r.required_string()))
+        tags.append((r.string(), r.string()))
         r.tags()
     r.tags()
     return StreamsMember(
@@ -191,8 +190,7 @@ def encode_target_member_value(t: TaskAssignment) -> bytes:
 
 
 def decode_target_member_value(data: bytes) -> TaskAssignment:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     active = _read_tasks(r)
     standby = _read_tasks(r)
     warmup = _read_tasks(r)
@@ -216,8 +214,7 @@ def encode_current_assignment_value(m: StreamsMember) -> bytes:
 def decode_current_assignment_value(
     data: bytes,
 ) -> tuple[int, int, str, TaskSet, TaskSet]:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     epoch = r.i32()
     previous = r.i32()
     state = _STATE_NAMES.get(r.i8(), STABLE)
@@ -244,12 +241,12 @@ def _topic_infos(w: RecordWriter, infos: tuple[TopicInfo, ...]) -> None:
 def _read_topic_infos(r: RecordReader) -> tuple[TopicInfo, ...]:
     out = []
     for _ in range(r.array_len()):
-        name = r.required_string()
+        name = r.string()
         partitions = r.i32()
         rf = r.i16()
         configs = []
         for _ in range(r.array_len()):
-            configs.append((r.required_string(), r.required_string()))
+            configs.append((r.string(), r.string()))
             r.tags()
         r.tags()
         out.append(TopicInfo(name, partitions, rf, tuple(configs)))
@@ -291,16 +288,15 @@ def encode_topology_value(t: Topology) -> bytes:
 
 
 def decode_topology_value(data: bytes) -> Topology:
-    r = RecordReader(data)
-    r.value_version()
+    r = value_reader(data)
     epoch = r.i32()
     subs = []
     for _ in range(r.array_len()):
-        sid = r.required_string()
-        sources = tuple(r.required_string() for _ in range(r.array_len()))
-        regex = tuple(r.required_string() for _ in range(r.array_len()))
+        sid = r.string()
+        sources = tuple(r.string() for _ in range(r.array_len()))
+        regex = tuple(r.string() for _ in range(r.array_len()))
         changelogs = _read_topic_infos(r)
-        sinks = tuple(r.required_string() for _ in range(r.array_len()))
+        sinks = tuple(r.string() for _ in range(r.array_len()))
         rep_sources = _read_topic_infos(r)
         groups = []
         for _ in range(r.array_len()):

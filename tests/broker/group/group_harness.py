@@ -8,12 +8,12 @@ import struct
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from tidelog.broker.coordinator.log import MemoryCoordinatorLog
+from tests.support.coordinator_log import MemoryCoordinatorLog
+from tests.support.manual_timer import ManualTimer
 from tidelog.broker.group.config import GroupConfig
 from tidelog.broker.group.coordinator import GroupCoordinator
 from tidelog.broker.group.membership import JoinRequest
 from tidelog.broker.group.results import JoinGroupResult, Protocol, SyncGroupResult
-from tidelog.broker.group.timer import ManualTimer
 
 T = TypeVar("T")
 

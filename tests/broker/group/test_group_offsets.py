@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.broker.group.group_harness import CONFIG, Harness, done, run, subscription
 from tests.broker.group.test_group_membership import stable_group
-from tidelog.broker.coordinator.log import MemoryCoordinatorLog
+from tests.support.coordinator_log import MemoryCoordinatorLog
 from tidelog.broker.group.results import CommitPartition, MemberIdentity
 from tidelog.broker.group.state import GroupState
 from tidelog.protocol.internal_topics.consumer_offsets import (
@@ -47,6 +47,15 @@ async def test_simple_commit_creates_group_and_fetches() -> None:
         ("t", [0, 1])
     ]
     assert h.coord.fetch_offsets("nobody", None).topics == ()
+
+
+@run
+async def test_group_count_counts_each_group_once() -> None:
+    h = await Harness().start()
+    assert h.coord.group_count() == 0
+    await h.coord.commit_offsets("simple", -1, "", parts(("t", 0, 10)))
+    await h.coord.commit_offsets("other", -1, "", parts(("t", 0, 10)))
+    assert h.coord.group_count() == 2
 
 
 @run

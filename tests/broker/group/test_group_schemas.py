@@ -14,6 +14,8 @@ from tidelog.protocol.internal_topics.consumer_offsets import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    RecordReader,
+    RecordWriter,
     SchemaError,
     decode_group_metadata_value,
     decode_key,
@@ -225,3 +227,32 @@ def test_group_metadata_round_trip(
 ) -> None:
     value = GroupMetadataValue("consumer", generation, protocol, leader, 5, tuple(members))
     assert decode_group_metadata_value(encode_group_metadata_value(value)) == value
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=20)), max_size=5),
+    st.binary(max_size=20),
+    st.booleans(),
+)
+def test_record_writer_and_reader_agree_in_both_forms(
+    strings: list[str | None], blob: bytes, flexible: bool
+) -> None:
+    w = RecordWriter(flexible=flexible)
+    w.array_len(len(strings))
+    for text in strings:
+        w.string(text)
+    w.bytes_(blob)
+    w.no_tags()
+    r = RecordReader(bytes(w.buf), flexible=flexible)
+    assert [r.nullable_string() for _ in range(r.array_len())] == strings
+    assert r.bytes_() == blob
+    r.tags()
+    assert r.pos == len(w.buf)
+
+
+def test_record_reader_checks_an_array_length_against_the_record() -> None:
+    with pytest.raises(SchemaError, match="longer than the record"):
+        RecordReader(struct.pack(">i", 1_000_000) + b"x").array_len()
+    with pytest.raises(SchemaError, match="null array"):
+        RecordReader(struct.pack(">i", -1)).array_len()
+    assert RecordReader(b"\x00", flexible=True).array_len() == 0  # a null compact array
