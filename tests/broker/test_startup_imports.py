@@ -1,7 +1,7 @@
 """The import budget of a start: what ``tidelog serve`` imports before it answers ApiVersions.
 
 Imports were most of the start-up time (issue 26: ~230 ms of 370-460 ms). A fresh interpreter
-runs ``tidelog serve`` (``broker.cli.main``, the console script's function) on an empty log
+runs ``tidelog serve`` (``tidelog.cli.main``, the console script's function) on an empty log
 dir; the moment its listener accepts connections (before the coordinators and the other
 handlers are imported, ``Broker._start_services``) it records ``sys.modules``, then stops the
 broker with SIGTERM. Modules are counted, not milliseconds, so the check is stable on a
@@ -40,8 +40,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = r"""
 import json, os, signal, sys
-from tidelog.broker import cli
-cli._keep_test_libraries_out()  # as ``serve`` does before it imports the broker
+import tidelog.cli as cli
+from tidelog.cli import serve
+serve._keep_test_libraries_out()  # as ``serve`` does before it imports the broker
 from tidelog.broker.server import ListenerServer
 
 # The moment the listener accepts connections (``serve``; ``start`` before bind/serve existed,
