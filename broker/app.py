@@ -53,7 +53,7 @@ from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
-from tidelog.storage import LogManager, PartitionLog
+from tidelog.storage import LogManager
 from tidelog.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported laz
     from tidelog.broker.group.streams import StreamsGroups
     from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.txn.coordinator import TransactionCoordinator
+    from tidelog.storage import PartitionLog
     from tidelog.storage.cleaner import LogCleaner
 
 log = logging.getLogger("tidelog.broker")
@@ -220,6 +221,9 @@ class Broker:
         # Streams groups (KIP-1071, broker/group/streams/): set by broker/coordinators.py.
         self.streams_groups: StreamsGroups | None = None
         self.listeners: list[ListenerServer] = []
+        #: Set once the listeners answer ApiVersions; ``start`` goes on with the services
+        #: (requests other than ApiVersions wait for them, ``Router.hold_until``).
+        self.answering = asyncio.Event()
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
             config.get_int("max.connections"), config.get_int("max.connections.per.ip")
@@ -391,6 +395,7 @@ class Broker:
         try:
             for server in self.listeners:
                 await server.serve()
+            self.answering.set()
             await self._start_services()
         except BaseException:
             started.set_result(False)
