@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -180,6 +179,8 @@ def load_log_dir(
         if name.endswith(DELETE_DIR_SUFFIX):
             # Kafka divergence: Kafka waits file.delete.delay.ms again after a restart.
             logger.info("removing deleted partition dir %s", path)
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             continue
         parsed = parse_partition_dir_name(path.name)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -377,6 +376,8 @@ class LogManager:
                 (p, t) for p, t in self._pending_dir_deletes if now_ms - t < delay
             ]
         for path in due:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
 
     # -- periodic work -------------------------------------------------------------------------
@@ -487,6 +488,8 @@ def _remove_new_partition_dir(directory: Path) -> None:
     except FileNotFoundError:
         pass
     except OSError:
+        import shutil
+
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():
             logger.error("cannot remove %s: remove it by hand", directory)
