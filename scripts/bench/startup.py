@@ -52,12 +52,8 @@ TARGET_RSS_MB = 40.0
 GOAL_SERVE_RATIO = 1.5
 GOAL_EMBEDDED_RATIO = 2.0
 
-#: The floor of ``tidelog serve``: what any asyncio+ssl+uvloop server in this venv costs to
-#: start and answer one frame (argv[1]: the port).
-_SERVE_FLOOR = r"""
-import asyncio, ssl, struct, sys
-import uvloop
-
+#: The floors' server: answers every frame with its correlation id (all a probe reads).
+_ANSWER = r"""
 class Answer(asyncio.Protocol):
     def connection_made(self, transport):
         self.transport, self.data = transport, b""
@@ -67,6 +63,18 @@ class Answer(asyncio.Protocol):
             n = struct.unpack(">i", self.data[:4])[0]
             frame, self.data = self.data[4:4 + n], self.data[4 + n:]
             self.transport.write(struct.pack(">i", 6) + frame[4:8] + b"\0\0")
+"""
+
+#: The floor of ``tidelog serve``: what any asyncio+ssl+uvloop server in this venv costs to
+#: start and answer one frame (argv[1]: the port).
+_SERVE_FLOOR = (
+    r"""
+import asyncio, ssl, struct, sys
+import uvloop
+
+"""
+    + _ANSWER
+    + r"""
 
 async def main():
     server = await asyncio.get_running_loop().create_server(Answer, "127.0.0.1", int(sys.argv[1]))
@@ -74,24 +82,20 @@ async def main():
 
 uvloop.run(main())
 """
+)
 
 #: The floor of the embedded broker: a fresh process imports what an in-process uvloop server
 #: needs, binds it on a loop in a thread, and gets one answer (``ready_ms``).
-_EMBEDDED_FLOOR = r"""
+_EMBEDDED_FLOOR = (
+    r"""
 import json, sys, time
 t0 = time.perf_counter()
 import asyncio, ssl, struct, threading
 import uvloop
 
-class Answer(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport, self.data = transport, b""
-    def data_received(self, data):
-        self.data += data
-        while len(self.data) >= 4 and len(self.data) >= 4 + struct.unpack(">i", self.data[:4])[0]:
-            n = struct.unpack(">i", self.data[:4])[0]
-            frame, self.data = self.data[4:4 + n], self.data[4 + n:]
-            self.transport.write(struct.pack(">i", 6) + frame[4:8] + b"\0\0")
+"""
+    + _ANSWER
+    + r"""
 
 ready, port = threading.Event(), []
 
@@ -112,6 +116,7 @@ t2 = time.perf_counter()
 print(json.dumps({"import_ms": (t1 - t0) * 1000, "ready_ms": (t2 - t0) * 1000,
                   "cpu_ms": time.process_time() * 1000}))
 """
+)
 KIP_974 = {
     "native image (KIP-974)": "start 110-140 ms, 230-540 MB",
     "JVM broker (KIP-974)": "start ~1.2 s, ~1 GB",
