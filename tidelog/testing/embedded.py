@@ -214,7 +214,7 @@ def _kio_without_hypothesis() -> Iterator[None]:
     """Import kio (the broker code's first import of it) without Hypothesis.
 
     kio imports ``hypothesis.strategies`` when it is installed, to register strategies for its
-    types: ~250 ms of CPU and ~40 MB that a broker never uses. When neither is imported yet in
+    types: ~250 ms of CPU that a broker never uses. When neither is imported yet in
     this process, Hypothesis is hidden while kio loads and shown again at once, so the host can
     still import and use it (only kio's own strategies for its wire types are not registered).
     A process that imported Hypothesis or kio first is left as it is.
