@@ -55,13 +55,12 @@ from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig
 from tidelog.config.topic import effective_topic_config
 from tidelog.protocol.errors import ErrorCode
-from tidelog.storage import LogManager, PartitionLog
+from tidelog.storage import LogManager
 from tidelog.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
 
 if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported lazily there
     from tidelog.broker.coordinator.partition_writer import PartitionWriter
@@ -69,6 +68,8 @@ if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported laz
     from tidelog.broker.group.streams import StreamsGroups
     from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.txn.coordinator import TransactionCoordinator
+    from tidelog.storage import PartitionLog
+    from tidelog.storage.cleaner import LogCleaner
 
 log = logging.getLogger("tidelog.broker")
 
@@ -169,18 +170,9 @@ class Broker:
             monotonic_ms,
         )
         self.metrics.extra_families.append(self.client_quotas.managers.families)
-        # Log compaction (storage/cleaner): log.cleaner.threads threads, started once the topics
-        # are loaded, stopped before storage shuts down.
-        self.log_cleaner = LogCleaner(
-            self.log_manager,
-            # Names this build does not define keep the cleaner's defaults; asking config.get
-            # would build an "unknown setting" error (with spelling hints) only to drop it.
-            CleanerConfig.from_lookup(lambda name: config.values.get(name)),
-            compaction_config=lambda pl: compaction_config_from(
-                self.topics.effective_config(pl.topic)
-            ),
-            clock=clock,
-        )
+        # Log compaction (storage/cleaner): made by ``_start_services`` (after the first answer),
+        # log.cleaner.threads threads, stopped before storage shuts down.
+        self.log_cleaner: LogCleaner
         self.partitions = HighWatermarkWaiters()
         #: Produce answers encoded at append time, sent once the fsync covering them returns.
         self.held_answers = HeldAnswers(
@@ -224,6 +216,9 @@ class Broker:
         # Streams groups (KIP-1071, broker/group/streams/): set by broker/coordinators.py.
         self.streams_groups: StreamsGroups | None = None
         self.listeners: list[ListenerServer] = []
+        #: Set once the listeners answer ApiVersions; ``start`` goes on with the services
+        #: (requests other than ApiVersions wait for them, ``Router.hold_until``).
+        self.answering = asyncio.Event()
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
             config.get_int("max.connections"), config.get_int("max.connections.per.ip")
@@ -395,6 +390,7 @@ class Broker:
         try:
             for server in self.listeners:
                 await server.serve()
+            self.answering.set()
             await self._start_services()
         except BaseException:
             started.set_result(False)
@@ -407,13 +403,18 @@ class Broker:
         thread meanwhile, so the loop is free to answer."""
         await self.run_blocking(
             coordinators.import_modules,
-            (*coordinators.modules_for(self.config), *self.router.modules()),
+            (
+                *coordinators.modules_for(self.config),
+                *self.router.modules(),
+                "tidelog.storage.cleaner",
+            ),
         )
         coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
             await service.start()
             self._services_started.append(service)
+        self.log_cleaner = self._new_log_cleaner()
         self.log_cleaner.startup()
         self._cleaner_started = True
         self._periodic = [
@@ -439,6 +440,21 @@ class Broker:
             ),
             asyncio.ensure_future(self._every(DELETE_TICK_S, self._delete_expired)),
         ]
+
+    def _new_log_cleaner(self) -> LogCleaner:
+        from tidelog.storage.cleaner import CleanerConfig, LogCleaner, compaction_config_from
+
+        config = self.config
+        return LogCleaner(
+            self.log_manager,
+            # Names this build does not define keep the cleaner's defaults; asking config.get
+            # would build an "unknown setting" error (with spelling hints) only to drop it.
+            CleanerConfig.from_lookup(lambda name: config.values.get(name)),
+            compaction_config=lambda pl: compaction_config_from(
+                self.topics.effective_config(pl.topic)
+            ),
+            clock=self.clock,
+        )
 
     async def _bind_listeners(self) -> None:
         max_request = self.config.socket_request_max_bytes

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from tidelog.config.definitions import ConfigDef
@@ -23,6 +22,8 @@ class ConfigError(ValueError):
 
 
 def unknown_name_error(name: str, known: Iterable[str], what: str = "setting") -> ConfigError:
+    import difflib  # only on an error
+
     names = list(known)
     close = difflib.get_close_matches(name, names, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""

@@ -13,7 +13,7 @@
 set -eu
 
 # The helper module that answers the questions below (one place to change if it moves).
-ENTRYPOINT_HELPER=tidelog.broker.docker_entrypoint
+ENTRYPOINT_HELPER=tidelog.cli.docker_entrypoint
 
 check_dirs() {
   # Only real settings: --help, --version and bad flags print nothing here (serve prints them).

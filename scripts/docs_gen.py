@@ -30,7 +30,7 @@ HELP_COLUMNS = "100"
 def _commands() -> dict[str, tuple[str, argparse.ArgumentParser]]:
     """Every ``tidelog`` command: name -> (one-line help, its parser)."""
     os.environ["COLUMNS"] = HELP_COLUMNS  # argparse wraps help to the terminal's width
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

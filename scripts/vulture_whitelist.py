@@ -16,6 +16,10 @@ _.data_received  # asyncio.Protocol: bytes arrived
 _.pause_writing  # asyncio.Protocol: the transport's write buffer is above its high mark
 _.resume_writing  # asyncio.Protocol: ... and back below its low mark
 
+# Python calls a module's __getattr__ for a name it lacks (PEP 562: lazy imports in
+# storage/__init__.py and tidelog/testing/__init__.py).
+_.__getattr__  # PEP 562 module attribute hook
+
 # PySpark's Python data source API calls these (analytics/source.py, analytics/sink.py).
 _.streamReader  # pyspark DataSource: the streaming reader of spark.readStream
 _.streamWriter  # pyspark DataSource: the streaming writer of writeStream

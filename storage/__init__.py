@@ -11,6 +11,8 @@ retention, reads and look-ups may run in worker threads concurrently (see ``stor
 This package never imports ``broker``, ``protocol``, ``config`` or ``analytics``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import errors
 from .batch import RecordBatchHeader, iter_batches, parse_batch_header, verify_crc
 from .config import LogConfig
@@ -26,9 +28,21 @@ from .errors import (
     UnsupportedMessageFormatError,
 )
 from .info import AppendInfo, FetchDataInfo, FileRegion, ReadInfo
-from .log import PartitionLog
 from .manager import LogManager
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
+
+
+def __getattr__(name: str) -> Any:
+    """``PartitionLog`` is imported on first use (an empty log dir starts without it)."""
+    if name == "PartitionLog":
+        from .log import PartitionLog
+
+        return PartitionLog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FetchDataInfo",

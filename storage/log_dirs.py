@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -33,14 +33,16 @@ from .errors import KafkaStorageError, LogDirNotFoundError, StorageError
 from .fileio import fsync_dir
 from .local_log import parse_partition_dir_name
 from .lockfile import LogDirLock
-from .log import PartitionLog
 from .metadata import (
     META_PROPERTIES_FILE,
     kafka_uuid_string,
     read_meta_properties,
     write_meta_properties,
 )
-from .recovery import PROGRESS_INTERVAL_S
+
+# The partition log and its recovery code are imported by the first partition a dir holds.
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -59,7 +61,7 @@ DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
 #: Opens one partition dir: ``(path, recovery point, log start offset, clean shutdown)``.
-OpenLog = Callable[[Path, int, int, bool], PartitionLog]
+OpenLog = Callable[[Path, int, int, bool], "PartitionLog"]
 
 
 def lock_log_dirs(log_dirs: Sequence[Path]) -> list[LogDirLock]:
@@ -177,6 +179,8 @@ def load_log_dir(
         if name.endswith(DELETE_DIR_SUFFIX):
             # Kafka divergence: Kafka waits file.delete.delay.ms again after a restart.
             logger.info("removing deleted partition dir %s", path)
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             continue
         parsed = parse_partition_dir_name(path.name)
@@ -199,6 +203,9 @@ def load_log_dir(
     # unless recovery cut or found unflushed bytes): more threads only contend for the GIL
     # (2,000 small partitions: 0.55 s by one thread, 0.8-1.0 s by eight, on 2 cores).
     threads = min(threads, len(found))
+    if found:
+        from .recovery import PROGRESS_INTERVAL_S
+
     opened: list[PartitionLog] = []
     started = logged = time.monotonic()
     with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="log-recovery") as pool:

@@ -36,12 +36,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -53,8 +53,8 @@ from .config import LogConfig
 from .errors import KafkaStorageError, StorageError
 from .file_handles import FileHandleCache
 from .fileio import fsync_dir
+from .local_log import wall_clock_ms
 from .lockfile import LogDirLock
-from .log import PartitionLog, wall_clock_ms
 from .log_dirs import (
     CLEAN_SHUTDOWN_FILE,
     DELETE_DIR_SUFFIX,
@@ -68,6 +68,11 @@ from .metadata import (
     write_new_partition_metadata,
 )
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file_name
+
+# The partition log (and the record, transaction and recovery code under it) is imported by
+# the first partition opened or created: an empty log dir starts without it.
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
 
@@ -170,6 +175,8 @@ class LogManager:
     def _open_log(
         self, path: Path, recovery_point: int, log_start_offset: int, clean_shutdown: bool
     ) -> PartitionLog:
+        from .log import PartitionLog
+
         return PartitionLog(
             path,
             self.default_config,
@@ -270,6 +277,8 @@ class LogManager:
                 with made_lock:
                     made_dirs.append(directory)
             write_new_partition_metadata(directory, topic_id)
+            from .log import PartitionLog
+
             log = PartitionLog(
                 directory,
                 config,
@@ -367,6 +376,8 @@ class LogManager:
                 (p, t) for p, t in self._pending_dir_deletes if now_ms - t < delay
             ]
         for path in due:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
 
     # -- periodic work -------------------------------------------------------------------------
@@ -471,6 +482,8 @@ def _remove_new_partition_dir(directory: Path) -> None:
     except FileNotFoundError:
         pass
     except OSError:
+        import shutil
+
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():
             logger.error("cannot remove %s: remove it by hand", directory)

@@ -21,10 +21,7 @@ credentials through this module.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
-import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,7 +62,11 @@ class ScramCredential:
     iterations: int
 
 
+# hashlib, hmac and secrets are imported by the first SCRAM computation: a broker that reads
+# no credential starts without them.
 def hmac_digest(hash_name: str, key: bytes, msg: bytes) -> bytes:
+    import hmac
+
     return hmac.new(key, msg, hash_name).digest()
 
 
@@ -73,6 +74,8 @@ def credential_from_salted_password(
     mechanism: str, salt: bytes, salted_password: bytes, iterations: int
 ) -> ScramCredential:
     hash_name = MECHANISMS[mechanism][0]
+    import hashlib
+
     client_key = hmac_digest(hash_name, salted_password, b"Client Key")
     stored_key = hashlib.new(hash_name, client_key).digest()
     server_key = hmac_digest(hash_name, salted_password, b"Server Key")
@@ -80,6 +83,8 @@ def credential_from_salted_password(
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    import hashlib
+
     hash_name = MECHANISMS[mechanism][0]
     return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
 
@@ -87,6 +92,8 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
 def credential_from_password(
     mechanism: str, password: str, iterations: int, salt: bytes | None = None
 ) -> ScramCredential:
+    import secrets
+
     salt = salt if salt is not None else secrets.token_bytes(32)
     salted = salted_password(mechanism, password, salt, iterations)
     return credential_from_salted_password(mechanism, salt, salted, iterations)

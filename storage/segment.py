@@ -42,7 +42,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import random
 import struct
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -143,11 +142,11 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_based_ms: int | None = None
         self.created_ms = now_ms
-        self.roll_jitter_ms = (
-            random.randrange(min(config.segment_jitter_ms, config.segment_ms))
-            if config.segment_jitter_ms > 0
-            else 0
-        )
+        self.roll_jitter_ms = 0
+        if config.segment_jitter_ms > 0:
+            import random  # segment.jitter.ms is 0 unless set
+
+            self.roll_jitter_ms = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
         self.dirty = False  # loaded files were fsynced (or are recovered, which marks them)
         self.deleted_at_ms: int | None = None
         self.unchecked = UncheckedBytes(self._size)  # CRCs of loaded bytes: checked on read

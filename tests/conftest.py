@@ -1,6 +1,6 @@
 """Shared fixtures: a REAL tidelog broker in a subprocess.
 
-The broker is started exactly as ``tidelog serve`` is (``python -m tidelog.broker.cli serve``)
+The broker is started exactly as ``tidelog serve`` is (``python -m tidelog serve``)
 on a free 127.0.0.1 port with a temporary log dir, and the fixture waits for its "tidelog
 listening on" line. Tear-down sends SIGTERM and checks that the broker exits 0 (graceful shutdown).
 

@@ -1,10 +1,13 @@
 """tidelog: a single-node broker that speaks the Apache Kafka wire protocol.
 
 Every import name lives under ``tidelog.``: ``tidelog.broker``, ``tidelog.protocol``,
-``tidelog.storage``, ``tidelog.config``, ``tidelog.analytics`` and ``tidelog.testing``. In the
-repository the first five are the top-level folders ``broker/``, ``protocol/``, ...
-(``tidelog/<name>`` is a link to each), so that installing tidelog never puts a package named
-``config`` or ``storage`` into site-packages.
+``tidelog.storage``, ``tidelog.config``, ``tidelog.analytics``, ``tidelog.schema``,
+``tidelog.tools``, ``tidelog.cli`` and ``tidelog.testing``. In the repository all but the last
+are top-level folders (``broker/``, ``protocol/``, ..., ``cli/``; ``tidelog/<name>`` is a link to
+each), so that installing tidelog never puts a package named ``config`` or ``storage`` into
+site-packages.
+
+``python -m tidelog`` and the ``tidelog`` console script run the command, ``tidelog.cli.main``.
 
 ``tidelog.Broker`` is the embedded broker (``tidelog.testing.embedded.EmbeddedBroker``)::
 

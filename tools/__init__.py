@@ -1,1 +1,1 @@
-"""Plug-in sub-commands of ``tidelog`` (see broker/cli.py)."""
+"""Plug-in sub-commands of ``tidelog`` (see cli/__init__.py)."""

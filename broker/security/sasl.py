@@ -58,7 +58,9 @@ class SecurityEvents(Protocol):
     credentials, the clocks, and where it reports its outcomes (counted and logged:
     ``security.service.BrokerSecurity`` implements it)."""
 
-    scram: ScramCredentialStore
+    @property
+    def scram(self) -> ScramCredentialStore: ...
+
     #: session expiry (monotonic seconds)
     monotonic: Callable[[], float]
     #: token lifetimes (ms since the epoch)

@@ -9,17 +9,24 @@ flood the log, and each one is counted (``tidelog_authentication_failures_total`
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tidelog.broker.security.acls import Operation, ResourceType
-from tidelog.broker.security.authorizer import ACL_FILE, AUTHORIZER_ALIASES, Authorizer
-from tidelog.broker.security.listener import ListenerSecurity, listener_security
-from tidelog.broker.security.sasl import ConnectionSecurity
-from tidelog.broker.security.scram import STORE_FILE, ScramCredentialStore
 from tidelog.config import BrokerConfig, ConfigError
+from tidelog.storage.scram_credentials import STORE_FILE
+
+# The listeners' TLS/SASL code, SCRAM and the authorizer are imported when a listener, a
+# credential or authorizer.class.name needs them: a PLAINTEXT broker starts without them.
+if TYPE_CHECKING:
+    from tidelog.broker.security.acls import Operation, ResourceType
+    from tidelog.broker.security.authorizer import Authorizer
+    from tidelog.broker.security.listener import ListenerSecurity
+    from tidelog.broker.security.sasl import ConnectionSecurity
+    from tidelog.broker.security.scram import ScramCredentialStore
 
 log = logging.getLogger("tidelog.security")
 authorizer_log = logging.getLogger("tidelog.authorizer")
@@ -52,10 +59,14 @@ class BrokerSecurity:
         self.monotonic = monotonic
         self.wall_ms = wall_ms
         self.listeners: dict[str, ListenerSecurity] = {}
-        self.scram = ScramCredentialStore(log_dir / STORE_FILE)
+        self._scram_path = log_dir / STORE_FILE
+        if self._scram_path.exists():
+            self.scram  # noqa: B018 - read now: a damaged file refuses the start
         self.authorizer: Authorizer | None = None
         class_name = str(config.get("authorizer.class.name") or "").strip()
         if class_name:
+            from tidelog.broker.security.authorizer import ACL_FILE, AUTHORIZER_ALIASES, Authorizer
+
             if class_name not in AUTHORIZER_ALIASES:
                 raise ConfigError(
                     "authorizer.class.name",
@@ -75,10 +86,20 @@ class BrokerSecurity:
         self.denials = 0
         self._last_logged: dict[tuple[str, ...], float] = {}
 
+    @functools.cached_property
+    def scram(self) -> ScramCredentialStore:
+        """The SCRAM credentials (the store file read on first use, or at start when it
+        exists)."""
+        from tidelog.broker.security.scram import ScramCredentialStore
+
+        return ScramCredentialStore(self._scram_path)
+
     def configure_listeners(self, listeners: Iterable[tuple[str, str]]) -> None:
         """(listener name, security protocol) of each listener; ConfigError on a bad setting."""
         for name, protocol in listeners:
             if protocol != "PLAINTEXT":
+                from tidelog.broker.security.listener import listener_security
+
                 self.listeners[name] = listener_security(self.config, name, protocol)
 
     def session_for(self, listener: str, host: str, port: int) -> ConnectionSecurity | None:
@@ -86,6 +107,8 @@ class BrokerSecurity:
         security = self.listeners.get(listener)
         if security is None:
             return None
+        from tidelog.broker.security.sasl import ConnectionSecurity
+
         return ConnectionSecurity(security, self, host, port)
 
     # ------------------------------------------------------------------ events

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,6 +131,8 @@ def _reason(exc: BaseException) -> str:
 def _load_inline_chain(ctx: ssl.SSLContext, key: str, chain: str, password: str | None) -> None:
     """``load_cert_chain`` reads files only: the inline PEM goes through a private temporary
     file (mode 0600, removed at once)."""
+    import tempfile
+
     fd, path = tempfile.mkstemp(prefix="tidelog-key-", suffix=".pem")
     try:
         with os.fdopen(fd, "w", encoding="ascii") as f:

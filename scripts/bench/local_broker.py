@@ -22,7 +22,7 @@ def start_broker(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tidelog.broker.cli", "serve",
+    cmd = [sys.executable, "-m", "tidelog", "serve",
            "--override", f"log.dirs={log_dir}",
            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--log-level", "WARNING"]  # fmt: skip

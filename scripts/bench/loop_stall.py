@@ -225,7 +225,7 @@ def _start_broker(log_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], Pa
     args = [
         sys.executable,
         "-m",
-        "tidelog.broker.cli",
+        "tidelog",
         "serve",
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",

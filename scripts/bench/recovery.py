@@ -99,7 +99,7 @@ def _start(log_dir: Path, port: int, log_path: Path) -> tuple[subprocess.Popen[b
     args = [
         sys.executable,
         "-m",
-        "tidelog.broker.cli",
+        "tidelog",
         "serve",
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",

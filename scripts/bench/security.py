@@ -65,7 +65,7 @@ class Broker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, extra: dict[str, str] | None = None) -> None:
-        args = [PY, "-m", "tidelog.broker.cli", "serve"]
+        args = [PY, "-m", "tidelog", "serve"]
         for key, value in {**self.settings, **(extra or {})}.items():
             args += ["--override", f"{key}={value}"]
         log = self.work / "broker.log"
@@ -274,7 +274,7 @@ def main() -> None:
         [
             PY,
             "-m",
-            "tidelog.broker.cli",
+            "tidelog",
             "storage",
             "format",
             "--override",

@@ -205,11 +205,17 @@ class Tidelog(Server):
         # fresh directory that is ~2 s of start-up and a ~200 MB transient RSS peak that an
         # install without Hypothesis never has. Point it at the repo's (gitignored) cache.
         env.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(ROOT / ".hypothesis"))
+        launcher = [str(VENV_BIN / "tidelog")]
         if self.tree is not None:
             env["PYTHONPATH"] = str(self.tree)
+            # The tree's own command (the venv's script names the installed tree's module): a
+            # tree from before issue 40 had it in the broker package.
+            has_main = (self.tree / "tidelog" / "__main__.py").exists()
+            module = "tidelog" if has_main else "tidelog.broker.cli"
+            launcher = [str(VENV_BIN / "python"), "-m", module]
         return (
             [
-                str(VENV_BIN / "tidelog"),
+                *launcher,
                 "serve",
                 "--log-level",
                 "WARNING",

@@ -9,6 +9,13 @@
   modules included (timed apart as ``import_ms``), then ``tidelog.Broker().start()`` to the
   first ApiVersions answer (``start_ms``).
 - ``idle_rss_mb``: the ``tidelog serve`` process's VmRSS one second after its first answer.
+- The floors (issue 41), measured in the same run, each run right before its tidelog run:
+  ``serve_floor``: the same spawn -> first answer for a minimal server in the same venv that
+  imports asyncio, ssl and uvloop and answers any frame with its correlation id;
+  ``embedded_floor``: in a fresh process, import asyncio, ssl and uvloop, start a uvloop loop in
+  a thread that binds and serves such a server, and get the first answer. The goals are ratios:
+  ``tidelog serve`` <= 1.5x its floor; the embedded broker (``import tidelog`` -> ``Broker()``
+  started and answering, ``embedded_ready_ms``) <= 2x its floor.
 
 One warm-up run of each comes first and is not counted; the children run with byte-code caching
 on (``PYTHONDONTWRITEBYTECODE`` removed), as an installed package has its ``.pyc`` files.
@@ -35,11 +42,81 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 
 #: Targets of issue 21 and the figures of KIP-974 they are set against.
 TARGET_SERVE_MS = 150.0
 TARGET_EMBEDDED_MS = 50.0
 TARGET_RSS_MB = 40.0
+#: Goals of issue 41: each start against its floor measured in the same run.
+GOAL_SERVE_RATIO = 1.5
+GOAL_EMBEDDED_RATIO = 2.0
+
+#: The floors' server: answers every frame with its correlation id (all a probe reads).
+_ANSWER = r"""
+class Answer(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.data = transport, b""
+    def data_received(self, data):
+        self.data += data
+        while len(self.data) >= 4 and len(self.data) >= 4 + struct.unpack(">i", self.data[:4])[0]:
+            n = struct.unpack(">i", self.data[:4])[0]
+            frame, self.data = self.data[4:4 + n], self.data[4 + n:]
+            self.transport.write(struct.pack(">i", 6) + frame[4:8] + b"\0\0")
+"""
+
+#: The floor of ``tidelog serve``: what any asyncio+ssl+uvloop server in this venv costs to
+#: start and answer one frame (argv[1]: the port).
+_SERVE_FLOOR = (
+    r"""
+import asyncio, ssl, struct, sys
+import uvloop
+
+"""
+    + _ANSWER
+    + r"""
+
+async def main():
+    server = await asyncio.get_running_loop().create_server(Answer, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+
+uvloop.run(main())
+"""
+)
+
+#: The floor of the embedded broker: a fresh process imports what an in-process uvloop server
+#: needs, binds it on a loop in a thread, and gets one answer (``ready_ms``).
+_EMBEDDED_FLOOR = (
+    r"""
+import json, sys, time
+t0 = time.perf_counter()
+import asyncio, ssl, struct, threading
+import uvloop
+
+"""
+    + _ANSWER
+    + r"""
+
+ready, port = threading.Event(), []
+
+def run():
+    loop = uvloop.new_event_loop()
+    server = loop.run_until_complete(loop.create_server(Answer, "127.0.0.1", 0))
+    port.append(server.sockets[0].getsockname()[1])
+    ready.set()
+    loop.run_forever()
+
+threading.Thread(target=run, daemon=True).start()
+ready.wait()
+t1 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from startup import api_versions_answered
+assert api_versions_answered(port[0], time.perf_counter() + 30)
+t2 = time.perf_counter()
+print(json.dumps({"import_ms": (t1 - t0) * 1000, "ready_ms": (t2 - t0) * 1000,
+                  "cpu_ms": time.process_time() * 1000}))
+"""
+)
 KIP_974 = {
     "native image (KIP-974)": "start 110-140 ms, 230-540 MB",
     "JVM broker (KIP-974)": "start ~1.2 s, ~1 GB",
@@ -96,7 +173,10 @@ def tidelog_command(python: str) -> list[str]:
     script = Path(python).parent / "tidelog"
     if script.exists() and TREE is None:
         return [str(script), "serve"]
-    return [python, "-m", "tidelog.broker.cli", "serve"]
+    # A tree from before issue 40 has no ``tidelog/__main__.py``: its command was a broker module.
+    if TREE is not None and not (TREE / "tidelog" / "__main__.py").exists():
+        return [python, "-m", "tidelog.broker.cli", "serve"]
+    return [python, "-m", "tidelog", "serve"]
 
 
 #: ``--tree``: run tidelog from this checkout instead of the installed one (A/B comparisons).
@@ -113,16 +193,23 @@ def _env() -> dict[str, str]:
     return env
 
 
-def serve_once(python: str, workdir: Path, idle_s: float) -> dict[str, float]:
+def serve_once(
+    python: str, workdir: Path, idle_s: float, *, floor: bool = False
+) -> dict[str, float]:
+    """One ``tidelog serve`` start (``floor``: the minimal server's instead)."""
     port = free_port()
     log_dir = Path(tempfile.mkdtemp(prefix="startup-", dir=workdir))
-    cmd = [
-        *tidelog_command(python),
-        "--override",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        "--override",
-        f"log.dirs={log_dir}",
-    ]
+    cmd = (
+        [python, "-c", _SERVE_FLOOR, str(port)]
+        if floor
+        else [
+            *tidelog_command(python),
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override",
+            f"log.dirs={log_dir}",
+        ]
+    )
     log_path = log_dir.parent / f"{log_dir.name}.log"
     with open(log_path, "wb") as out:
         t0 = time.perf_counter()
@@ -150,29 +237,31 @@ def serve_once(python: str, workdir: Path, idle_s: float) -> dict[str, float]:
     return {"ready_ms": ready_ms, "cpu_ms": cpu_ms, "idle_rss_mb": rss, "peak_rss_mb": hwm}
 
 
+#: ``import tidelog`` -> ``tidelog.Broker().start()`` returned (the broker started, its
+#: services included) -> the first ApiVersions answer: ``ready_ms``; ``import_ms`` is the part
+#: before ``Broker()``, ``start_ms`` the rest.
 _EMBEDDED_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import tidelog
-import tidelog.broker.app  # the broker code: what tidelog.Broker().start() loads first
-from tidelog.broker.router import discover_handlers
-discover_handlers()  # ... and the handler modules the router imports
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from startup import api_versions_answered
+t1b = time.perf_counter()
 b = tidelog.Broker()
-t2 = time.perf_counter()
 b.start()
 assert api_versions_answered(b.port, time.perf_counter() + 30)
 t3 = time.perf_counter()
+cpu_ms = time.process_time() * 1000
 b.close()
-print(json.dumps({"import_ms": (t1 - t0) * 1000, "start_ms": (t3 - t2) * 1000}))
+print(json.dumps({"import_ms": (t1 - t0) * 1000, "start_ms": (t3 - t1b) * 1000,
+                  "ready_ms": (t3 - t1b + t1 - t0) * 1000, "cpu_ms": cpu_ms}))
 """
 
 
-def embedded_once(python: str) -> dict[str, float]:
+def embedded_once(python: str, *, floor: bool = False) -> dict[str, float]:
     proc = subprocess.run(
-        [python, "-c", _EMBEDDED_CHILD, str(Path(__file__).resolve().parent)],
+        [python, "-c", _EMBEDDED_FLOOR if floor else _EMBEDDED_CHILD, str(HERE)],
         capture_output=True,
         text=True,
         env=_env(),
@@ -190,10 +279,22 @@ def measure(
     python: str = sys.executable, runs: int = 10, idle_s: float = 1.0, embedded: bool = True
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tidelog-startup-"))
+    serve: list[dict[str, float]] = []
+    serve_floor: list[dict[str, float]] = []
+    inproc: list[dict[str, float]] = []
+    inproc_floor: list[dict[str, float]] = []
     try:
         serve_once(python, workdir, 0.0)  # warm-up: byte-code caches, page cache
-        serve = [serve_once(python, workdir, idle_s) for _ in range(runs)]
-        inproc = [embedded_once(python) for _ in range(runs + 1)][1:] if embedded else []
+        serve_once(python, workdir, 0.0, floor=True)
+        if embedded:
+            embedded_once(python)
+            embedded_once(python, floor=True)
+        for _ in range(runs):  # each floor right before its tidelog run: the same load
+            serve_floor.append(serve_once(python, workdir, 0.0, floor=True))
+            serve.append(serve_once(python, workdir, idle_s))
+            if embedded:
+                inproc_floor.append(embedded_once(python, floor=True))
+                inproc.append(embedded_once(python))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -208,9 +309,21 @@ def measure(
         "idle_rss_mb": med(serve, "idle_rss_mb"),
         "peak_rss_mb": med(serve, "peak_rss_mb"),
     }
+    figures["serve_floor_ms"] = med(serve_floor, "ready_ms")
+    figures["serve_floor_cpu_ms"] = med(serve_floor, "cpu_ms")
+    figures["serve_ratio"] = round(figures["serve_ready_ms"] / figures["serve_floor_ms"], 2)
     if inproc:
         figures["embedded_start_ms"] = med(inproc, "start_ms")
         figures["embedded_import_ms"] = med(inproc, "import_ms")
+        figures["embedded_ready_ms"] = med(inproc, "ready_ms")
+        figures["embedded_floor_ms"] = med(inproc_floor, "ready_ms")
+        figures["embedded_ratio"] = round(
+            figures["embedded_ready_ms"] / figures["embedded_floor_ms"], 2
+        )
+        # CPU of the whole child process to its answer (interpreter start included): on a
+        # loaded machine the steadier figure, wall time being mostly waiting for a core.
+        figures["embedded_cpu_ms"] = med(inproc, "cpu_ms")
+        figures["embedded_floor_cpu_ms"] = med(inproc_floor, "cpu_ms")
     targets = {
         "serve_ready_ms": {
             "target": TARGET_SERVE_MS,
@@ -218,16 +331,26 @@ def measure(
         },
         "idle_rss_mb": {"target": TARGET_RSS_MB, "met": figures["idle_rss_mb"] <= TARGET_RSS_MB},
     }
+    targets["serve_ratio"] = {
+        "target": GOAL_SERVE_RATIO,
+        "met": figures["serve_ratio"] <= GOAL_SERVE_RATIO,
+    }
     if inproc:
         targets["embedded_start_ms"] = {
             "target": TARGET_EMBEDDED_MS,
             "met": figures["embedded_start_ms"] <= TARGET_EMBEDDED_MS,
         }
+        targets["embedded_ratio"] = {
+            "target": GOAL_EMBEDDED_RATIO,
+            "met": figures["embedded_ratio"] <= GOAL_EMBEDDED_RATIO,
+        }
     return {
         "runs": runs,
         "median": figures,
         "serve_runs": serve,
+        "serve_floor_runs": serve_floor,
         "embedded_runs": inproc,
+        "embedded_floor_runs": inproc_floor,
         "targets": targets,
         "loadavg_1m": os.getloadavg()[0],
     }
@@ -254,7 +377,7 @@ def render(result: dict[str, Any]) -> str:
                 m["embedded_start_ms"],
                 "ms",
                 "embedded_start_ms",
-                f"(import of the broker code before it: {m['embedded_import_ms']:.0f} ms)",
+                f"(import tidelog before it: {m['embedded_import_ms']:.0f} ms)",
             )
         )
     rows += [
@@ -270,6 +393,29 @@ def render(result: dict[str, Any]) -> str:
     for label, value, unit, key, note in rows:
         target = f"<= {t[key]['target']:.0f} {unit}"
         lines.append(f"  {label:37} {value:7.1f} {unit}  {target:>9}  {verdict(key)}  {note}")
+    lines.append("goals of issue 41, each start against its floor in this run:")
+    lines.append(
+        f"  {verdict('serve_ratio')}  tidelog serve / floor = {m['serve_ready_ms']:.1f} / "
+        f"{m['serve_floor_ms']:.1f} ms = {m['serve_ratio']:.2f}x  (goal <= "
+        f"{GOAL_SERVE_RATIO}x; floor: asyncio+ssl+uvloop server spawned -> first answer, "
+        f"CPU {m['serve_floor_cpu_ms']:.0f} ms)"
+    )
+    lines.append(
+        f"           CPU to the answer: {m['serve_cpu_ms']:.0f} / {m['serve_floor_cpu_ms']:.0f} ms"
+        f" = {m['serve_cpu_ms'] / max(m['serve_floor_cpu_ms'], 1):.2f}x (10 ms ticks)"
+    )
+    if "embedded_ratio" in m:
+        lines.append(
+            f"  {verdict('embedded_ratio')}  embedded / floor = {m['embedded_ready_ms']:.1f} / "
+            f"{m['embedded_floor_ms']:.1f} ms = {m['embedded_ratio']:.2f}x  (goal <= "
+            f"{GOAL_EMBEDDED_RATIO}x; import tidelog -> Broker() started and answering, "
+            "against an in-process uvloop server's import + bind + first answer)"
+        )
+        lines.append(
+            f"           CPU to the answer: {m['embedded_cpu_ms']:.0f} / "
+            f"{m['embedded_floor_cpu_ms']:.0f} ms = "
+            f"{m['embedded_cpu_ms'] / max(m['embedded_floor_cpu_ms'], 1):.2f}x"
+        )
     lines += [f"  {name:37} {figures}" for name, figures in KIP_974.items()]
     lines.append(f"  1-minute load average after the runs: {result['loadavg_1m']:.2f}")
     return "\n".join(lines)

@@ -134,7 +134,7 @@ def test_replay_on_the_cluster(cluster: StandaloneCluster, topics: Any, tmp_path
 
     source = (["--bootstrap-server", topics.bootstrap] if way == "wire"
               else ["--log-dir", str(topics.log_dir)])  # fmt: skip
-    cmd = [sys.executable, "-m", "tidelog.broker.cli", "replay", *source, "--topics", "in",
+    cmd = [sys.executable, "-m", "tidelog", "replay", *source, "--topics", "in",
            "--master", cluster.url, "--output", str(tmp_path / "out"), "--no-report"]  # fmt: skip
     done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

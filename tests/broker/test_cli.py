@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tidelog.broker.cli", *args],
+        [sys.executable, "-m", "tidelog", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -35,7 +35,7 @@ def test_unknown_key_in_server_properties_exits_2(tmp_path: Path) -> None:
     config = tmp_path / "server.properties"
     config.write_text(f"log.dirs={tmp_path / 'data'}\nlog.retention.hour=1\n")
     result = subprocess.run(
-        [sys.executable, "-m", "tidelog.broker.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "tidelog", "serve", "--config", str(config)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2

@@ -152,7 +152,7 @@ class LimitedBroker(BrokerProcess):
             "import resource, runpy, sys; "
             f"resource.setrlimit(resource.RLIMIT_NOFILE, ({self.limit}, {self.limit})); "
             "sys.argv = ['tidelog'] + sys.argv[1:]; "
-            "runpy.run_module('tidelog.broker.cli', run_name='__main__')"
+            "runpy.run_module('tidelog', run_name='__main__')"
         )
         return [sys.executable, "-c", launcher, *args[3:]]
 

@@ -250,7 +250,7 @@ def test_compose_replay_service(stages: list[Stage], compose: dict[str, object])
     assert replay["network_mode"] == "service:broker"
     assert replay["depends_on"]["broker"]["condition"] == "service_healthy"
     assert replay["entrypoint"][:2] == ["tidelog", "replay"]
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
 
     parser = build_parser()
     argv = [a.replace("${REPLAY_TOPICS:-[^_].*}", "[^_].*") for a in replay["command"]]
@@ -354,7 +354,7 @@ def test_entry_point_runs_other_commands(
                           capture_output=True, timeout=60)  # fmt: skip
     assert echo.stdout == b"hi\n"
     # Every tidelog sub-command goes to tidelog, config-reference included.
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices

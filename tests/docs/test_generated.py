@@ -27,7 +27,7 @@ def test_generated_pages_are_current() -> None:
 
 
 def test_every_command_has_a_page_and_every_setting_is_listed() -> None:
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
     from tidelog.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
     parser = build_parser()

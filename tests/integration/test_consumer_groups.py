@@ -288,7 +288,7 @@ def test_classic_and_consumer_groups_on_one_topic(fast_broker: Any) -> None:
 def test_tidelog_groups_describes_a_consumer_group(
     fast_broker: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tidelog.broker.cli import main
+    from tidelog.cli import main
 
     _topic(fast_broker, "tool6", records=6)
     member = Members([_consumer(fast_broker, "tooled", **{"client.id": "tool-client"})])
@@ -329,7 +329,7 @@ def test_kafka_python_and_the_groups_tool_describe_both_kinds(
     --describe`` shows a classic and a consumer group side by side."""
     from kafka import KafkaAdminClient
 
-    from tidelog.broker.cli import main
+    from tidelog.cli import main
 
     _topic(fast_broker, "kinds6", records=6)
     modern = Members([_consumer(fast_broker, "kinds-modern")])

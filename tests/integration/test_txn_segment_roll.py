@@ -127,7 +127,7 @@ def tidelog_consume_read_committed(bootstrap: str) -> list[bytes]:
     """``tidelog consume`` (kafka-python underneath) with the same small fetch sizes."""
     done = subprocess.run(
         [
-            sys.executable, "-m", "tidelog.broker.cli", "consume",
+            sys.executable, "-m", "tidelog", "consume",
             "--bootstrap-server", bootstrap, "--topic", TOPIC, "--from-beginning",
             "--isolation-level", "read_committed", "--timeout-ms", "4000",
             "--consumer-property", f"max.partition.fetch.bytes={FETCH_BYTES}",

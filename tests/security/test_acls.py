@@ -18,7 +18,7 @@ from tests.security.secure_broker import (
 )
 from tests.support.net import free_port
 
-TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
+TIDELOG = [sys.executable, "-m", "tidelog"]
 
 
 def _sasl(port: int, user: str) -> dict[str, str]:

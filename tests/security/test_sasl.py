@@ -27,7 +27,7 @@ from tests.security.secure_broker import (
 )
 from tests.support.net import free_port
 
-TIDELOG = [sys.executable, "-m", "tidelog.broker.cli"]
+TIDELOG = [sys.executable, "-m", "tidelog"]
 
 
 def _plain_broker(broker_factory: Any) -> tuple[Any, int]:

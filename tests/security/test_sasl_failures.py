@@ -54,7 +54,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory, certs: CertFiles) -> A
     assert broker.stop() == 0
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "tidelog.broker.cli", "storage", "format"),
+            *(sys.executable, "-m", "tidelog", "storage", "format"),
             *("--override", f"log.dirs={broker.log_dir}"),
             *("--add-scram", "SCRAM-SHA-256=[name=alice,iterations=4096,password=alice-secret]"),
         ],

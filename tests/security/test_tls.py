@@ -20,7 +20,7 @@ from tests.security.secure_broker import (
 )
 from tests.support.net import free_port
 
-ROOT_CMD = [sys.executable, "-m", "tidelog.broker.cli", "serve"]
+ROOT_CMD = [sys.executable, "-m", "tidelog", "serve"]
 
 
 def test_ssl_listener_with_three_clients(broker_factory: Any, certs: CertFiles) -> None:

@@ -1,5 +1,5 @@
 """A REAL tidelog broker in a subprocess, started exactly as ``tidelog serve`` is
-(``python -m tidelog.broker.cli serve``) on a free 127.0.0.1 port with a given log dir.
+(``python -m tidelog serve``) on a free 127.0.0.1 port with a given log dir.
 
 The fixtures of ``tests/conftest.py`` (``broker``, ``broker_factory``, ``module_broker``) hand
 these out; crash, fault, fuzz and load helpers (and ``scripts/chaos``) start them directly.
@@ -52,7 +52,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "tidelog.broker.cli", "serve"]
+        args = [sys.executable, "-m", "tidelog", "serve"]
         if self.config_path is not None:
             args += ["--config", str(self.config_path)]
         settings = {
@@ -142,7 +142,7 @@ def serve_to_the_end(
         *prefix,
         sys.executable,
         "-m",
-        "tidelog.broker.cli",
+        "tidelog",
         "serve",
         "--override",
         f"log.dirs={log_dirs}",

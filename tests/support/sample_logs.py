@@ -136,7 +136,7 @@ def consume_all(
 def tidelog_dump_log(*args: str) -> subprocess.CompletedProcess[str]:
     """``tidelog dump-log ARGS`` run to its end (exit code 0 asserted)."""
     done = subprocess.run(
-        [sys.executable, "-m", "tidelog.broker.cli", "dump-log", *args],
+        [sys.executable, "-m", "tidelog", "dump-log", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN = ("broker", "storage", "config", "protocol", "analytics")
+FORBIDDEN = ("broker", "storage", "config", "protocol", "analytics", "cli")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_wheel_holds_only_the_tidelog_package(wheel: Path) -> None:
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[pytest11]\ntidelog = tidelog.testing.plugin" in text
-    assert "tidelog = tidelog.broker.cli:main" in text
+    assert "tidelog = tidelog.cli:main" in text
 
 
 def test_wheel_installs_next_to_an_application_config_package(wheel: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.tools.tools_fixtures import RunTool, ToolRun
-from tidelog.broker.cli import main
+from tidelog.cli import main
 
 
 @pytest.fixture

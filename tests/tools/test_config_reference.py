@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.broker.cli import main
+from tidelog.cli import main
 from tidelog.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _replay(*args: str, python_prelude: str = "") -> tuple[subprocess.CompletedProcess[str], float]:
     code = (
-        f"{python_prelude}\nimport sys\nfrom tidelog.broker.cli import main\n"
+        f"{python_prelude}\nimport sys\nfrom tidelog.cli import main\n"
         f"sys.exit(main(['replay', *{list(args)!r}]))"
     )
     started = time.monotonic()

@@ -29,7 +29,7 @@ def _b(broker: Any) -> list[str]:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tidelog.broker.cli", *args]
+    return [sys.executable, "-m", "tidelog", *args]
 
 
 def _env() -> dict[str, str]:

@@ -360,7 +360,7 @@ def test_groups(tidelog: RunTool, module_broker: Any) -> None:
 def test_probe_through_the_entry_point(module_broker: Any) -> None:
     """As HEALTHCHECK runs it: a new process, judged by its exit status."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "tidelog.broker.cli", "probe", "--bootstrap-server"]
+    cmd = [sys.executable, "-m", "tidelog", "probe", "--bootstrap-server"]
     ok = subprocess.run([*cmd, module_broker.bootstrap], env=env, capture_output=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert b"answers ApiVersions" in ok.stdout

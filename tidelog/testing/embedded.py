@@ -19,10 +19,12 @@ What the broker logs goes to the ``tidelog`` logger as usual and, while it runs,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Self
 
 from tidelog.testing._common import LocalBroker
@@ -73,7 +75,8 @@ class EmbeddedBroker(LocalBroker):
     def start(self) -> Self:
         """Start the broker thread and wait until it listens."""
         self._check_startable()
-        from tidelog.broker.app import Broker as App
+        with _kio_without_hypothesis():
+            from tidelog.broker.app import Broker as App
         from tidelog.config import load_broker_config
 
         self.starts += 1
@@ -143,15 +146,24 @@ class EmbeddedBroker(LocalBroker):
         loop = asyncio.get_running_loop()
         done: asyncio.Future[str] = loop.create_future()
         self._done = done
-        try:
-            await app.start()
-        except BaseException as exc:
-            failure.append(exc)
+        # Ready once the listeners answer (as ``tidelog serve`` is): the coordinators and the
+        # other handlers go on loading, and requests other than ApiVersions wait for them.
+        starting = asyncio.ensure_future(app.start())
+        answering = asyncio.ensure_future(app.answering.wait())
+        await asyncio.wait((starting, answering), return_when=asyncio.FIRST_COMPLETED)
+        answering.cancel()
+        if not app.answering.is_set():  # the start failed before the listeners answered
+            failure.append(starting.exception() or RuntimeError("the start was cancelled"))
             ready.set()
             await app.stop()
             return
-        logging.getLogger("tidelog").info("%s", app.listening_line())
         ready.set()
+        try:
+            await starting
+        except Exception:
+            logging.getLogger("tidelog").exception("tidelog did not start (embedded broker)")
+            return
+        logging.getLogger("tidelog").info("%s", app.listening_line())
         how = await done
         if how == "stop":
             await app.stop()
@@ -195,6 +207,27 @@ class EmbeddedBroker(LocalBroker):
         if handler is not None:
             logging.getLogger("tidelog").removeHandler(handler)
             handler.close()
+
+
+@contextlib.contextmanager
+def _kio_without_hypothesis() -> Iterator[None]:
+    """Import kio (the broker code's first import of it) without Hypothesis.
+
+    kio imports ``hypothesis.strategies`` when it is installed, to register strategies for its
+    types: ~250 ms of CPU that a broker never uses. When neither is imported yet in
+    this process, Hypothesis is hidden while kio loads and shown again at once, so the host can
+    still import and use it (only kio's own strategies for its wire types are not registered).
+    A process that imported Hypothesis or kio first is left as it is.
+    """
+    if "kio" in sys.modules or "hypothesis" in sys.modules:
+        yield
+        return
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get("hypothesis", 0) is None:
+            del sys.modules["hypothesis"]
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

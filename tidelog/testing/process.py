@@ -83,7 +83,7 @@ class Broker(LocalBroker):
         return self.proc.pid if self.proc is not None else None
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "tidelog.broker.cli", "serve", "--log-level", self.log_level]
+        args = [sys.executable, "-m", "tidelog", "serve", "--log-level", self.log_level]
         for item in self.settings():
             args += ["--override", item]
         return args

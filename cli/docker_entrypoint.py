@@ -1,6 +1,6 @@
 """Questions the Docker entry point (docker/entrypoint.sh) asks tidelog before it runs.
 
-``python -m tidelog.broker.docker_entrypoint log-dirs [serve arguments]`` prints the log dirs
+``python -m tidelog.cli.docker_entrypoint log-dirs [serve arguments]`` prints the log dirs
 ``tidelog serve`` would use with these arguments and the ``TIDELOG_*`` variables, one per line,
 so the "is the volume writable" check follows whichever setting names the dirs (``log.dirs``
 or ``log.dir``, from the environment, ``--config`` or ``--override``). A configuration
@@ -8,7 +8,7 @@ or ``log.dir``, from the environment, ``--config`` or ``--override``). A configu
 ``--help``, ``--version`` or a bad flag: ``serve`` prints those itself, and nothing argparse
 writes may reach the list (the entry point makes a directory of every line it gets).
 
-``python -m tidelog.broker.docker_entrypoint is-command NAME`` exits 0 when NAME is a tidelog
+``python -m tidelog.cli.docker_entrypoint is-command NAME`` exits 0 when NAME is a tidelog
 sub-command (``topics``, ``config-reference``, a plug-in added later ...), 1 when it is not.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 
 def log_dirs(argv: Sequence[str]) -> list[str]:
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
     from tidelog.config import ConfigError, load_broker_config
 
     quiet = io.StringIO()
@@ -35,7 +35,7 @@ def log_dirs(argv: Sequence[str]) -> list[str]:
 
 def commands() -> list[str]:
     """The sub-commands ``tidelog`` has (serve and every tool plug-in)."""
-    from tidelog.broker.cli import build_parser
+    from tidelog.cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:

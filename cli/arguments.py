@@ -17,12 +17,11 @@ is refused at once, by the parser it was given to, naming it and the closest kno
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ("ToolParser", "lazy_version")
+__all__ = ("ToolParser", "installed_version", "lazy_version")
 
 #: Flags Kafka's tools dropped -> (the flag that replaced them, the hint given when the parser
 #: has that flag).
@@ -74,6 +73,8 @@ class ToolParser(argparse.ArgumentParser):
         return None
 
     def _unknown_flag(self, flag: str) -> NoReturn:
+        import difflib  # only on an error
+
         known = sorted(s for s in self._option_string_actions if s.startswith("--"))
         close = difflib.get_close_matches(flag, known, n=2, cutoff=0.7)
         renamed = _RENAMED.get(flag)
@@ -112,3 +113,13 @@ def lazy_version(version: Callable[[], str]) -> type[argparse.Action]:
             parser.exit()
 
     return LazyVersion
+
+
+def installed_version() -> str:
+    """``tidelog <version>`` of the installed distribution (the ``--version`` text)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"tidelog {version('tidelog')}"
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "tidelog (not installed)"

@@ -1,18 +1,7 @@
-"""The ``tidelog`` command: ``tidelog serve`` and plug-in tools.
+"""``tidelog serve``: run a broker in this process until SIGTERM or SIGINT.
 
-Plug-in point: every module ``tools/<name>.py`` that defines
-``add_parser(subparsers: argparse._SubParsersAction) -> None`` adds its own sub-command. The
-parser it adds must ``set_defaults(func=<callable(args) -> int>)``; ``main`` calls it and exits
-with the number it returns. Example::
-
-    def add_parser(subparsers):
-        p = subparsers.add_parser("dump-log", help="print the batches of a segment file")
-        p.add_argument("path")
-        p.set_defaults(func=run)
-
-    def run(args: argparse.Namespace) -> int:
-        ...
-        return 0
+Its parser is added by ``add_parser`` (the interface every tool of ``tidelog.cli`` has); the
+broker code is imported only once the settings are read.
 """
 
 from __future__ import annotations
@@ -20,24 +9,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import logging
-import pkgutil
 import resource
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from tidelog.broker.arguments import ToolParser, lazy_version
+from tidelog.cli.arguments import installed_version, lazy_version
 
 log = logging.getLogger("tidelog")
 
-__all__ = ("build_parser", "main", "serve")
+__all__ = ("add_parser", "serve")
 
 
-def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "serve",
         help="run the broker",
@@ -62,66 +49,15 @@ def _add_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default INFO)",
     )
-    p.add_argument("--version", action=lazy_version(_version))
+    p.add_argument("--version", action=lazy_version(installed_version))
     p.set_defaults(func=serve)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"tidelog {version('tidelog')}"
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "tidelog (not installed)"
-
-
-def _add_tools(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    try:
-        tools = importlib.import_module("tidelog.tools")
-    except ImportError:
-        return
-    for info in sorted(pkgutil.iter_modules(tools.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"tidelog.tools.{info.name}")
-        add_parser = getattr(module, "add_parser", None)
-        if callable(add_parser):
-            add_parser(subparsers)
-
-
-def build_parser(*, tools: bool = True) -> argparse.ArgumentParser:
-    """The whole command line; ``tools=False`` leaves the plug-in tools out (``serve`` does not
-    need them, and importing them all costs ~80 ms of start-up)."""
-    parser = ToolParser(
-        prog="tidelog", description="A single-node broker that speaks the Kafka protocol."
-    )
-    parser.add_argument("--version", action=lazy_version(_version))
-    # ToolParser's sub-commands are ToolParsers (argparse makes them of the parent's class)
-    subparsers = cast(
-        "argparse._SubParsersAction[argparse.ArgumentParser]",
-        parser.add_subparsers(dest="command", metavar="COMMAND"),
-    )
-    subparsers.required = True
-    _add_serve(subparsers)
-    if tools:
-        _add_tools(subparsers)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args_in = list(sys.argv[1:] if argv is None else argv)
-    try:
-        parser = build_parser(tools=args_in[:1] != ["serve"])
-        args = parser.parse_args(args_in)
-        code = args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C before a command's own handler took over (imports)
-        print("tidelog: interrupted", file=sys.stderr)
-        return 130
-    return int(code or 0)
 
 
 def serve(args: argparse.Namespace) -> int:
     """``tidelog serve``: exit 0 after a clean stop, 2 on a bad configuration."""
+    # No cyclic collection while the settings and the broker code load either: importing makes
+    # ~35,000 long-lived objects and no garbage cycles (``_serve`` turns it back on, frozen).
+    gc.disable()
     from tidelog.config import ConfigError, load_broker_config
 
     logging.basicConfig(
@@ -146,9 +82,11 @@ def serve(args: argparse.Namespace) -> int:
         )
         broker = Broker(config)
     except ConfigError as exc:
+        gc.enable()
         print(f"tidelog: bad configuration: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
+        gc.enable()
         from tidelog.broker.security.authorizer import AclFileError
         from tidelog.broker.security.scram import ScramStoreError
 
@@ -239,7 +177,3 @@ def _start_failure(exc: BaseException) -> str:
         where = f" ({exc.filename})" if exc.filename else ""
         return f"{exc.strerror or exc}{where}" if exc.strerror else str(exc)
     return f"{type(exc).__name__}: {exc} (run with --log-level DEBUG for the traceback)"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
