@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.fetch_messages import (
     FetchParams,
     FetchPartitionData,
-    ReplicaManager,
+    ReplicaView,
     answer_now,
     read_from_log,
     read_records,
@@ -70,7 +70,7 @@ class DelayedFetch:
 
     def __init__(
         self,
-        replica: ReplicaManager,
+        replica: ReplicaView,
         params: FetchParams,
         partitions: list[FetchPartitionData],
         *,

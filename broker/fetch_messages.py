@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = (
     "FetchParams",
     "FetchPartitionData",
-    "ReplicaManager",
+    "ReplicaView",
     "answer_now",
     "fetch_messages",
     "read_from_log",
@@ -56,7 +56,7 @@ __all__ = (
 T = TypeVar("T")
 
 
-class ReplicaManager(Protocol):
+class ReplicaView(Protocol):
     """What ``fetch_messages`` and ``DelayedFetch`` use of the broker (the part of Kafka's
     ReplicaManager a fetch reads: the logs, the HW waiters of the purgatory, worker threads)."""
 
@@ -265,7 +265,7 @@ def answer_now(
 
 
 def fetch_messages(
-    replica: ReplicaManager, params: FetchParams, partitions: list[FetchPartitionData]
+    replica: ReplicaView, params: FetchParams, partitions: list[FetchPartitionData]
 ) -> list[FetchPartitionData] | DelayedFetch:
     """Read ``partitions`` and give them back filled in (what to send), or a ``DelayedFetch``
     when the answer waits (long poll: ``min_bytes`` not there yet) or needs a worker thread (a

@@ -19,7 +19,7 @@ id 0, full answers), which every client treats as "no session": a client that se
 keeps sending full requests. A request naming a session id we never handed out gets
 FETCH_SESSION_ID_NOT_FOUND, so the client drops it and fetches in full.
 
-The walk, as Produce's (handler -> ``append_records.py`` -> log): the handler lists the
+The walk, as Produce's (handler -> ``broker/append_records.py`` -> log): the handler lists the
 requested partitions (``requested``), ``broker/fetch_messages.py`` (Kafka's
 ReplicaManager.fetchMessages) reads them from the logs and gives back what to send, or a
 ``DelayedFetch`` (``broker/delayed_fetch.py``) that completes with it later; the handler encodes
