@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import Topics
     from tidelog.storage import PartitionLog, ReadInfo
     from tidelog.storage.info import FileRegion
+    from tidelog.storage.transaction_index import AbortedTxn
 
 __all__ = (
     "FetchParams",
@@ -120,10 +121,10 @@ def read_partition(
     min_one_message: bool = True,
     verify_limit: int | None = None,
     last_stable_offset: int | None = None,
-) -> tuple[ReadInfo, tuple[tuple[int, int, int], ...]]:
+) -> tuple[ReadInfo, tuple[AbortedTxn, ...]]:
     """One partition's batches from ``fetch_offset`` (up to the HW; read_committed: the LSO)
-    and, under read_committed, ``(producer_id, first_offset, last_offset)`` of each aborted
-    transaction overlapping them. Fetch and ShareFetch (``share/reader.py``) read through it."""
+    and, under read_committed, the aborted transactions overlapping them. Fetch and ShareFetch
+    (``share/reader.py``) read through it."""
     if not read_committed:
         info = partition_log.read(
             fetch_offset,
@@ -141,10 +142,7 @@ def read_partition(
         verify_limit=verify_limit,
         last_stable_offset=last_stable_offset,
     )
-    aborted = tuple(
-        (t.producer_id, t.first_offset, t.last_offset) for t in fetched.aborted_transactions or ()
-    )
-    return fetched.read, aborted
+    return fetched.read, fetched.aborted_transactions or ()
 
 
 def read_from_log(
@@ -199,7 +197,8 @@ def read_from_log(
                     verify_limit=verify_limit,
                     last_stable_offset=w.last_stable_offset,
                 )
-                w.aborted = tuple((pid, first) for pid, first, _last in aborted)
+                if aborted:
+                    w.aborted = tuple((t.producer_id, t.first_offset) for t in aborted)
             else:
                 info = partition_log.read(
                     w.fetch_offset,

@@ -262,7 +262,7 @@ def encode_answer(
             size = w.read.size_in_bytes if w.read is not None else 0
             head, tail = _encode_one(version, w, size)
             first = frame_head(correlation_id, flexible_header, head, size + len(tail))
-            return FileAnswer(first, regions, tail)
+            return FileAnswer(first, regions, tail, size)
         records = w.records
         head, tail = _encode_one(version, w, len(records))
         if not records:

@@ -43,7 +43,10 @@ def read_batches(
     partition_log: PartitionLog, offset: int, max_bytes: int, read_committed: bool
 ) -> LogRead:
     offset = max(offset, partition_log.log_start_offset)
-    info, aborted = read_partition(partition_log, offset, max_bytes, read_committed=read_committed)
+    info, aborted_txns = read_partition(
+        partition_log, offset, max_bytes, read_committed=read_committed
+    )
+    aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in aborted_txns)
     data = info.read_bytes() if info.size_in_bytes > 0 else b""
     batches: list[tuple[Batch, int, int]] = []
     pos = 0
