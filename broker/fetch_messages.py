@@ -169,18 +169,19 @@ def read_from_log(
             w.error = ErrorCode.unknown_topic_or_partition
             errors = True
             continue
-        w.high_watermark = partition_log.high_watermark
-        w.log_start_offset = partition_log.log_start_offset
-        w.last_stable_offset = partition_log.last_stable_offset
+        log_start, hw, lso, log_end = partition_log.fetch_offsets()
+        w.log_start_offset = log_start
+        w.high_watermark = hw
+        w.last_stable_offset = lso
         w.aborted = ()
-        if not w.log_start_offset <= w.fetch_offset <= partition_log.log_end_offset:
+        if not log_start <= w.fetch_offset <= log_end:
             w.error = ErrorCode.offset_out_of_range
             # As Kafka (ReplicaManager's read result of an OffsetOutOfRangeException): the
             # offsets of an out-of-range answer are unknown (-1), not the log's.
             w.high_watermark = w.log_start_offset = w.last_stable_offset = -1
             errors = True
             continue
-        bound = w.last_stable_offset if w.read_committed else w.high_watermark
+        bound = lso if w.read_committed else hw
         if w.fetch_offset >= bound:
             continue  # caught up: empty answer (the common long-poll case)
         limit = min(w.max_bytes, max_bytes - total)
