@@ -69,12 +69,14 @@ class FileAnswer:
 
     __slots__ = ("head", "regions", "size", "tail")
 
-    def __init__(self, head: bytes, regions: tuple[FileRegion, ...], tail: bytes) -> None:
+    def __init__(
+        self, head: bytes, regions: tuple[FileRegion, ...], tail: bytes, size: int = -1
+    ) -> None:
         self.head = head
         self.regions = regions
         self.tail = tail
-        #: Bytes of record data (the regions).
-        self.size = sum(r.length for r in regions)
+        #: Bytes of record data (the regions; ``size`` when the caller knows it).
+        self.size = size if size >= 0 else sum(r.length for r in regions)
 
     def __len__(self) -> int:
         return len(self.head) + self.size + len(self.tail)

@@ -278,6 +278,14 @@ class PartitionLog:
         with self._lock:
             return self._transactions.last_stable_offset(self._high_watermark)
 
+    def fetch_offsets(self) -> tuple[int, int, int, int]:
+        """``(log start offset, HW, LSO, LEO)`` read together under the lock: what a fetch
+        answers and checks its offset against, in one call."""
+        with self._lock:
+            hw = self._high_watermark
+            lso = self._transactions.last_stable_offset(hw)
+            return self._log_start_offset, hw, lso, self._local.log_end_offset
+
     def append_end_txn_marker(
         self,
         *,

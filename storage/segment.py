@@ -84,6 +84,10 @@ DELETED_SUFFIX = ".deleted"
 
 _READ_CHUNK = 16 * 1024
 _SPAN_CHUNK = 64 * 1024
+#: ``iter_spans``' first window, and its window after a batch that ended beyond the last one
+#: (large batches: a consumer's 1 MiB fetch of librdkafka's ~1 MB batches reads two headers,
+#: 4 KiB each, not 64 KiB each; small batches grow the window back to ``_SPAN_CHUNK``).
+_SPAN_FIRST_CHUNK = 4 * 1024
 # base_offset, batch_length, (epoch), magic, (crc, attributes), last_offset_delta
 SPAN_STRUCT = struct.Struct(">qi4xb6xi")
 
@@ -383,10 +387,13 @@ class LogSegment:
         window = b""
         window_start = 0
         window_len = 0
+        chunk = _SPAN_FIRST_CHUNK
         while position < end_position:
             rel = position - window_start
             if rel + BATCH_HEADER_SIZE > window_len:
-                want = min(_SPAN_CHUNK, end_position - position)
+                if window_len:  # the window held several batches: grow it; one: start small
+                    chunk = min(chunk * 4, _SPAN_CHUNK) if rel <= window_len else _SPAN_FIRST_CHUNK
+                want = min(chunk, end_position - position)
                 window = self._pread_some(max(want, BATCH_HEADER_SIZE), position)
                 window_start = position
                 window_len = len(window)

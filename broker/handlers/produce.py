@@ -20,7 +20,8 @@ Idempotent producers: storage checks each batch's producer id, epoch and sequenc
 writing (``storage/producer_state.py``); a retried batch comes back as an ``AppendInfo``
 with its original offsets and is answered as a success, as Kafka does.
 
-Where the parts live (as Fetch's ``fetch.py`` / ``fetch_plan.py`` / ``delayed_fetch.py``):
+Where the parts live (as Fetch's ``fetch.py``, ``broker/fetch_messages.py`` and
+``broker/delayed_fetch.py``):
 - ``broker/append_records.py``: one partition's append and its outcome as data
   (``append_partition``: in a worker thread for big or compacted-and-compressed batches), and
   the wait for the HW (``await_high_watermark``);

@@ -1,7 +1,7 @@
 """Reading a share partition's next records from the log (runs in a worker thread).
 
-The same storage read as Fetch (``PartitionLog.read`` up to the HW, ``read_for_fetch`` up to
-the LSO with the aborted transactions for read_committed), then a walk over the batch headers
+The same read as Fetch (``broker/fetch_messages.py``'s ``read_partition``: up to the HW, or up
+to the LSO with the aborted transactions for read_committed), then a walk over the batch headers
 (``storage.batch.unpack_batch_header``): each batch's base and last offset, whether it is a
 control batch, and under read_committed whether it belongs to an aborted transaction (such
 batches are archived by the share partition and never sent, as Kafka 4.2 does).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidelog.broker.fetch_messages import read_partition
 from tidelog.broker.share.partition import Batch
 from tidelog.storage import PartitionLog
 from tidelog.storage.batch import BATCH_HEADER_SIZE, unpack_batch_header
@@ -38,18 +39,10 @@ def read_batches(
     partition_log: PartitionLog, offset: int, max_bytes: int, read_committed: bool
 ) -> LogRead:
     offset = max(offset, partition_log.log_start_offset)
-    if read_committed:
-        fetched = partition_log.read_for_fetch(
-            offset, max_bytes, read_committed=True, min_one_message=True
-        )
-        info = fetched.read
-        aborted = tuple(
-            (t.producer_id, t.first_offset, t.last_offset)
-            for t in fetched.aborted_transactions or ()
-        )
-    else:
-        info = partition_log.read(offset, max_bytes, upper_bound=partition_log.high_watermark)
-        aborted = ()
+    info, aborted_txns = read_partition(
+        partition_log, offset, max_bytes, read_committed=read_committed
+    )
+    aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in aborted_txns)
     data = info.read_bytes() if info.size_in_bytes > 0 else b""
     batches: list[tuple[Batch, int, int]] = []
     pos = 0

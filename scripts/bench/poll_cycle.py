@@ -5,8 +5,9 @@ appended and wakes it, the fetch is answered (``--partitions N``: the fetch name
 of the topic, as a librdkafka consumer assigned N does; the produce writes to partition 0). The
 script runs ``--count`` cycles through the real router of a started Broker (temp log dir) on
 uvloop, then the same number of produces alone, and prints microseconds per cycle, per produce,
-and their difference (the fetch's share: parse, scan, wait, wake, read, answer). ``--tree`` runs
-another checkout's code, for A/B.
+and their difference (the fetch's share: parse, scan, wait, wake, read, answer), in wall time
+and in the CPU time of the loop's thread (steady on a loaded machine: prefer it for A/B).
+``--tree`` runs another checkout's code, for A/B.
 
     .venv/bin/python scripts/bench/poll_cycle.py --count 2000 --runs 3
     .venv/bin/python scripts/bench/poll_cycle.py --count 2000 --runs 3 --tree /tmp/before
@@ -123,8 +124,9 @@ async def _main(count: int, runs: int, isolation_level: int, partitions: int) ->
             produce = produce_request(10, "cycle", record_batch([b"x" * 100], 0), 1)[4:]
             router = broker.router
 
-            async def cycles(n: int, with_fetch: bool) -> float:
+            async def cycles(n: int, with_fetch: bool) -> tuple[float, float]:
                 started = time.perf_counter()
+                cpu_started = time.thread_time()
                 for _ in range(n):
                     waiting = None
                     if with_fetch:
@@ -134,15 +136,18 @@ async def _main(count: int, runs: int, isolation_level: int, partitions: int) ->
                     assert not isinstance(answer, asyncio.Future), "the produce waited"
                     if waiting is not None:
                         await waiting
-                return (time.perf_counter() - started) / n * 1e6
+                wall = (time.perf_counter() - started) / n * 1e6
+                return wall, (time.thread_time() - cpu_started) / n * 1e6
 
             await cycles(min(count, 200), True)
             for _ in range(runs):
-                both = await cycles(count, True)
-                alone = await cycles(count, False)
+                both, both_cpu = await cycles(count, True)
+                alone, alone_cpu = await cycles(count, False)
                 print(
                     f"cycle {both:.1f} us, produce alone {alone:.1f} us, "
-                    f"fetch long poll {both - alone:.1f} us"
+                    f"fetch long poll {both - alone:.1f} us; CPU (the loop thread's): cycle "
+                    f"{both_cpu:.1f} us, produce alone {alone_cpu:.1f} us, "
+                    f"fetch long poll {both_cpu - alone_cpu:.1f} us"
                 )
         finally:
             await broker.stop()
