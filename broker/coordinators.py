@@ -58,7 +58,7 @@ def install(broker: Broker) -> None:
     broker.partition_writer = PartitionWriter(
         WriterHost(
             get_log=broker.topics.get_log,
-            after_append=broker.after_append,
+            after_append=broker.log_flusher.after_append,
             notify=broker.partitions.notify,
             wait_until=broker.partitions.wait_until,
             clock=broker.clock,

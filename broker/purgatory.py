@@ -69,7 +69,14 @@ class HighWatermarkWaiters:
         """
         if timeout_s <= 0:
             return False
-        loop = asyncio.get_running_loop()
+        return await self._wait_any(asyncio.get_running_loop(), partitions, timeout_s)
+
+    async def _wait_any(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        partitions: Iterable[TopicPartition],
+        timeout_s: float,
+    ) -> bool:
         future: asyncio.Future[bool] = loop.create_future()
         keys = list(dict.fromkeys(partitions))
         for key in keys:
@@ -102,7 +109,8 @@ class HighWatermarkWaiters:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            await self.wait_any((partition,), remaining)
+            # the loop passed on: ``get_running_loop`` costs a ``getpid`` system call
+            await self._wait_any(loop, (partition,), remaining)
         return True
 
 

@@ -159,7 +159,7 @@ class SchemasTopic:
             info = partition_log.append(batch, now_ms=now)
         except StorageError as exc:
             raise RegistryError.store(f"Error while writing to {self.topic}: {exc}") from None
-        self.broker.after_append(partition_log, hw_before)
+        self.broker.partition_writer.appended(partition_log, hw_before)
         end = info.last_offset + 1
         covered = await self.broker.partitions.wait_until(
             (self.topic, 0), lambda: partition_log.high_watermark >= end, WRITE_TIMEOUT_S

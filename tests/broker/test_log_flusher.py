@@ -1,4 +1,4 @@
-"""broker/flusher.py: group-commit fsync threads hand their outcome back to the loop."""
+"""broker/log_flusher.py: group-commit fsync threads hand their outcome back to the loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.broker.flusher import Flusher
+from tidelog.broker.log_flusher import Flusher
 
 
 async def _run(flusher: Flusher, fn: Any) -> tuple[Any, BaseException | None, bool]:
