@@ -17,6 +17,8 @@ both sit in one object beside what they drive:
   (``HighWatermarkWaiters.notify``: coordinator writes, acks=-1 produce of the slow path, long
   polls); a failed fsync answers the held answers KAFKA_STORAGE_ERROR, as Kafka's log dir
   failure does;
+- ``policy_changed`` (AlterConfigs) and ``partition_removed`` (DeleteTopics): the HW moved
+  or the partition went, outside an append;
 - ``flush_due()``, every ``FLUSH_TICK_S``: answers REQUEST_TIMED_OUT to the held answers past
   their request timeout, and flushes the logs whose ``flush.ms`` / ``flush.messages`` is due.
 
@@ -159,6 +161,23 @@ class LogFlusher:
         self._flushing.pop(key, None)
         if not self._flushing and self._idle is not None:
             self._idle.set()
+
+    def policy_changed(self, partition_log: PartitionLog) -> None:
+        """The partition's flush policy changed (AlterConfigs): its HW may have caught up with
+        the LEO, so wake its waiters and answer what the HW now covers."""
+        key = (partition_log.topic, partition_log.partition)
+        self._notify(*key)
+        self._held_answers.release(key, partition_log.high_watermark)
+
+    def partition_removed(self, topic: str, partition: int) -> None:
+        """The partition was deleted: wake its waiters and answer its held answers
+        UNKNOWN_TOPIC_OR_PARTITION (their batches will never be fsynced)."""
+        self._notify(topic, partition)
+        self._held_answers.fail(
+            (topic, partition),
+            ErrorCode.unknown_topic_or_partition,
+            f"topic {topic} was deleted before the batch was fsynced",
+        )
 
     async def flush_due(self) -> None:
         """The tick: answer the held answers past their timeout, flush the logs that are due."""
