@@ -26,10 +26,7 @@ loop iterations; ``write``: answers and the flush threads' wake-ups of the loop)
 from __future__ import annotations
 
 import argparse
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support.ka
 
 import servers
 import workloads as wl
+from latency import syscall_counts
 
 from tests.support.kafka_wire import WireClient
 from tidelog.protocol.errors import ErrorCode
@@ -192,7 +190,6 @@ class V2(Idempotent):
 
 MODES: dict[str, type[Idempotent]] = {"idempotent": Idempotent, "v1": V1, "v2": V2}
 
-_STRACE_LINE = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
 #: The system calls ``--profile`` prints per transaction.
 PROFILED = ("fsync", "futex", "epoll_pwait", "write", "read", "pwritev2", "getpid")
 
@@ -207,24 +204,7 @@ def profile(server: servers.Server, mode: str, steps: int) -> dict[str, float]:
     for _ in range(steps):
         runner.step()
     figures = {"cpu_ms": (server.cpu_seconds() - cpu) * 1000 / steps}
-    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
-        tracer = subprocess.Popen(
-            ["strace", "-c", "-f", "-o", out.name, "-p", str(server.pid)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)  # attached to every thread
-        try:
-            for _ in range(steps):
-                runner.step()
-        finally:
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(30)
-        calls: dict[str, int] = {}
-        for line in Path(out.name).read_text().splitlines():
-            m = _STRACE_LINE.match(line)
-            if m and m.group(2) != "total":
-                calls[m.group(2)] = int(m.group(1))
+    calls = syscall_counts(server.pid, lambda: [runner.step() for _ in range(steps)])
     runner.c.client.close()
     figures["syscalls"] = sum(calls.values()) / steps
     figures.update({name: calls.get(name, 0) / steps for name in PROFILED})
