@@ -3,12 +3,13 @@
 Used by acks=-1 produce (wait until the HW covers the batch) and by long-poll fetch (wait until
 any fetched partition has new data). Everything here runs on the event loop thread.
 
-Whoever moves a HW calls ``notify(topic, partition)``: the produce path right after an append
-when no flush policy holds the HW back, and the flusher after a group-commit fsync.
+Whoever moves a HW calls ``notify(topic, partition)``: ``LogFlusher`` (``broker/log_flusher.py``,
+the acknowledgement policy) right after an append when no flush policy holds the HW back, and
+after the group-commit fsync when one does.
 
 ``HeldAnswers`` is the lean form for the produce answers that wait for an fsync (the durable
 default, ``flush.messages=1``): the answer is encoded at append time and parked with the offset
-the HW must reach; the flusher releases every answer its fsync covered (one fsync, many
+the HW must reach; ``LogFlusher`` releases every answer its fsync covered (one fsync, many
 answers: group commit), and a periodic tick answers the ones past their request timeout.
 """
 
