@@ -242,7 +242,7 @@ def _append(broker: Broker, partition: int, batch: bytes) -> None:
     assert log is not None
     hw = log.high_watermark
     log.append(batch)
-    broker.after_append(log, hw)
+    broker.log_flusher.after_append(log, hw)
 
 
 def _wanted(partition: int, offset: int = 0, topic: str | None = "p") -> FetchPartitionData:
