@@ -174,7 +174,7 @@ def read_from_log(
                 and w.read is None
                 and w.error is ErrorCode.none
                 and kept.high_watermark == w.high_watermark
-                and topics.get_log(w.topic, w.partition) is kept  # type: ignore[arg-type]
+                and topics.get_log(kept.topic, kept.partition) is kept
             ):
                 continue
         w.read = None
