@@ -33,6 +33,7 @@ from tidelog.broker.fetch_messages import (
     read_from_log,
     read_records,
 )
+from tidelog.broker.loop_lag import running_loop
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class DelayedFetch:
         self.wake: asyncio.Future[bool] | None = None
         self.keys: list[TopicPartition] = []
         self.respond: Respond | None = None
-        self.loop = asyncio.get_running_loop()
+        self.loop = running_loop()  # no getpid per fetch
         self.answer: asyncio.Future[Any] = self.loop.create_future()
 
     def start(self, respond: Respond) -> asyncio.Future[Any]:
@@ -148,8 +149,10 @@ class DelayedFetch:
         replica = self.replica
         params = self.params
         try:
+            # notified (True): only the partitions whose HW moved are read again; the
+            # timer's wake (False) reads them all
             total, errors, deferred = read_from_log(
-                replica.topics, self.partitions, params.max_bytes
+                replica.topics, self.partitions, params.max_bytes, moved_only=wake.result()
             )
             if deferred:
                 self.ready_at = time.perf_counter()

@@ -105,6 +105,8 @@ class FetchPartitionData:
     records: bytes = b""
     #: ... or the file regions to send as they are (``sendfile``: one partition, much data).
     file_regions: tuple[FileRegion, ...] = ()
+    #: The log the last read looked at (a woken long poll skips it when its HW has not moved).
+    log: PartitionLog | None = None
 
     @property
     def size(self) -> int:
@@ -146,15 +148,35 @@ def read_partition(
 
 
 def read_from_log(
-    topics: Topics, partitions: list[FetchPartitionData], max_bytes: int, *, on_loop: bool = True
+    topics: Topics,
+    partitions: list[FetchPartitionData],
+    max_bytes: int,
+    *,
+    on_loop: bool = True,
+    moved_only: bool = False,
 ) -> tuple[int, bool, bool]:
     """Look every partition up and find the batches to send (file regions: no data read yet);
     returns (bytes available, any error, deferred: a partition's first read of old bytes
-    belongs in a worker thread - repeat the read there with ``on_loop=False``)."""
+    belongs in a worker thread - repeat the read there with ``on_loop=False``).
+
+    ``moved_only`` (a long poll woken by a HW notify): a partition the last read found caught
+    up is kept as it was while its log is the same and its HW has not moved (every wake is a
+    HW move, a deletion or a config change, each seen here), so a wake re-reads the partitions
+    that moved, not all of them."""
     total = 0
     errors = False
     verify_limit = BLOCKING_READ_BYTES if on_loop else None
     for w in partitions:
+        if moved_only:
+            kept = w.log
+            if (
+                kept is not None
+                and w.read is None
+                and w.error is ErrorCode.none
+                and kept.high_watermark == w.high_watermark
+                and topics.get_log(kept.topic, kept.partition) is kept
+            ):
+                continue
         w.read = None
         w.error = ErrorCode.none
         if w.topic is None:
@@ -164,7 +186,7 @@ def read_from_log(
         if w.denied:
             w.error = ErrorCode.topic_authorization_failed
             continue
-        partition_log = topics.get_log(w.topic, w.partition)
+        partition_log = w.log = topics.get_log(w.topic, w.partition)
         if partition_log is None:
             w.error = ErrorCode.unknown_topic_or_partition
             errors = True

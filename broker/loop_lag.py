@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-__all__ = ["INTERVAL_S", "STALL_MS", "LoopLag"]
+__all__ = ["INTERVAL_S", "STALL_MS", "LoopLag", "running_loop"]
 
 log = logging.getLogger("tidelog.loop")
 
@@ -101,6 +102,36 @@ class LoopLag:
                 self._unlogged = 0
         self._due = now + INTERVAL_S
         self._handle = loop.call_later(INTERVAL_S, self._tick, loop)
+
+
+class _LastLoop(threading.local):
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+#: per thread, the loop ``running_loop`` last found running in it
+_last = _LastLoop()
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The running loop, as ``asyncio.get_running_loop()``, without its ``getpid`` system call
+    on each call: the loop found is kept per thread while it runs. Call it on the loop (a
+    callback, a handler; outside one it raises RuntimeError as ``get_running_loop`` does unless
+    this thread's last loop now runs in another thread). The hot paths (a delayed fetch, a held
+    Produce answer) call it once per request."""
+    loop = _last.loop
+    if loop is not None and loop.is_running():
+        return loop
+    loop = _last.loop = asyncio.get_running_loop()
+    return loop
+
+
+def _forget() -> None:
+    """In a forked child the parent's loop is not running, whatever its state says."""
+    _last.loop = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
 
 
 def _load() -> float:

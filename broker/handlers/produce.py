@@ -59,6 +59,7 @@ from tidelog.broker.append_records import (
     needs_worker,
 )
 from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
+from tidelog.broker.loop_lag import running_loop
 from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.broker.txn.add_partitions_to_txn_manager import (
@@ -367,7 +368,7 @@ def answer_at_once(
         if partition_log.high_watermark >= next_offset:
             return answer
     # Durable acknowledgement: answer once the group-commit fsync covers the batch.
-    loop = asyncio.get_running_loop()
+    loop = running_loop()  # no getpid per held answer
     held: asyncio.Future[bytes] = broker.held_answers.hold(
         (name, index),
         next_offset,

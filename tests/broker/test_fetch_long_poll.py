@@ -168,6 +168,43 @@ def test_several_partitions_wait_on_the_loop_and_answer_together(run: Any) -> No
     run(body)
 
 
+def test_a_wake_rereads_the_partitions_that_moved_and_keeps_the_others(run: Any) -> None:
+    """A woken long poll reads again only partitions whose HW moved (``moved_only``): one
+    that got data in the first wake and one whose HW moved without a notify of its own are
+    read again; the caught-up ones keep their answer; min_bytes counts all of them."""
+
+    async def body(broker: Broker) -> None:
+        broker.topics.create_topic("q", 3, {"flush.messages": "9223372036854775807"})
+        logs = [broker.topics.get_log("q", i) for i in range(3)]
+        one = make_batch([b"x" * 100])
+        wanted = [FetchPartitionData("q", None, i, 0, 1 << 20) for i in range(3)]
+        params = FetchParams(max_bytes=1 << 20, min_bytes=2 * len(one), max_wait_s=10.0)
+        delayed = fetch_messages(broker, params, wanted)
+        assert isinstance(delayed, DelayedFetch)
+        answered: list[list[FetchPartitionData]] = []
+
+        def respond(data: list[FetchPartitionData], waited: float) -> str:
+            answered.append(data)
+            return "done"
+
+        outcome = delayed.start(respond)
+        logs[0].append(make_batch([b"x" * 100]))
+        broker.partitions.notify("q", 0)  # the first wake: one batch, below min_bytes
+        await asyncio.sleep(0.02)
+        assert not outcome.done() and wanted[0].high_watermark == 1
+        logs[1].append(make_batch([b"x" * 100]))  # its HW moves, no notify of its own
+        logs[0].append(make_batch([b"x" * 100]))
+        broker.partitions.notify("q", 0)
+        assert await asyncio.wait_for(outcome, 2) == "done"
+        got = {w.partition: w for w in answered[0]}
+        assert len(got[0].records) == 2 * len(one) and got[0].high_watermark == 2
+        assert len(got[1].records) == len(one) and got[1].high_watermark == 1
+        assert got[2].records == b"" and got[2].high_watermark == 0
+        assert got[2].error is ErrorCode.none
+
+    run(body)
+
+
 def test_expires_empty_after_max_wait(run: Any) -> None:
     async def body(broker: Broker) -> None:
         loop = asyncio.get_running_loop()

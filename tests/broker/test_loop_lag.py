@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tidelog.broker.loop_lag import LoopLag
+from tidelog.broker.loop_lag import LoopLag, running_loop
 from tidelog.broker.metrics import Metrics
 
 
@@ -36,3 +36,14 @@ def test_a_blocked_loop_is_measured_logged_and_scraped(caplog: pytest.LogCapture
     assert re.search(r"^tidelog_event_loop_stalls_total [1-9]", text, re.M)
     # read once: the gauge starts over after a scrape
     assert lag.max_s == 0.0
+
+
+def test_running_loop_is_the_running_loop_of_each_run_and_raises_outside() -> None:
+    async def which() -> tuple[asyncio.AbstractEventLoop, asyncio.AbstractEventLoop]:
+        return running_loop(), asyncio.get_running_loop()
+
+    for _ in range(2):  # a second loop in the same thread replaces the kept one
+        found, running = asyncio.run(which())
+        assert found is running
+    with pytest.raises(RuntimeError):
+        running_loop()
