@@ -207,6 +207,85 @@ def evaluate_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: Issue 41's goals, each a ratio of tidelog to the best peer in the same run: (label, workload
+#: for tidelog, workload for the peers, key, higher is better, the ratio that meets the goal).
+#: Latencies compare tidelog's page-cache topic (``sync-produce-plain``) with the peers, which
+#: never fsync; the whole run's CPU and peak RSS are summed or maxed over the workloads.
+PEER_GOALS: tuple[tuple[str, str, str, str, bool, float], ...] = (
+    ("kcat produce 100 B, msg/s", "produce-kcat", "produce-kcat", "msgs_per_s", True, 1.0),
+    ("confluent-kafka 1 KiB acks=all, msg/s", "produce-ck", "produce-ck", "msgs_per_s", True, 1.0),
+    ("kcat consume, msg/s", "consume-kcat", "consume-kcat", "msgs_per_s", True, 1.0),
+    ("sync produce p50, ms", "sync-produce-plain", "sync-produce", "p50_ms", False, 1.5),
+    ("sync produce p99, ms", "sync-produce-plain", "sync-produce", "p99_ms", False, 1.5),
+)
+
+
+def peer_ratios(results: dict[str, Any]) -> list[str]:
+    """Issue 41's goal lines: tidelog against the best peer of this run, one line each."""
+    servers = results["servers"]
+    peers = [n for n in servers if n != "tidelog"]
+    if "tidelog" not in servers or not peers:
+        return []
+
+    def med(name: str, workload: str, key: str) -> float | None:
+        value = servers[name].get("workloads", {}).get(workload, {}).get("median", {}).get(key)
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    lines: list[str] = []
+    for label, mine_w, peer_w, key, higher, limit in PEER_GOALS:
+        mine = med("tidelog", mine_w, key)
+        theirs = {n: v for n in peers if (v := med(n, peer_w, key)) is not None}
+        if mine is None or not theirs:
+            continue
+        best_name = (max if higher else min)(theirs, key=lambda n: theirs[n])
+        best = theirs[best_name]
+        ratio = mine / best
+        met = ratio >= limit if higher else ratio <= limit
+        want = f">= {limit:g}x" if higher else f"<= {limit:g}x"
+        shown = "{:,.3f}" if key.endswith("_ms") else "{:,.0f}"
+        lines.append(
+            f"{label}: tidelog {shown.format(mine)} / {best_name} {shown.format(best)} = "
+            f"{ratio:.2f}x "
+            f"(goal {want}): {'met' if met else 'NOT met'}"
+        )
+
+    def cpu_of(name: str) -> dict[str, float]:
+        return {
+            w: float(e["median"]["broker_cpu_s"])
+            for w, e in servers[name].get("workloads", {}).items()
+            if w not in OWN_RUN and e.get("median", {}).get("broker_cpu_s")
+        }
+
+    mine_cpu = cpu_of("tidelog")
+    cpu_ratios: dict[str, tuple[float, float]] = {}
+    for n in peers:
+        common = set(mine_cpu) & set(theirs_cpu := cpu_of(n))
+        if common:  # only the workloads both ran: a peer that cannot run one is not cheaper
+            ours, their = sum(mine_cpu[w] for w in common), sum(theirs_cpu[w] for w in common)
+            if their > 0:
+                cpu_ratios[n] = (ours, their)
+    if cpu_ratios:
+        # the peer closest to us: ahead of it is ahead of all
+        n = max(cpu_ratios, key=lambda k: cpu_ratios[k][0] / cpu_ratios[k][1])
+        ours, their = cpu_ratios[n]
+        lines.append(
+            f"broker CPU, the workloads both ran, s: tidelog {ours:,.1f} / {n} {their:,.1f} = "
+            f"{ours / their:.2f}x (goal <= 1x, stays ahead): "
+            + ("met" if ours <= their else "NOT met")
+        )
+    rss = {n: servers[n].get("peak_rss_mb") for n in servers}
+    mine_rss = rss.get("tidelog")
+    theirs_rss = {n: float(v) for n in peers if (v := rss.get(n))}
+    if mine_rss and theirs_rss:
+        n = min(theirs_rss, key=lambda k: theirs_rss[k])
+        ratio = float(mine_rss) / theirs_rss[n]
+        lines.append(
+            f"peak RSS, MiB: tidelog {float(mine_rss):,.0f} / {n} {theirs_rss[n]:,.0f} = "
+            f"{ratio:.2f}x (goal <= 1x, stays ahead): {'met' if ratio <= 1 else 'NOT met'}"
+        )
+    return lines
+
+
 def render_spreads(results: dict[str, Any]) -> str:
     """Latency workloads: min / median / max of each figure over the runs, failed runs, and
     the runs' latencies together as a histogram."""
@@ -318,6 +397,10 @@ def render(results: dict[str, Any]) -> str:
                 shown += " (no peer measured)"
             target = TARGETS[t.get("goal", key)]
             text += f"\n  {verdict}  {key:14} {shown:>16}  (target {target})"
+    ratios = peer_ratios(results)
+    if ratios:
+        text += "\n\ngoals of issue 41, tidelog against the best peer of this run:\n  "
+        text += "\n  ".join(ratios)
     spreads = render_spreads(results)
     if spreads:
         text += "\n\n" + spreads
