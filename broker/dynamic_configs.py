@@ -32,7 +32,6 @@ Threading: event loop only.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -275,7 +274,10 @@ class DynamicConfigs:
         dir (read before, a log dir that is a file warned about this file before the start-up
         error that names the real cause)."""
         try:
-            raw = json.loads(self.path.read_text())
+            text = self.path.read_text()
+            import json  # at first use: a new log dir has no file
+
+            raw = json.loads(text)
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
@@ -311,6 +313,8 @@ class DynamicConfigs:
         with self._write_lock:
             if sequence <= self._written:
                 return
+            import json
+
             atomic_write(self.path, json.dumps(data, sort_keys=True).encode())
             self._written = sequence
 

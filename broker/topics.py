@@ -18,7 +18,6 @@ handlers call these methods and map ``TopicError`` to the wire error by its ``er
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import uuid
@@ -458,6 +457,8 @@ class Topics:
                 for info in self
             },
         }
+        import json  # at first use: a new log dir has no registry to read
+
         text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for target in (self.path, self.backup_path):
@@ -554,6 +555,8 @@ def _read_registry(path: Path) -> dict[str, TopicInfo]:
         raise TopicRegistryError(f"cannot read {path}: {exc.strerror}") from None
     if not raw.strip():
         raise TopicRegistryError(f"{path} is empty")
+    import json
+
     try:
         data = json.loads(raw.decode("utf-8"))
         topics = data["topics"]

@@ -12,11 +12,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .batch import RecordBatchHeader
 from .segment import DELETED_SUFFIX, LogSegment
-from .transaction_index import AbortedTxn
+
+if TYPE_CHECKING:  # the transaction index loads with the first segment
+    from .transaction_index import AbortedTxn
 
 __all__ = ["AppendInfo", "FetchDataInfo", "FileRegion", "ReadInfo"]
 

@@ -21,7 +21,6 @@ credentials through this module.
 from __future__ import annotations
 
 import base64
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +117,8 @@ class ScramCredentialStore:
             raw = self.path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return  # no file yet (a log dir that is not a directory: start() says so)
+        import json  # at first use: most log dirs have no SCRAM store
+
         try:
             data = json.loads(raw)
             for item in data["credentials"]:
@@ -167,6 +168,8 @@ class ScramCredentialStore:
             }
             for (user, mechanism), c in sorted(self._credentials.items())
         ]
+        import json
+
         return json.dumps({"version": 1, "credentials": items}, indent=1).encode("utf-8")
 
     def save(self, data: bytes | None = None) -> None:

@@ -64,7 +64,6 @@ from .index import (
     TimeIndex,
 )
 from .lazy_crc import UncheckedBytes
-from .transaction_index import TXNINDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -122,6 +121,9 @@ class LogSegment:
             self._size = os.fstat(fd).st_size
         index_name = f"{name}{INDEX_SUFFIX}"
         timeindex_name = f"{name}{TIMEINDEX_SUFFIX}"
+        # at first use: a new log dir answers its first requests before any segment exists
+        from .transaction_index import TXNINDEX_SUFFIX, TransactionIndex
+
         txnindex_name = f"{name}{TXNINDEX_SUFFIX}"
         self.offset_index = OffsetIndex(
             directory / index_name,

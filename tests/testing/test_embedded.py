@@ -124,3 +124,26 @@ def test_importing_tidelog_and_the_plugin_stays_cheap() -> None:
     for code in ("import tidelog", "import tidelog.testing.plugin", "import tidelog.testing"):
         loaded = _modules_after(code)
         assert not [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)], code
+
+
+def test_embedded_start_leaves_the_hosts_collector_as_it_was(tmp_path: Path) -> None:
+    """The start pauses the cyclic collector (as ``tidelog serve`` does) and puts it back:
+    on when the host had it on, off when the host had turned it off."""
+    import gc
+
+    from tidelog.config import ConfigError
+
+    was = gc.isenabled()
+    try:
+        for host_collects in (True, False):
+            gc.enable() if host_collects else gc.disable()
+            with tidelog.Broker(log_dir=tmp_path / f"data-{host_collects}") as broker:
+                assert broker.running
+                assert gc.isenabled() is host_collects
+            assert gc.isenabled() is host_collects
+        gc.enable()
+        with pytest.raises(ConfigError):  # a failed start puts it back too
+            EmbeddedBroker(log_dir=tmp_path / "file", overrides={"listeners": "nonsense"}).start()
+        assert gc.isenabled()
+    finally:
+        gc.enable() if was else gc.disable()
