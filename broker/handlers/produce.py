@@ -58,7 +58,8 @@ from tidelog.broker.append_records import (
     await_high_watermark,
     needs_worker,
 )
-from tidelog.broker.handlers.base import BrokerView, Close, HandlerSpec, RawBody, RequestContext
+from tidelog.broker.handlers.base import BrokerView, HandlerSpec, RequestContext
+from tidelog.broker.request_channel import Close, RawBody
 from tidelog.broker.security.access import TOPIC, TRANSACTIONAL_ID, Operation, allowed
 from tidelog.broker.topics import INTERNAL_TOPICS
 from tidelog.broker.txn.add_partitions_to_txn_manager import (
