@@ -7,10 +7,11 @@
   ``topics.get_log(topic, partition)`` is the usual way to a PartitionLog);
 - ``partitions`` (HighWatermarkWaiters): the long polls' wake-ups (a delayed Fetch registers a
   future with ``partitions.add`` and is woken by callbacks; share fetches ``await wait_any``);
-- ``after_append(log, hw_before)``: call after every append; wakes HW waiters now or schedules the
-  group-commit fsync that will (flush policy);
+- ``log_flusher`` (broker/log_flusher.py, the acknowledgement policy): its ``after_append(log,
+  hw_before)`` follows every append (through the ``partition_writer``); it wakes HW waiters now
+  or schedules the group-commit fsync that will, and releases the answers the fsync covers;
 - ``held_answers`` (HeldAnswers): produce answers parked until the fsync covering them returns
-  (released by the flusher, expired by the flush tick);
+  (released by ``log_flusher``, expired by its tick);
 - ``run_blocking(fn, *args)``: run blocking work (fsync, big reads) in the worker pool;
 - ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
@@ -42,7 +43,7 @@ from tidelog.broker.client_quota_manager import ClientQuotas, monotonic_ms
 from tidelog.broker.connection_quotas import ConnectionQuotas
 from tidelog.broker.dynamic_configs import DYNAMIC_CONFIGS_FILE, DynamicConfigs
 from tidelog.broker.endpoints import Endpoint, resolve_endpoints
-from tidelog.broker.flusher import Flusher
+from tidelog.broker.log_flusher import FLUSH_TICK_S, Flusher, LogFlusher
 from tidelog.broker.loop_lag import LoopLag
 from tidelog.broker.metrics import Metrics
 from tidelog.broker.partition_appends import PartitionAppends
@@ -54,7 +55,6 @@ from tidelog.broker.server import ListenerServer
 from tidelog.broker.topics import REGISTRY_FILE, Topics, log_config_from
 from tidelog.config import BrokerConfig
 from tidelog.config.topic import effective_topic_config
-from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import LogManager
 from tidelog.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -68,7 +68,6 @@ if TYPE_CHECKING:  # installed by start() (broker/coordinators.py), imported laz
     from tidelog.broker.group.streams import StreamsGroups
     from tidelog.broker.share.coordinator import ShareCoordinator
     from tidelog.broker.txn.coordinator import TransactionCoordinator
-    from tidelog.storage import PartitionLog
     from tidelog.storage.cleaner import LogCleaner
 
 log = logging.getLogger("tidelog.broker")
@@ -84,8 +83,6 @@ T = TypeVar("T")
 
 PRODUCE_API_KEY = 0
 API_VERSIONS_KEY = 18
-#: How often the flusher looks for logs whose flush.ms / flush.messages policy is due.
-FLUSH_TICK_S = 0.1
 #: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
 #: scanned at once at most (as ``storage.record_scan.REQUEST_INFLATING`` allows).
 HEAVY_THREADS = 2
@@ -227,10 +224,18 @@ class Broker:
         )
         #: Produce appends handed to ``run_heavy``, in order per partition.
         self.append_queue = PartitionAppends(self.run_heavy)
-        self._flushing: dict[tuple[str, int], bool] = {}  # in flight -> flush again after?
-        self._flushes: set[asyncio.Future[None]] = set()  # group-commit fsyncs in flight
-        #: Group-commit fsyncs: dedicated threads, one hand-off each way (broker/flusher.py).
+        #: Group-commit fsyncs: dedicated threads, one hand-off each way (broker/log_flusher.py).
         self._flusher = Flusher(io_threads)
+        #: The acknowledgement policy: every append's ``after_append``, the group-commit fsync
+        #: and the release of the answers it covers (broker/log_flusher.py).
+        self.log_flusher = LogFlusher(
+            self._flusher,
+            self.held_answers,
+            self.partitions.notify,
+            clock,
+            logs=self.log_manager.logs,
+            run_blocking=self.run_blocking,
+        )
         self._background: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
         self._stopped = False
@@ -285,71 +290,6 @@ class Broker:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
-
-    # ------------------------------------------------------------------ HW movement
-
-    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None:
-        """Wake HW waiters if the append moved the HW; start a flush if the policy asks."""
-        if partition_log.high_watermark != hw_before:
-            self.partitions.notify(partition_log.topic, partition_log.partition)
-        if partition_log.config.has_flush_policy and partition_log.needs_flush(self.clock()):
-            self.schedule_flush(partition_log)
-
-    def schedule_flush(self, partition_log: PartitionLog) -> None:
-        """Group commit: at most one flush per partition in flight; appends during it make
-        the flusher go round once more.
-
-        Callbacks rather than a task per flush: the fsync starts in a worker thread at once
-        (not one loop turn later), and its answers are released from the thread's completion
-        callback: a task per round would cost a creation and two more loop turns per fsync,
-        which every durable acknowledgement would wait for."""
-        key = (partition_log.topic, partition_log.partition)
-        if key in self._flushing:
-            self._flushing[key] = True
-            return
-        self._start_flush(partition_log, key)
-
-    def _start_flush(self, partition_log: PartitionLog, key: tuple[str, int]) -> None:
-        self._flushing[key] = False
-        hw_before = partition_log.high_watermark
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()  # for stop(): flushes in flight
-        try:
-            self._flusher.submit(
-                functools.partial(partition_log.flush, self.clock()),
-                functools.partial(self._flushed, partition_log, key, hw_before, waiter),
-                loop,
-            )
-        except RuntimeError:  # the flusher is shut down: the broker is stopping
-            self._flushing.pop(key, None)
-            return
-        self._flushes.add(waiter)
-
-    def _flushed(
-        self,
-        partition_log: PartitionLog,
-        key: tuple[str, int],
-        hw_before: int,
-        waiter: asyncio.Future[None],
-        hw: int,
-        exc: BaseException | None,
-    ) -> None:
-        """On the loop, one turn after the flush thread returned (``broker/flusher.py``)."""
-        self._flushes.discard(waiter)
-        waiter.set_result(None)
-        if exc is not None:
-            log.error("flush of %s-%d failed", *key, exc_info=exc)
-            # Kafka answers KAFKA_STORAGE_ERROR when its log dir fails.
-            self.held_answers.fail(key, ErrorCode.kafka_storage_error, f"fsync failed: {exc}")
-            self._flushing.pop(key, None)
-            return
-        self.held_answers.release(key, hw)
-        if hw != hw_before:
-            self.partitions.notify(*key)
-        if self._flushing.get(key) or partition_log.needs_flush(self.clock()):
-            self._start_flush(partition_log, key)
-        else:
-            self._flushing.pop(key, None)
 
     # ------------------------------------------------------------------ life cycle
 
@@ -411,7 +351,7 @@ class Broker:
         self.log_cleaner.startup()
         self._cleaner_started = True
         self._periodic = [
-            asyncio.ensure_future(self._every(FLUSH_TICK_S, self._flush_due)),
+            asyncio.ensure_future(self._every(FLUSH_TICK_S, self.log_flusher.flush_due)),
             asyncio.ensure_future(
                 self._every(
                     self.config.get_int("log.retention.check.interval.ms") / 1000,
@@ -528,8 +468,7 @@ class Broker:
         await asyncio.gather(*self._periodic, return_exceptions=True)
         if self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        while self._flushes:  # a finished flush may start one more round
-            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+        await self.log_flusher.drain()
         for service in reversed(self.services):
             try:
                 await service.stop()
@@ -558,21 +497,6 @@ class Broker:
                 raise
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
-
-    async def _flush_due(self) -> None:
-        self.held_answers.expire(
-            asyncio.get_running_loop().time(),
-            ErrorCode.request_timed_out,
-            "the fsync covering the batch did not return before the request timeout",
-        )
-        # The look over every log runs in a worker: with 20,000 partitions it takes 10-30 ms,
-        # which would stall the loop ten times a second.
-        due = await self.run_blocking(self._logs_needing_flush, self.clock())
-        for partition_log in due:
-            self.schedule_flush(partition_log)
-
-    def _logs_needing_flush(self, now: int) -> list[PartitionLog]:
-        return [pl for pl in self.log_manager.logs() if pl.needs_flush(now)]
 
     async def _retention(self) -> None:
         await self.run_blocking(self.log_manager.run_retention, self.clock())

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tidelog.broker.dynamic_configs import DynamicConfigs
     from tidelog.broker.group.coordinator import GroupCoordinator
     from tidelog.broker.group.streams import StreamsGroups
+    from tidelog.broker.log_flusher import LogFlusher
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.purgatory import HighWatermarkWaiters
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import Topics
     from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
-    from tidelog.storage import PartitionLog
 
 __all__ = ("MODULES", "CoordinatorHost", "Service", "import_modules", "install", "modules_for")
 
@@ -64,6 +64,8 @@ class CoordinatorHost(Protocol):
     config: BrokerConfig
     topics: Topics
     partitions: HighWatermarkWaiters
+    #: the acknowledgement policy: every coordinator append goes through its ``after_append``
+    log_flusher: LogFlusher
     dynamic_configs: DynamicConfigs
     security: BrokerSecurity
     metrics: Metrics
@@ -79,8 +81,6 @@ class CoordinatorHost(Protocol):
 
     @property
     def clock(self) -> Callable[[], int]: ...
-
-    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
 
@@ -119,7 +119,7 @@ def install(broker: CoordinatorHost) -> None:
     writer = broker.partition_writer = PartitionWriter(
         WriterHost(
             get_log=topics.get_log,
-            after_append=broker.after_append,
+            after_append=broker.log_flusher.after_append,
             notify=broker.partitions.notify,
             wait_until=broker.partitions.wait_until,
             clock=clock,

@@ -3,12 +3,13 @@
 Used by acks=-1 produce (wait until the HW covers the batch) and by long-poll fetch (wait until
 any fetched partition has new data). Everything here runs on the event loop thread.
 
-Whoever moves a HW calls ``notify(topic, partition)``: the produce path right after an append
-when no flush policy holds the HW back, and the flusher after a group-commit fsync.
+Whoever moves a HW calls ``notify(topic, partition)``: ``LogFlusher`` (``broker/log_flusher.py``,
+the acknowledgement policy) right after an append when no flush policy holds the HW back, and
+after the group-commit fsync when one does.
 
 ``HeldAnswers`` is the lean form for the produce answers that wait for an fsync (the durable
 default, ``flush.messages=1``): the answer is encoded at append time and parked with the offset
-the HW must reach; the flusher releases every answer its fsync covered (one fsync, many
+the HW must reach; ``LogFlusher`` releases every answer its fsync covered (one fsync, many
 answers: group commit), and a periodic tick answers the ones past their request timeout.
 """
 
@@ -69,7 +70,14 @@ class HighWatermarkWaiters:
         """
         if timeout_s <= 0:
             return False
-        loop = asyncio.get_running_loop()
+        return await self._wait_any(asyncio.get_running_loop(), partitions, timeout_s)
+
+    async def _wait_any(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        partitions: Iterable[TopicPartition],
+        timeout_s: float,
+    ) -> bool:
         future: asyncio.Future[bool] = loop.create_future()
         keys = list(dict.fromkeys(partitions))
         for key in keys:
@@ -102,7 +110,8 @@ class HighWatermarkWaiters:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            await self.wait_any((partition,), remaining)
+            # the loop passed on: ``get_running_loop`` costs a ``getpid`` system call
+            await self._wait_any(loop, (partition,), remaining)
         return True
 
 

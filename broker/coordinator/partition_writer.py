@@ -9,7 +9,7 @@ and markers, the share coordinator's ``__share_group_state`` and WriteTxnMarkers
    the coordinator made its records); a storage refusal raises ``CoordinatorLogError`` with
    Kafka's error code;
 2. wakes the partition's HW waiters when the append moved the HW, and starts a flush when the
-   topic's flush policy asks for one (the broker's ``after_append``);
+   topic's flush policy asks for one (``LogFlusher.after_append``, broker/log_flusher.py);
 3. returns an ``Appended`` whose ``durable`` awaitable resolves once the HW covers the batch,
    or raises ``CoordinatorLogError(REQUEST_TIMED_OUT)`` after the coordinator's write timeout
    (``timeout_ms``: each coordinator passes its own one setting, ``offsets.commit.timeout.ms``
@@ -65,7 +65,7 @@ class WriterHost:
 
     #: (topic, partition) -> its log, None when it does not exist
     get_log: Callable[[str, int], PartitionLog | None]
-    #: wakes HW waiters and starts a flush when the policy asks (``Broker.after_append``)
+    #: wakes HW waiters and starts a flush when the policy asks (``LogFlusher.after_append``)
     after_append: Callable[[PartitionLog, int], None]
     #: wakes the HW waiters of a partition (``HighWatermarkWaiters.notify``)
     notify: Callable[[str, int], None]

@@ -252,10 +252,11 @@ def alter_topic(
         return from_topic_error(exc)
     if not validate_only:
         for partition in range(info.partitions):
-            broker.partitions.notify(name, partition)
             partition_log = broker.topics.get_log(name, partition)
             if partition_log is not None:  # held produce answers the new HW now covers
-                broker.held_answers.release((name, partition), partition_log.high_watermark)
+                broker.log_flusher.policy_changed(partition_log)
+            else:
+                broker.partitions.notify(name, partition)
         log.info("topic %s configs set to %s", name, dict(overrides))
     return NONE
 

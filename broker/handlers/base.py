@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tidelog.broker.endpoints import Endpoint
     from tidelog.broker.group.coordinator import GroupCoordinator
     from tidelog.broker.group.streams import StreamsGroups
+    from tidelog.broker.log_flusher import LogFlusher
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
@@ -76,6 +77,8 @@ class BrokerView(Protocol):
     topics: Topics
     partitions: HighWatermarkWaiters
     held_answers: HeldAnswers
+    #: The acknowledgement policy (group-commit fsyncs, release of held answers).
+    log_flusher: LogFlusher
     metrics: Metrics
     log_manager: LogManager
     #: Group configs and the Kafka-only dynamic broker settings tidelog stores.

@@ -215,13 +215,8 @@ def _delete_one(ctx: RequestContext, info: TopicInfo) -> _Result | None:
         return _Result(info.name, info.topic_id, error_code_for(exc.error_name), str(exc))
     partitions = [(info.name, p) for p in range(info.partitions)]
     for topic, partition in partitions:
-        broker.partitions.notify(topic, partition)
-        # produce answers still waiting for an fsync of the deleted log
-        broker.held_answers.fail(
-            (topic, partition),
-            ErrorCode.unknown_topic_or_partition,
-            f"topic {topic} was deleted before the batch was fsynced",
-        )
+        # HW waiters, and produce answers still waiting for an fsync of the deleted log
+        broker.log_flusher.partition_removed(topic, partition)
     hook = getattr(broker.groups, "on_partitions_deleted", None)
     if hook is not None:
         try:

@@ -30,6 +30,7 @@ from tidelog.storage import PartitionLog, StorageError
 from tidelog.storage.record_codec import NewRecord, encode_batch, iter_records
 
 if TYPE_CHECKING:
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
     from tidelog.broker.purgatory import HighWatermarkWaiters
     from tidelog.broker.topics import Topics
 
@@ -71,11 +72,11 @@ class SchemasHost(Protocol):
     topics: Topics
     #: HW waiters: a write waits for its records' HW, the tail for another writer's
     partitions: HighWatermarkWaiters
+    #: wakes the HW waiters (and schedules the fsync) after the store's own appends
+    partition_writer: PartitionWriter
 
     @property
     def clock(self) -> Callable[[], int]: ...
-
-    def after_append(self, partition_log: PartitionLog, hw_before: int) -> None: ...
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
 
@@ -179,7 +180,7 @@ class SchemasTopic:
             info = partition_log.append(batch, now_ms=now)
         except StorageError as exc:
             raise RegistryError.store(f"Error while writing to {self.topic}: {exc}") from None
-        self.broker.after_append(partition_log, hw_before)
+        self.broker.partition_writer.appended(partition_log, hw_before)
         end = info.last_offset + 1
         covered = await self.broker.partitions.wait_until(
             (self.topic, 0), lambda: partition_log.high_watermark >= end, WRITE_TIMEOUT_S

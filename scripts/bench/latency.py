@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,18 +119,18 @@ def rate_figures(server: servers.Server, topic: str, count: int) -> dict[str, An
 _STRACE_LINE = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
 
 
-def strace_figures(server: servers.Server, topic: str, count: int) -> dict[str, Any]:
-    """Syscalls per sync produce, counted by ``strace -c -f -p`` over the whole loop (the
-    client's connection set-up and metadata requests included: a few dozen calls in all)."""
+def syscall_counts(pid: int, work: Callable[[], object]) -> dict[str, int]:
+    """System calls of process ``pid`` (every thread) while ``work()`` runs, by name, counted
+    by ``strace -c -f -p``."""
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
         tracer = subprocess.Popen(
-            ["strace", "-c", "-f", "-o", out.name, "-p", str(server.pid)],
+            ["strace", "-c", "-f", "-o", out.name, "-p", str(pid)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1.0)  # attached to every thread
         try:
-            wl.ck_sync_produce(server.bootstrap, topic, count, warmup=0)
+            work()
         finally:
             tracer.send_signal(signal.SIGINT)
             tracer.wait(30)
@@ -138,6 +139,15 @@ def strace_figures(server: servers.Server, topic: str, count: int) -> dict[str, 
             m = _STRACE_LINE.match(line)
             if m and m.group(2) != "total":
                 calls[m.group(2)] = int(m.group(1))
+    return calls
+
+
+def strace_figures(server: servers.Server, topic: str, count: int) -> dict[str, Any]:
+    """Syscalls per sync produce, counted by ``strace -c -f -p`` over the whole loop (the
+    client's connection set-up and metadata requests included: a few dozen calls in all)."""
+    calls = syscall_counts(
+        server.pid, lambda: wl.ck_sync_produce(server.bootstrap, topic, count, warmup=0)
+    )
     total = sum(calls.values())
     epoll = sum(v for k, v in calls.items() if k.startswith("epoll"))
     top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]

@@ -16,6 +16,11 @@ The three run interleaved, one transaction of each in turn, so a change of the m
 hits them alike. Only the time between sending a request and reading its answer counts (the
 batches are built before). Prints ms per transaction (median of ``--runs``) and the round trips
 per transaction.
+
+``--profile N`` then runs N more transactions of each mode alone, twice: once for the broker's
+CPU per transaction (utime + stime of its process), once under ``strace -c -f`` for the system
+calls per transaction (``fsync``: the flushes; ``futex``: thread hand-offs; ``epoll_pwait``:
+loop iterations; ``write``: answers and the flush threads' wake-ups of the loop).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support.ka
 
 import servers
 import workloads as wl
+from latency import syscall_counts
 
 from tests.support.kafka_wire import WireClient
 from tidelog.protocol.errors import ErrorCode
@@ -184,13 +190,35 @@ class V2(Idempotent):
 
 MODES: dict[str, type[Idempotent]] = {"idempotent": Idempotent, "v1": V1, "v2": V2}
 
+#: The system calls ``--profile`` prints per transaction.
+PROFILED = ("fsync", "futex", "epoll_pwait", "write", "read", "pwritev2", "getpid")
+
+
+def profile(server: servers.Server, mode: str, steps: int) -> dict[str, float]:
+    """Broker CPU (ms) and system calls per transaction of ``mode``, ``steps`` each."""
+    topic = f"{mode}-profile"
+    wl.create_topic(server.bootstrap, topic)
+    runner = MODES[mode](server.bootstrap, topic)
+    runner.step()  # the first one creates __transaction_state's partition state
+    cpu = server.cpu_seconds()
+    for _ in range(steps):
+        runner.step()
+    figures = {"cpu_ms": (server.cpu_seconds() - cpu) * 1000 / steps}
+    calls = syscall_counts(server.pid, lambda: [runner.step() for _ in range(steps)])
+    runner.c.client.close()
+    figures["syscalls"] = sum(calls.values()) / steps
+    figures.update({name: calls.get(name, 0) / steps for name in PROFILED})
+    return figures
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transactions", type=int, default=300)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--tree", type=Path, help="run the broker of another checkout (A/B)")
+    p.add_argument("--profile", type=int, default=0, help="CPU and syscalls, N txns per mode")
     args = p.parse_args(argv)
+    profiles: dict[str, dict[str, float]] = {}
     results: dict[str, list[float]] = {m: [] for m in MODES}
     requests: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="tidelog-txn-wire-") as work:
@@ -216,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"run {run + 1}: " + ", ".join(f"{m} {results[m][-1]:.2f} ms" for m in MODES),
                     flush=True,
                 )
+            if args.profile:
+                for mode in MODES:
+                    profiles[mode] = profile(server, mode, args.profile)
         finally:
             server.stop()
     for mode in MODES:
@@ -223,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{mode}: {statistics.median(results[mode]):.2f} ms per 100 records "
             f"({requests[mode]:.0f} round trips)"
         )
+    if profiles:
+        names = ("cpu_ms", "syscalls", *PROFILED)
+        print("\nper transaction | " + " | ".join(names))
+        for mode, figures in profiles.items():
+            print(f"{mode} | " + " | ".join(f"{figures[n]:.2f}" for n in names))
     return 0
 
 

@@ -98,7 +98,7 @@ def test_waits_then_answers_on_append(run: Any) -> None:
         await asyncio.sleep(0.05)
         assert not outcome.done()
         broker.topics.get_log("t", 0).append(make_batch([b"a"]))
-        broker.after_append(broker.topics.get_log("t", 0), 0)
+        broker.log_flusher.after_append(broker.topics.get_log("t", 0), 0)
         part = _decode(await asyncio.wait_for(outcome, 2))
         assert part.high_watermark == 1 and len(part.records) > 0
         assert broker.partitions.waiting() == 0
@@ -117,7 +117,7 @@ def test_min_bytes_keeps_waiting_across_wakes(run: Any) -> None:
             assert not outcome.done(), n
             hw = log.high_watermark
             log.append(make_batch([b"x" * 100]))
-            broker.after_append(log, hw)
+            broker.log_flusher.after_append(log, hw)
         part = _decode(await asyncio.wait_for(outcome, 2))
         assert part.high_watermark == 3 and len(part.records) == 3 * len(one)
         assert broker.partitions.waiting() == 0
@@ -154,7 +154,7 @@ def test_several_partitions_wait_on_the_loop_and_answer_together(run: Any) -> No
         assert not outcome.done()
         log = broker.topics.get_log("u", 1)
         log.append(make_batch([b"a"]))
-        broker.after_append(log, 0)
+        broker.log_flusher.after_append(log, 0)
         answer = await asyncio.wait_for(outcome, 2)
         data = answer if isinstance(answer, bytes) else b"".join(bytes(c) for c in answer)
         topics = entity_reader(f12r.FetchResponse)(data, 9)[0].responses
@@ -194,7 +194,7 @@ def test_cancelled_poll_forgets_its_wake_and_timer(run: Any) -> None:
         assert broker.partitions.waiting() == 0
         log = broker.topics.get_log("t", 0)
         log.append(make_batch([b"late"]))
-        broker.after_append(log, 0)  # nobody listens any more
+        broker.log_flusher.after_append(log, 0)  # nobody listens any more
         await asyncio.sleep(0.01)
 
     run(body)
