@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tidelog.protocol.fast.common import encode_uvarint as _uvarint
+from tidelog.protocol.internal_topics.consumer_offsets import RecordReader, SchemaError
 
 __all__ = [
     "TxnLogValue",
@@ -150,85 +151,44 @@ def _encode_v1(value: TxnLogValue) -> bytes:
     return bytes(out)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TxnSchemaError(f"record ends at {len(self.data)}, needs {self.pos + n} bytes")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        return s.unpack(self.take(s.size))
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise TxnSchemaError("varint too long")
-
-    def string(self, compact: bool) -> str:
-        n = self.uvarint() - 1 if compact else self.unpack(_I16)[0]
-        if n < 0:
-            raise TxnSchemaError("null string")
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TxnSchemaError(f"bad UTF-8: {exc}") from None
-
-    def array_length(self, compact: bool) -> int:
-        n = self.uvarint() - 1 if compact else self.unpack(_I32)[0]
-        if n > len(self.data) - self.pos:
-            raise TxnSchemaError(f"array of {n} entries in {len(self.data) - self.pos} bytes")
-        return n
-
-    def tags(self) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self.take(self.uvarint())
-        return found
-
-
 def decode_txn_key(key: bytes) -> str | None:
     """The transactional id of a key; None for another record type."""
-    reader = _Reader(key)
-    if reader.unpack(_I16)[0] != 0:
-        return None
-    return reader.string(False)
+    try:
+        reader = RecordReader(key)
+        if reader.i16() != 0:
+            return None
+        return reader.string()
+    except SchemaError as exc:
+        raise TxnSchemaError(str(exc)) from None
 
 
 def decode_txn_value(value: bytes) -> TxnLogValue:
-    reader = _Reader(value)
-    version = reader.unpack(_I16)[0]
+    try:
+        return _decode_txn_value(RecordReader(value))
+    except SchemaError as exc:
+        raise TxnSchemaError(str(exc)) from None
+
+
+def _decode_txn_value(reader: RecordReader) -> TxnLogValue:
+    version = reader.i16()
     if version not in (0, 1):
         raise TxnSchemaError(f"unknown transaction log value version {version}")
-    compact = version == 1
-    producer_id, epoch, timeout, status = reader.unpack(struct.Struct(">qhib"))
-    count = reader.array_length(compact)
+    reader.flexible = compact = version == 1
+    producer_id, epoch, timeout, status = reader.i64(), reader.i16(), reader.i32(), reader.i8()
+    count = reader.nullable_array_len()
     partitions: dict[str, list[int]] | None = None
     if count >= 0:
         partitions = {}
         for _ in range(count):
-            topic = reader.string(compact)
-            n = reader.array_length(compact)
-            partitions[topic] = [reader.unpack(_I32)[0] for _ in range(max(n, 0))]
-            if compact:
-                reader.tags()
-    last_update, start = reader.unpack(_TAIL)
+            topic = reader.string()
+            n = reader.nullable_array_len()
+            partitions[topic] = [reader.i32() for _ in range(max(n, 0))]
+            reader.tags()
+    last_update, start = reader.i64(), reader.i64()
     previous = next_ = -1
     client_version = 0
     if compact:
-        tags = reader.tags()
+        tags = reader.tagged_fields()
         if 0 in tags and len(tags[0]) == 8:
             previous = struct.unpack(">q", tags[0])[0]
         if 1 in tags and len(tags[1]) == 8:
