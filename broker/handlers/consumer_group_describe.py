@@ -94,10 +94,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
     if classic is None or groups is None:
-        out = tuple(
-            _error(types, g, ErrorCode.coordinator_not_available, None) for g in request.group_ids
-        )
-        return _response(types, out)
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
     names = groups.topic_names()
     ops = bool(request.include_authorized_operations)
     out = described_groups(

@@ -252,16 +252,7 @@ async def handle(
 ) -> Response | bytes | list[bytes | memoryview] | FileAnswer:
     if _session_error(request):
         types = response_types(API_KEY, ctx.api_version)
-        return cast(
-            "Response",
-            build(
-                types.FetchResponse,
-                throttle_time=timedelta(0),
-                error_code=ErrorCode.fetch_session_id_not_found,
-                session_id=0,
-                responses=(),
-            ),
-        )
+        return _fetch_response(types, ErrorCode.fetch_session_id_not_found)
     broker = ctx.broker
     quotas = broker.client_quotas
     if quotas.enabled:
@@ -356,16 +347,7 @@ def throttled_response(ctx: RequestContext, request: FetchRequest, throttle_ms: 
     """The answer of a fetch over quota: no partitions, the throttle time (Kafka's
     getThrottledResponse of a sessionless fetch)."""
     types = response_types(API_KEY, ctx.api_version)
-    return cast(
-        "Response",
-        build(
-            types.FetchResponse,
-            throttle_time=timedelta(milliseconds=throttle_ms),
-            error_code=ErrorCode.none,
-            session_id=0,
-            responses=(),
-        ),
-    )
+    return _fetch_response(types, ErrorCode.none, throttle_ms=throttle_ms)
 
 
 def _authorize(ctx: RequestContext, wanted: list[FetchPartitionData]) -> None:
@@ -405,12 +387,19 @@ def _response(
         build(types.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
         for key, parts in grouped.items()
     )
+    return _fetch_response(types, ErrorCode.none, responses)
+
+
+def _fetch_response(
+    types: Any, error: ErrorCode, responses: tuple[Any, ...] = (), *, throttle_ms: int = 0
+) -> Response:
+    """A sessionless FetchResponse (session 0) of ``responses`` with the top-level ``error``."""
     return cast(
         "Response",
         build(
             types.FetchResponse,
-            throttle_time=timedelta(0),
-            error_code=ErrorCode.none,
+            throttle_time=timedelta(milliseconds=throttle_ms),
+            error_code=error,
             session_id=0,
             responses=responses,
         ),
@@ -421,16 +410,7 @@ def error_response(ctx: RequestContext, request: FetchRequest, code: ErrorCode) 
     """v4-6 have no top-level error: every partition carries ``code``."""
     types = response_types(API_KEY, ctx.api_version)
     if ctx.api_version >= 7:
-        return cast(
-            "Response",
-            build(
-                types.FetchResponse,
-                throttle_time=timedelta(0),
-                error_code=code,
-                session_id=0,
-                responses=(),
-            ),
-        )
+        return _fetch_response(types, code)
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
     for w in wanted:
         w.error = code

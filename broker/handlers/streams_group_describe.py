@@ -131,10 +131,7 @@ async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
     if groups is None:
-        out = tuple(
-            _error(types, g, ErrorCode.coordinator_not_available, None) for g in request.group_ids
-        )
-        return _response(types, out)
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
     ops = bool(request.include_authorized_operations)
     out = described_groups(
         request.group_ids,
