@@ -184,6 +184,14 @@ class RecordWriter:
         if self.flexible:
             self.buf.append(0)
 
+    def tagged_fields(self, fields: Sequence[tuple[int, bytes]]) -> None:
+        """A tagged-field section of ``fields`` (tag, bytes), in tag order (flexible forms)."""
+        self.uvarint(len(fields))
+        for tag, data in fields:
+            self.uvarint(tag)
+            self.uvarint(len(data))
+            self.buf += data
+
     def topic_partitions(self, assignment: Mapping[uuid.UUID, Iterable[int]]) -> None:
         """An assignment (topic id -> partitions) as the newer groups' records carry it:
         topics in id order, each with its partitions in order."""

@@ -43,8 +43,11 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidelog.protocol.fast.common import encode_uvarint as _uvarint
-from tidelog.protocol.internal_topics.consumer_offsets import RecordReader, SchemaError
+from tidelog.protocol.internal_topics.consumer_offsets import (
+    RecordReader,
+    RecordWriter,
+    SchemaError,
+)
 
 __all__ = [
     "TxnLogValue",
@@ -56,9 +59,6 @@ __all__ = [
 ]
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status
-_TAIL = struct.Struct(">qq")
 
 
 class TxnSchemaError(ValueError):
@@ -79,76 +79,46 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
 
-def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return _I16.pack(len(data)) + data
-
-
 def encode_txn_key(transactional_id: str) -> bytes:
-    return _I16.pack(0) + _string(transactional_id)
-
-
-def _compact_string(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return _uvarint(len(data) + 1) + data
+    w = RecordWriter()
+    w.i16(0)
+    w.string(transactional_id)
+    return bytes(w.buf)
 
 
 def encode_txn_value(value: TxnLogValue) -> bytes:
-    if value.client_transaction_version >= 2:
-        return _encode_v1(value)
-    out = bytearray(
-        _HEAD.pack(
-            0,
-            value.producer_id,
-            value.producer_epoch,
-            value.transaction_timeout_ms,
-            value.state_id,
-        )
-    )
+    """Version 0, or version 1 (compact lengths, tagged fields: only those off their defaults)
+    for an id whose client speaks transaction version 2."""
+    version = 1 if value.client_transaction_version >= 2 else 0
+    w = RecordWriter(flexible=version == 1)
+    w.i16(version)
+    w.i64(value.producer_id)
+    w.i16(value.producer_epoch)
+    w.i32(value.transaction_timeout_ms)
+    w.i8(value.state_id)
     if value.partitions is None:
-        out += _I32.pack(-1)
+        w.array_len(-1)
     else:
-        out += _I32.pack(len(value.partitions))
+        w.array_len(len(value.partitions))
         for topic in sorted(value.partitions):
             ids = sorted(value.partitions[topic])
-            out += _string(topic) + _I32.pack(len(ids))
-            out += b"".join(_I32.pack(i) for i in ids)
-    out += _TAIL.pack(value.last_update_ms, value.start_ms)
-    return bytes(out)
-
-
-def _encode_v1(value: TxnLogValue) -> bytes:
-    """Version 1: compact lengths, tagged fields (only those off their defaults)."""
-    out = bytearray(
-        _HEAD.pack(
-            1,
-            value.producer_id,
-            value.producer_epoch,
-            value.transaction_timeout_ms,
-            value.state_id,
-        )
-    )
-    if value.partitions is None:
-        out += b"\x00"
-    else:
-        out += _uvarint(len(value.partitions) + 1)
-        for topic in sorted(value.partitions):
-            ids = sorted(value.partitions[topic])
-            out += _compact_string(topic) + _uvarint(len(ids) + 1)
-            out += b"".join(_I32.pack(i) for i in ids)
-            out += b"\x00"  # no tagged fields in the topic entry
-    out += _TAIL.pack(value.last_update_ms, value.start_ms)
-    tags: list[tuple[int, bytes]] = []
-    if value.previous_producer_id != -1:
-        tags.append((0, struct.pack(">q", value.previous_producer_id)))
-    if value.next_producer_id != -1:
-        tags.append((1, struct.pack(">q", value.next_producer_id)))
-    if value.client_transaction_version != 0:
-        tags.append((2, _I16.pack(value.client_transaction_version)))
-    out += _uvarint(len(tags))
-    for tag, data in tags:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
-    return bytes(out)
+            w.string(topic)
+            w.array_len(len(ids))
+            for i in ids:
+                w.i32(i)
+            w.no_tags()  # the topic entry's (flexible only)
+    w.i64(value.last_update_ms)
+    w.i64(value.start_ms)
+    if version == 1:
+        tags: list[tuple[int, bytes]] = []
+        if value.previous_producer_id != -1:
+            tags.append((0, struct.pack(">q", value.previous_producer_id)))
+        if value.next_producer_id != -1:
+            tags.append((1, struct.pack(">q", value.next_producer_id)))
+        if value.client_transaction_version != 0:
+            tags.append((2, _I16.pack(value.client_transaction_version)))
+        w.tagged_fields(tags)
+    return bytes(w.buf)
 
 
 def decode_txn_key(key: bytes) -> str | None:
