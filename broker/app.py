@@ -94,10 +94,6 @@ DELETE_TICK_S = 5.0
 SHUTDOWN_DRAIN_S = 10.0
 
 
-def _no_offsets_topic() -> None:
-    """``ensure_offsets_topic`` of a broker without a group coordinator."""
-
-
 def _lower_thread_priority() -> None:
     """Give the calling worker thread a lower CPU priority (Linux: nice is per thread), so the
     event loop's thread wins a contended core over heavy request work (decompression, key
@@ -189,9 +185,6 @@ class Broker:
         self.router: Router = Router(self)
         # The group coordinator (broker/group/) sets ``groups`` (broker/coordinators.py).
         self.groups: GroupCoordinator
-        #: Creates ``__consumer_offsets`` when missing (FindCoordinator for a group calls it;
-        #: the group coordinator sets it): Kafka creates the topic on first use, not at start.
-        self.ensure_offsets_topic: Callable[[], None] = _no_offsets_topic
         #: FindCoordinator key type -> makes that coordinator's internal topic on first use
         #: (``__consumer_offsets``, ``__transaction_state``; set by the coordinators).
         self.coordinator_topics: dict[int, Callable[[], Awaitable[None]]] = {}

@@ -27,17 +27,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.broker.topics import INTERNAL_TOPICS, LEADER_EPOCH
-from tidelog.broker.txn.add_partitions_to_txn_manager import transactional_producer
+from tidelog.broker.txn.add_partitions_to_txn_manager import (
+    AddPartitionsToTxnManager,
+    transactional_producer,
+)
 from tidelog.protocol.errors import ErrorCode, error_code_for
 from tidelog.storage.batch import ATTRIBUTES_LOW_OFFSET, BATCH_HEADER_SIZE
 from tidelog.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from tidelog.broker.handlers.base import BrokerView
+    from tidelog.broker.coordinator.partition_writer import PartitionWriter
+    from tidelog.broker.metrics import Metrics
+    from tidelog.broker.partition_appends import PartitionAppends
+    from tidelog.broker.topics import Topics
     from tidelog.storage import PartitionLog
     from tidelog.storage.info import AppendInfo
 
@@ -45,6 +52,7 @@ __all__ = [
     "BIG_APPEND_BYTES",
     "KEY_CHECK_ON_LOOP_BYTES",
     "ProducePartitionResult",
+    "ReplicaAppends",
     "append_on_loop",
     "append_partition",
     "await_high_watermark",
@@ -60,6 +68,33 @@ KEY_CHECK_ON_LOOP_BYTES = 64 * 1024
 BIG_APPEND_BYTES = 4 * 1024 * 1024
 _COMPRESSION_MASK = 0x07
 _BATCH_LENGTH_OFFSET = 8
+
+
+class _TransactionVerification(Protocol):
+    """What an append asks the transaction coordinator: whether a transaction holds the
+    partition (KIP-890's verification)."""
+
+    @property
+    def add_partitions_manager(self) -> AddPartitionsToTxnManager: ...
+
+
+class ReplicaAppends(Protocol):
+    """What Produce's append and its wait use of the broker (the part of Kafka's ReplicaManager
+    an append goes through: the logs, the append workers, the partition writer's HW waits, the
+    transaction verification, the clock and the metrics)."""
+
+    @property
+    def topics(self) -> Topics: ...
+    @property
+    def append_queue(self) -> PartitionAppends: ...
+    @property
+    def partition_writer(self) -> PartitionWriter: ...
+    @property
+    def transactions(self) -> _TransactionVerification: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def clock(self) -> Callable[[], int]: ...
 
 
 @dataclass(slots=True)
@@ -79,7 +114,7 @@ class ProducePartitionResult:
 
 
 def _verify_transaction(
-    broker: BrokerView, topic: str, partition: int, records: bytes | memoryview
+    broker: ReplicaAppends, topic: str, partition: int, records: bytes | memoryview
 ) -> tuple[ErrorCode, str] | None:
     """Transactional batches must belong to an open transaction holding this partition; None
     means "append"."""
@@ -116,7 +151,7 @@ def needs_worker(partition_log: PartitionLog, records: bytes | memoryview) -> bo
 
 
 def append_partition(
-    broker: BrokerView,
+    broker: ReplicaAppends,
     topic: str,
     partition: int,
     records: bytes | memoryview | None,
@@ -165,7 +200,7 @@ def append_partition(
 
 
 def append_on_loop(
-    broker: BrokerView,
+    broker: ReplicaAppends,
     topic: str,
     partition: int,
     records: bytes | memoryview,
@@ -206,7 +241,7 @@ _NO_LOG_START_OFFSET = frozenset(
 
 
 def _appended(
-    broker: BrokerView,
+    broker: ReplicaAppends,
     partition_log: PartitionLog,
     topic: str,
     partition: int,
@@ -245,14 +280,14 @@ def _appended(
     )
 
 
-def covered(broker: BrokerView, r: ProducePartitionResult) -> bool:
+def covered(broker: ReplicaAppends, r: ProducePartitionResult) -> bool:
     """acks=-1: whether the partition's HW covers the appended batch already."""
     partition_log = broker.topics.get_log(r.topic, r.partition)
     return partition_log is None or partition_log.high_watermark >= r.next_offset
 
 
 async def await_high_watermark(
-    broker: BrokerView, results: list[ProducePartitionResult], timeout_s: float
+    broker: ReplicaAppends, results: list[ProducePartitionResult], timeout_s: float
 ) -> None:
     """acks=1 and -1: wait until each appended partition's HW covers its batch."""
     waits = []

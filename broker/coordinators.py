@@ -71,7 +71,6 @@ class CoordinatorHost(Protocol):
     metrics: Metrics
     producer_ids: ProducerIdManager
     services: list[Service]
-    ensure_offsets_topic: Callable[[], None]
     coordinator_topics: dict[int, Callable[[], Awaitable[None]]]
     # set by ``install``
     groups: GroupCoordinator
@@ -129,7 +128,6 @@ def install(broker: CoordinatorHost) -> None:
     groups, offsets_topic = group_coordinator(config, topics, writer, broker.run_blocking, clock)
     broker.groups = groups
     broker.services.append(groups)
-    broker.ensure_offsets_topic = offsets_topic.ensure_topic
     broker.coordinator_topics[GROUP_KEY_TYPE] = offsets_topic.create_topic
     # KIP-848 consumer groups and KIP-1071 streams groups beside the classic ones
     install_consumer_groups(groups, topics, config, broker.dynamic_configs)

@@ -36,8 +36,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
-from tidelog.broker.handlers.base import Answer, Close, Throttled
 from tidelog.broker.network_receive import FrameReader, FrameSizeError
+from tidelog.broker.request_channel import Answer, Close, Throttled
 from tidelog.broker.sendfile import FileAnswer
 
 __all__ = ("MAX_IN_FLIGHT", "KafkaChannel", "Slot")

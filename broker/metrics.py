@@ -57,8 +57,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.metrics_groups import group_families
-
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric
@@ -480,6 +478,9 @@ class Metrics:
         committed = self._on_loop(self._group_offsets)
         if committed is None:
             return
+        # at scrape time only: a start does not import the exporter's group families
+        from tidelog.broker.metrics_groups import group_families
+
         hw = {(p.topic, p.partition): p.high_watermark for p in stats}
         yield from group_families(committed, hw)
 

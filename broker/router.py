@@ -42,16 +42,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.api_table import API_TABLE, HANDLERS_PACKAGE, ApiEntry
 from tidelog.broker.client_quota_manager import SECONDS_TO_PERCENTAGE, user_of
-from tidelog.broker.handlers.base import (
-    Answer,
-    Close,
-    HandlerSpec,
-    Outcome,
-    RawBody,
-    RequestContext,
-    Throttled,
-)
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
 from tidelog.broker.metrics import EXCEPTION, LONG_POLL_WAIT, metrics_of
+from tidelog.broker.request_channel import Answer, Close, Outcome, RawBody, Throttled
 from tidelog.broker.security.principal import ANONYMOUS
 from tidelog.broker.sendfile import FileAnswer
 from tidelog.protocol import codec
@@ -65,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidelog.router")
 
-__all__ = ("Close", "Outcome", "Router", "discover_handlers")
+__all__ = ("Router", "discover_handlers")
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1

@@ -38,9 +38,9 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from tidelog.broker.connection_quotas import ConnectionQuotas
-from tidelog.broker.handlers.base import Answer, Close, Throttled
 from tidelog.broker.kafka_channel import KafkaChannel, Slot
 from tidelog.broker.metrics import metrics_of
+from tidelog.broker.request_channel import Answer, Close, Throttled
 from tidelog.broker.router import Router
 from tidelog.broker.security.tls import TlsLayer
 from tidelog.broker.sendfile import FileAnswer, FileSender, SendSocket, sender_for, write_read

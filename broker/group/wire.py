@@ -1,20 +1,19 @@
 """Small helpers the group handlers share: finding the coordinator, zero durations, the
 assignment entity of the KIP-848 and KIP-932 APIs, the fields every heartbeat answer of those
-APIs and KIP-1071's carries, a Describe API's entry for a group it cannot describe, and the
-task ids of the streams APIs."""
+APIs and KIP-1071's carries, a Describe API's entry for a group it cannot describe and its loop
+over the groups asked for, and the task ids of the streams APIs."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.schema import build
 
 if TYPE_CHECKING:
-    from kio.schema.errors import ErrorCode
-
     from tidelog.broker.group.coordinator import GroupCoordinator
     from tidelog.broker.handlers.base import RequestContext
 
@@ -24,6 +23,8 @@ UNSET_OPERATIONS = -(2**31)
 #: AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer
 #: (the Describe APIs' ``authorized_operations`` when asked for).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+G = TypeVar("G")
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
@@ -119,6 +120,31 @@ def undescribed_group(
             **fields,
         },
     )
+
+
+def described_groups(
+    group_ids: Iterable[str],
+    unavailable: ErrorCode | None,
+    describe: Callable[[str], G | None],
+    not_found: Callable[[str], str],
+    entry: Callable[[G], Any],
+    error: Callable[[str, ErrorCode, str | None], Any],
+) -> tuple[Any, ...]:
+    """A Describe API's entries for ``group_ids``: each ``unavailable`` while the coordinator
+    is (not available, loading); GROUP_ID_NOT_FOUND with ``not_found``'s message for a group
+    ``describe`` does not know; else ``entry`` of the group. ``error`` builds an entry with an
+    error (``undescribed_group`` with the API's own fields)."""
+    out = []
+    for group_id in group_ids:
+        if unavailable is not None:
+            out.append(error(group_id, unavailable, None))
+            continue
+        group = describe(group_id)
+        if group is None:
+            out.append(error(group_id, ErrorCode.group_id_not_found, not_found(group_id)))
+            continue
+        out.append(entry(group))
+    return tuple(out)
 
 
 def task_ids(types: Any, tasks: Mapping[str, Iterable[int]]) -> tuple[Any, ...]:

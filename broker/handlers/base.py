@@ -15,7 +15,8 @@ UNKNOWN_SERVER_ERROR where the response shape allows it, else closes the connect
 ``None`` means "send no response" (Produce with acks=0).
 
 A handler may also return ``Close(reason)`` (close the connection after the earlier answers)
-or a ``RawBody`` (a body it encoded itself); ``Answer`` is what the router turns a request into.
+or a ``RawBody`` (a body it encoded itself); these and ``Answer``, what the router turns a
+request into, live in ``broker/request_channel.py``.
 
 Handlers see the broker through ``BrokerView``: the part of ``broker.app.Broker`` they may use.
 
@@ -26,11 +27,9 @@ recovery) goes through ``ctx.broker.run_blocking(fn, *args)``, which runs it in 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from tidelog.broker.sendfile import FileAnswer
 
 if TYPE_CHECKING:
     from tidelog.broker.client_quota_manager import ClientQuotas
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
     from tidelog.broker.partition_appends import PartitionAppends
     from tidelog.broker.producer_ids import ProducerIdManager
     from tidelog.broker.purgatory import HeldAnswers, HighWatermarkWaiters
-    from tidelog.broker.router import Router
     from tidelog.broker.security.authorizer import Authorizer
     from tidelog.broker.security.sasl import ConnectionSecurity
     from tidelog.broker.security.service import BrokerSecurity
@@ -55,58 +53,20 @@ if TYPE_CHECKING:
     from tidelog.storage import LogManager
 
 __all__ = (
-    "Answer",
+    "ApiRanges",
     "BrokerView",
-    "Close",
     "HandleFn",
     "HandlerSpec",
-    "Outcome",
-    "RawBody",
     "RequestContext",
-    "Throttled",
 )
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close the connection after the answers before this one are written.
+class ApiRanges(Protocol):
+    """What handlers use of the router: the API ranges served (ApiVersions' answer)."""
 
-    ``linger_s`` > 0: the close comes that long after those answers, unless the peer closes
-    (or sends another frame) first, so that a client reading the last answer together with
-    the end of the stream does not lose the answer.
-    """
-
-    reason: str
-    linger_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class RawBody:
-    """A response body encoded by the handler itself (lean encoders for hot APIs).
-
-    ``chunks`` are written after the response header in order; record data may be a
-    memoryview of file bytes, so nothing is copied to build the answer.
-    """
-
-    chunks: tuple[bytes | memoryview, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Throttled:
-    """An answer (or none, ``answer`` None) after which the connection is muted, not read, for
-    ``throttle_ms`` (a client over its quota: KIP-219, the answer goes out at once and carries
-    the throttle time)."""
-
-    answer: bytes | list[bytes | memoryview] | FileAnswer | None
-    throttle_ms: int
-
-
-#: What a request turns into: a framed answer, several chunks of one, no answer, or a close.
-#: ``FileAnswer``: record data the connection sends from the segment files (broker.sendfile).
-Answer = bytes | list[bytes | memoryview] | FileAnswer | Close | Throttled | None
-Outcome = Answer | Coroutine[Any, Any, Answer] | asyncio.Future[Answer]
+    def api_ranges(self) -> list[tuple[int, int, int]]: ...
 
 
 class BrokerView(Protocol):
@@ -125,8 +85,6 @@ class BrokerView(Protocol):
     dynamic_configs: DynamicConfigs
     #: Client quotas: their configs and the managers enforcing them.
     client_quotas: ClientQuotas
-    #: Creates ``__consumer_offsets`` on the first group request (as Kafka does).
-    ensure_offsets_topic: Callable[[], None]
     #: FindCoordinator key type -> creates that coordinator's internal topic on first use.
     coordinator_topics: dict[int, Callable[[], Awaitable[None]]]
     #: The ACL authorizer, None unless ``authorizer.class.name`` is set.
@@ -136,7 +94,6 @@ class BrokerView(Protocol):
     producer_ids: ProducerIdManager
     #: Produce appends that run in a worker thread, in order per partition.
     append_queue: PartitionAppends
-    router: Router
     stopping: bool
     #: The group coordinator (``broker/coordinators.py`` sets it).
     groups: GroupCoordinator
@@ -151,6 +108,11 @@ class BrokerView(Protocol):
     streams_groups: StreamsGroups | None
 
     @property
+    def router(self) -> ApiRanges:
+        """The router, for the API ranges it serves (ApiVersions)."""
+        ...
+
+    @property
     def clock(self) -> Callable[[], int]: ...
 
     @property
@@ -161,8 +123,6 @@ class BrokerView(Protocol):
     def advertised_port(self, endpoint: Endpoint) -> int: ...
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-    async def run_heavy(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
 

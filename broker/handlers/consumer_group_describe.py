@@ -10,7 +10,7 @@ consumer group.", as Kafka 4 does.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.consumer.model import ConsumerGroup
 from tidelog.broker.group.modern import group_not_found
@@ -20,6 +20,7 @@ from tidelog.broker.group.wire import (
     UNSET_OPERATIONS,
     assignment_entity,
     coordinator,
+    described_groups,
     undescribed_group,
 )
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -30,12 +31,19 @@ if TYPE_CHECKING:
     from kio.schema.consumer_group_describe.v0.request import (
         ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV0,
     )
+    from kio.schema.consumer_group_describe.v0.response import (
+        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV0,
+    )
     from kio.schema.consumer_group_describe.v1.request import (
         ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV1,
+    )
+    from kio.schema.consumer_group_describe.v1.response import (
+        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV1,
     )
 
     #: The request versions this handler serves (kio's classes).
     Request = _ConsumerGroupDescribeRequestV0 | _ConsumerGroupDescribeRequestV1
+    Response = _ConsumerGroupDescribeResponseV0 | _ConsumerGroupDescribeResponseV1
 
 
 API_KEY = 69
@@ -81,42 +89,35 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
     return undescribed_group(types, group_id, code, message, assignor_name="")
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
-    out = []
-    inactive = (
-        ErrorCode.coordinator_not_available
-        if classic is None
-        else classic.metadata_log.inactive_error()
+    if classic is None or groups is None:
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    names = groups.topic_names()
+    ops = bool(request.include_authorized_operations)
+    out = described_groups(
+        request.group_ids,
+        classic.metadata_log.inactive_error(),
+        groups.describe,
+        lambda group_id: group_not_found(group_id, "consumer", group_id in classic.groups),
+        lambda group: _group(types, group, groups.assignor_name(group), names, ops),
+        lambda group_id, code, message: _error(types, group_id, code, message),
     )
-    names = groups.topic_names() if groups is not None else {}
-    for group_id in request.group_ids:
-        if inactive is not None or groups is None:
-            out.append(
-                _error(types, group_id, inactive or ErrorCode.coordinator_not_available, None)
-            )
-            continue
-        group = groups.describe(group_id)
-        if group is None:
-            message = group_not_found(
-                group_id, "consumer", classic is not None and group_id in classic.groups
-            )
-            out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
-            continue
-        ops = bool(request.include_authorized_operations)
-        out.append(_group(types, group, groups.assignor_name(group), names, ops))
-    return build(types.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+    return _response(types, out)
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def _response(types: Any, groups: tuple[Any, ...]) -> Response:
+    return cast(
+        "Response",
+        build(types.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups),
+    )
+
+
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.ConsumerGroupDescribeResponse,
-        throttle_time=NO_THROTTLE,
-        groups=tuple(_error(types, g, code, None) for g in request.group_ids),
-    )
+    return _response(types, tuple(_error(types, g, code, None) for g in request.group_ids))
 
 
 SPEC = HandlerSpec(API_KEY, "ConsumerGroupDescribe", 0, 1, handle)

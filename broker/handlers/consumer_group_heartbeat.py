@@ -8,7 +8,7 @@ and, when it changed, the member's assignment as topic ids and partitions. The p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker.group.consumer.heartbeat import HeartbeatRequest, owned_from_wire
 from tidelog.broker.group.wire import (
@@ -26,18 +26,25 @@ if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat.v0.request import (
         ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV0,
     )
+    from kio.schema.consumer_group_heartbeat.v0.response import (
+        ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV0,
+    )
     from kio.schema.consumer_group_heartbeat.v1.request import (
         ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV1,
+    )
+    from kio.schema.consumer_group_heartbeat.v1.response import (
+        ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV1,
     )
 
     #: The request versions this handler serves (kio's classes).
     Request = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+    Response = _ConsumerGroupHeartbeatResponseV0 | _ConsumerGroupHeartbeatResponseV1
 
 
 API_KEY = 68
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     classic = coordinator(ctx)
     groups = None if classic is None else classic.consumer_groups
@@ -64,21 +71,27 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
     assignment = None
     if result.assignment is not None:
         assignment = assignment_entity(types, result.assignment)
-    return heartbeat_answer(
-        types.ConsumerGroupHeartbeatResponse,
-        result.error,
-        result.message,
-        result.member_id,
-        result.member_epoch,
-        result.heartbeat_interval_ms,
-        assignment=assignment,
+    return cast(
+        "Response",
+        heartbeat_answer(
+            types.ConsumerGroupHeartbeatResponse,
+            result.error,
+            result.message,
+            result.member_id,
+            result.member_epoch,
+            result.heartbeat_interval_ms,
+            assignment=assignment,
+        ),
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return heartbeat_answer(
-        types.ConsumerGroupHeartbeatResponse, code, None, None, -1, 0, assignment=None
+    return cast(
+        "Response",
+        heartbeat_answer(
+            types.ConsumerGroupHeartbeatResponse, code, None, None, -1, 0, assignment=None
+        ),
     )
 
 

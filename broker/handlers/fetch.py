@@ -39,9 +39,10 @@ import dataclasses
 import functools
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from kio.static.constants import uuid_zero
+from kio.static.primitive import i32
 
 from tidelog.broker.client_quota_manager import user_of
 from tidelog.broker.delayed_fetch import DelayedFetch
@@ -64,18 +65,31 @@ from tidelog.protocol.schema import build, response_types
 
 if TYPE_CHECKING:
     from kio.schema.fetch.v4.request import FetchRequest as _FetchRequestV4
+    from kio.schema.fetch.v4.response import FetchResponse as _FetchResponseV4
     from kio.schema.fetch.v5.request import FetchRequest as _FetchRequestV5
+    from kio.schema.fetch.v5.response import FetchResponse as _FetchResponseV5
     from kio.schema.fetch.v6.request import FetchRequest as _FetchRequestV6
+    from kio.schema.fetch.v6.response import FetchResponse as _FetchResponseV6
     from kio.schema.fetch.v7.request import FetchRequest as _FetchRequestV7
+    from kio.schema.fetch.v7.response import FetchResponse as _FetchResponseV7
     from kio.schema.fetch.v8.request import FetchRequest as _FetchRequestV8
+    from kio.schema.fetch.v8.response import FetchResponse as _FetchResponseV8
     from kio.schema.fetch.v9.request import FetchRequest as _FetchRequestV9
+    from kio.schema.fetch.v9.response import FetchResponse as _FetchResponseV9
     from kio.schema.fetch.v10.request import FetchRequest as _FetchRequestV10
+    from kio.schema.fetch.v10.response import FetchResponse as _FetchResponseV10
     from kio.schema.fetch.v11.request import FetchRequest as _FetchRequestV11
+    from kio.schema.fetch.v11.response import FetchResponse as _FetchResponseV11
     from kio.schema.fetch.v12.request import FetchRequest as _FetchRequestV12
+    from kio.schema.fetch.v12.response import FetchResponse as _FetchResponseV12
     from kio.schema.fetch.v13.request import FetchRequest as _FetchRequestV13
+    from kio.schema.fetch.v13.response import FetchResponse as _FetchResponseV13
     from kio.schema.fetch.v14.request import FetchRequest as _FetchRequestV14
+    from kio.schema.fetch.v14.response import FetchResponse as _FetchResponseV14
     from kio.schema.fetch.v15.request import FetchRequest as _FetchRequestV15
+    from kio.schema.fetch.v15.response import FetchResponse as _FetchResponseV15
     from kio.schema.fetch.v16.request import FetchRequest as _FetchRequestV16
+    from kio.schema.fetch.v16.response import FetchResponse as _FetchResponseV16
 
     #: The request versions this handler serves (kio's classes).
     Request = (
@@ -96,6 +110,23 @@ if TYPE_CHECKING:
     #: A Fetch request as kio reads it or as the router's lean parser does
     #: (``protocol/fast/fetch.py``: the common requests, read in one pass).
     FetchRequest: TypeAlias = Request | LeanFetchRequest
+    #: kio's answer of the version served (errors and throttling; data goes out as
+    #: ``encode_answer``'s framed bytes).
+    Response = (
+        _FetchResponseV4
+        | _FetchResponseV5
+        | _FetchResponseV6
+        | _FetchResponseV7
+        | _FetchResponseV8
+        | _FetchResponseV9
+        | _FetchResponseV10
+        | _FetchResponseV11
+        | _FetchResponseV12
+        | _FetchResponseV13
+        | _FetchResponseV14
+        | _FetchResponseV15
+        | _FetchResponseV16
+    )
 
     from tidelog.broker.metrics import Metrics
     from tidelog.broker.topics import Topics
@@ -211,21 +242,17 @@ def _count_bytes_out(metrics: Metrics, partitions: list[FetchPartitionData]) -> 
             metrics.topic_out(w.topic, w.read.size_in_bytes)
 
 
-def _session_error(request: Request) -> bool:
+def _session_error(request: FetchRequest) -> bool:
     session_id = int(getattr(request, "session_id", 0))
     return session_id != 0
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(
+    ctx: RequestContext, request: FetchRequest
+) -> Response | bytes | list[bytes | memoryview] | FileAnswer:
     if _session_error(request):
         types = response_types(API_KEY, ctx.api_version)
-        return build(
-            types.FetchResponse,
-            throttle_time=timedelta(0),
-            error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=0,
-            responses=(),
-        )
+        return _fetch_response(types, ErrorCode.fetch_session_id_not_found)
     broker = ctx.broker
     quotas = broker.client_quotas
     if quotas.enabled:
@@ -238,11 +265,11 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         assert isinstance(result, DelayedFetch)
         waited: list[float] = []
 
-        def respond(data: list[FetchPartitionData], seconds: float) -> Any:
+        def respond(data: list[FetchPartitionData], seconds: float) -> list[FetchPartitionData]:
             waited.append(seconds)
             return data
 
-        result = await result.start(respond)
+        result = cast("list[FetchPartitionData]", await result.start(respond))
         if waited:  # the long poll's wait is kept out of the latency (the router reads it)
             LONG_POLL_WAIT.set(waited[0])
     _count_bytes_out(broker.metrics, result)
@@ -303,7 +330,7 @@ def _encode_one(version: int, w: FetchPartitionData, records_size: int) -> tuple
     )
 
 
-def _quota_capped(ctx: RequestContext, request: Any) -> Any:
+def _quota_capped(ctx: RequestContext, request: FetchRequest) -> FetchRequest:
     """The request with ``max_bytes`` at most what the client's quota allows in one window."""
     cap = ctx.broker.client_quotas.managers.fetch.max_value_in_window(
         user_of(ctx.principal), ctx.client_id or ""
@@ -313,20 +340,14 @@ def _quota_capped(ctx: RequestContext, request: Any) -> Any:
     capped = max(int(cap), 1)
     if isinstance(request, LeanFetchRequest):
         return request._replace(max_bytes=capped)
-    return dataclasses.replace(request, max_bytes=capped)
+    return dataclasses.replace(request, max_bytes=i32(capped))
 
 
-def throttled_response(ctx: RequestContext, request: Request, throttle_ms: int) -> Any:
+def throttled_response(ctx: RequestContext, request: FetchRequest, throttle_ms: int) -> Response:
     """The answer of a fetch over quota: no partitions, the throttle time (Kafka's
     getThrottledResponse of a sessionless fetch)."""
     types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.FetchResponse,
-        throttle_time=timedelta(milliseconds=throttle_ms),
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=(),
-    )
+    return _fetch_response(types, ErrorCode.none, throttle_ms=throttle_ms)
 
 
 def _authorize(ctx: RequestContext, wanted: list[FetchPartitionData]) -> None:
@@ -344,7 +365,7 @@ def _authorize(ctx: RequestContext, wanted: list[FetchPartitionData]) -> None:
 
 def _response(
     ctx: RequestContext, types: Any, wanted: list[FetchPartitionData], payloads: list[bytes]
-) -> Any:
+) -> Response:
     by_id = ctx.api_version >= 13
     grouped: dict[Any, list[Any]] = {}
     for w, records in zip(wanted, payloads, strict=True):
@@ -366,26 +387,30 @@ def _response(
         build(types.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
         for key, parts in grouped.items()
     )
-    return build(
-        types.FetchResponse,
-        throttle_time=timedelta(0),
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=responses,
+    return _fetch_response(types, ErrorCode.none, responses)
+
+
+def _fetch_response(
+    types: Any, error: ErrorCode, responses: tuple[Any, ...] = (), *, throttle_ms: int = 0
+) -> Response:
+    """A sessionless FetchResponse (session 0) of ``responses`` with the top-level ``error``."""
+    return cast(
+        "Response",
+        build(
+            types.FetchResponse,
+            throttle_time=timedelta(milliseconds=throttle_ms),
+            error_code=error,
+            session_id=0,
+            responses=responses,
+        ),
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: FetchRequest, code: ErrorCode) -> Response:
     """v4-6 have no top-level error: every partition carries ``code``."""
     types = response_types(API_KEY, ctx.api_version)
     if ctx.api_version >= 7:
-        return build(
-            types.FetchResponse,
-            throttle_time=timedelta(0),
-            error_code=code,
-            session_id=0,
-            responses=(),
-        )
+        return _fetch_response(types, code)
     wanted = requested(ctx.broker.topics, ctx.api_version, request)
     for w in wanted:
         w.error = code

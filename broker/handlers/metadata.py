@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kio.static.constants import uuid_zero
 
-from tidelog.broker.handlers.base import HandlerSpec, RawBody, RequestContext
+from tidelog.broker.handlers.base import HandlerSpec, RequestContext
+from tidelog.broker.request_channel import RawBody
 from tidelog.broker.security.access import CLUSTER, TOPIC, Operation, allowed
 from tidelog.broker.security.acls import CLUSTER_NAME, ResourceType
 from tidelog.broker.topics import (

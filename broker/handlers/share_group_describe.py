@@ -5,7 +5,7 @@ An unknown group, or one that is a classic or consumer group, is GROUP_ID_NOT_FO
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.wire import (
     GROUP_OPERATIONS,
@@ -25,15 +25,19 @@ if TYPE_CHECKING:
     from kio.schema.share_group_describe.v1.request import (
         ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1,
     )
+    from kio.schema.share_group_describe.v1.response import (
+        ShareGroupDescribeResponse as _ShareGroupDescribeResponseV1,
+    )
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareGroupDescribeRequestV1
+    Response = _ShareGroupDescribeResponseV1
 
 
 API_KEY = 77
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     sc = share_coordinator(ctx)
     out = []
@@ -84,7 +88,10 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
                 ),
             )
         )
-    return build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+    return cast(
+        "Response",
+        build(types.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out)),
+    )
 
 
 def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:

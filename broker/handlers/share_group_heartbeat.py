@@ -7,7 +7,7 @@ group and DESCRIBE on each subscribed topic are checked, as Kafka does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.wire import assignment_entity, client_host, heartbeat_answer
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
@@ -20,15 +20,19 @@ if TYPE_CHECKING:
     from kio.schema.share_group_heartbeat.v1.request import (
         ShareGroupHeartbeatRequest as _ShareGroupHeartbeatRequestV1,
     )
+    from kio.schema.share_group_heartbeat.v1.response import (
+        ShareGroupHeartbeatResponse as _ShareGroupHeartbeatResponseV1,
+    )
 
     #: The request versions this handler serves (kio's classes).
     Request = _ShareGroupHeartbeatRequestV1
+    Response = _ShareGroupHeartbeatResponseV1
 
 
 API_KEY = 76
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     coordinator = share_coordinator(ctx)
     if coordinator is None:
@@ -73,15 +77,18 @@ def _answer(
     member_epoch: int,
     interval_ms: int,
     assignment: Any,
-) -> Any:
-    return heartbeat_answer(
-        types.ShareGroupHeartbeatResponse,
-        error,
-        message,
-        member_id,
-        member_epoch,
-        interval_ms,
-        assignment=assignment,
+) -> Response:
+    return cast(
+        "Response",
+        heartbeat_answer(
+            types.ShareGroupHeartbeatResponse,
+            error,
+            message,
+            member_id,
+            member_epoch,
+            interval_ms,
+            assignment=assignment,
+        ),
     )
 
 

@@ -4,7 +4,7 @@ endpoint, tags). The groups are in ``broker/group/streams/coordinator.py``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.modern import group_not_found
 from tidelog.broker.group.streams.model import StreamsGroup, TaskSet
@@ -13,6 +13,7 @@ from tidelog.broker.group.wire import (
     GROUP_OPERATIONS,
     NO_THROTTLE,
     UNSET_OPERATIONS,
+    described_groups,
     task_ids,
     undescribed_group,
 )
@@ -22,8 +23,10 @@ from tidelog.protocol.schema import build, response_types
 
 if TYPE_CHECKING:
     from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
+    from kio.schema.streams_group_describe.v0.response import StreamsGroupDescribeResponse
 
     Request = StreamsGroupDescribeRequest
+    Response = StreamsGroupDescribeResponse
 
 API_KEY = 89
 
@@ -124,34 +127,33 @@ def _error(types: Any, group_id: str, code: ErrorCode, message: str | None) -> A
     return undescribed_group(types, group_id, code, message, topology=None)
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
-    out = []
-    for group_id in request.group_ids:
-        if groups is None:
-            out.append(_error(types, group_id, ErrorCode.coordinator_not_available, None))
-            continue
-        inactive = groups.host.runtime.inactive_error()
-        if inactive is not None:
-            out.append(_error(types, group_id, inactive, None))
-            continue
-        group = groups.describe(group_id)
-        if group is None:
-            message = group_not_found(group_id, "streams", groups.host.other_group(group_id))
-            out.append(_error(types, group_id, ErrorCode.group_id_not_found, message))
-            continue
-        out.append(_group(types, group, bool(request.include_authorized_operations)))
-    return build(types.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
-
-
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
-    types = response_types(API_KEY, ctx.api_version)
-    return build(
-        types.StreamsGroupDescribeResponse,
-        throttle_time=NO_THROTTLE,
-        groups=tuple(_error(types, g, code, None) for g in request.group_ids),
+    if groups is None:
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    ops = bool(request.include_authorized_operations)
+    out = described_groups(
+        request.group_ids,
+        groups.host.runtime.inactive_error(),
+        groups.describe,
+        lambda group_id: group_not_found(group_id, "streams", groups.host.other_group(group_id)),
+        lambda group: _group(types, group, ops),
+        lambda group_id, code, message: _error(types, group_id, code, message),
     )
+    return _response(types, out)
+
+
+def _response(types: Any, groups: tuple[Any, ...]) -> Response:
+    return cast(
+        "Response",
+        build(types.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups),
+    )
+
+
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
+    types = response_types(API_KEY, ctx.api_version)
+    return _response(types, tuple(_error(types, g, code, None) for g in request.group_ids))
 
 
 SPEC = HandlerSpec(API_KEY, "StreamsGroupDescribe", 0, 0, handle)

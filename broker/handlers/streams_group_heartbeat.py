@@ -9,7 +9,7 @@ standby and warm-up tasks. The protocol is in ``broker/group/streams/coordinator
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidelog.broker.group.streams.coordinator import StreamsHeartbeat
 from tidelog.broker.group.streams.model import TaskSet
@@ -21,8 +21,10 @@ from tidelog.protocol.schema import build, response_types
 
 if TYPE_CHECKING:
     from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
+    from kio.schema.streams_group_heartbeat.v0.response import StreamsGroupHeartbeatResponse
 
     Request = StreamsGroupHeartbeatRequest
+    Response = StreamsGroupHeartbeatResponse
 
 
 API_KEY = 88
@@ -90,7 +92,7 @@ def reported_from_wire(request: Any) -> TaskSet | None:
     return TaskSet(active=active, standby=standby, warmup=warmup)
 
 
-async def handle(ctx: RequestContext, request: Request) -> Any:
+async def handle(ctx: RequestContext, request: Request) -> Response:
     types = response_types(API_KEY, ctx.api_version)
     groups = ctx.broker.streams_groups
     if groups is None:
@@ -128,7 +130,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
             )
             for (host, port), active, standby in result.endpoints
         )
-    return heartbeat_answer(
+    answer = heartbeat_answer(
         types.StreamsGroupHeartbeatResponse,
         result.error,
         result.message,
@@ -149,6 +151,7 @@ async def handle(ctx: RequestContext, request: Request) -> Any:
         endpoint_information_epoch=result.endpoint_information_epoch,
         partitions_by_user_endpoint=endpoints,
     )
+    return cast("Response", answer)
 
 
 def _topic_partitions(types: Any, parts: dict[str, set[int]]) -> tuple[Any, ...]:
@@ -158,9 +161,9 @@ def _topic_partitions(types: Any, parts: dict[str, set[int]]) -> tuple[Any, ...]
     )
 
 
-def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Any:
+def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> Response:
     types = response_types(API_KEY, ctx.api_version)
-    return heartbeat_answer(
+    answer = heartbeat_answer(
         types.StreamsGroupHeartbeatResponse,
         code,
         None,
@@ -176,6 +179,7 @@ def error_response(ctx: RequestContext, request: Request, code: ErrorCode) -> An
         endpoint_information_epoch=0,
         partitions_by_user_endpoint=None,
     )
+    return cast("Response", answer)
 
 
 SPEC = HandlerSpec(API_KEY, "StreamsGroupHeartbeat", 0, 0, handle)

@@ -29,7 +29,7 @@ import hmac
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tidelog.broker.handlers.base import Close
+from tidelog.broker.request_channel import Close
 from tidelog.broker.security.oauthbearer import (
     InvalidClientFirst,
     OAuthBearerRefused,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.batch import (
@@ -40,9 +40,17 @@ from tidelog.storage.batch import (
 )
 
 if TYPE_CHECKING:
-    from tidelog.broker.txn.coordinator import TransactionCoordinator
+    from collections.abc import Iterable
 
-__all__ = ["NOTHING_ADDED", "AddPartitionsToTxnManager", "ImplicitAdd", "transactional_producer"]
+    from tidelog.broker.txn.metadata import TransactionMetadata
+
+__all__ = [
+    "NOTHING_ADDED",
+    "AddPartitionsToTxnManager",
+    "ImplicitAdd",
+    "TransactionPartitions",
+    "transactional_producer",
+]
 
 TopicPartition = tuple[str, int]
 #: An error to answer a partition with, and its message.
@@ -84,10 +92,30 @@ class ImplicitAdd:
 NOTHING_ADDED = ImplicitAdd({})
 
 
+class TransactionPartitions(Protocol):
+    """What the manager asks the transaction coordinator (``broker/txn/coordinator.py``): who
+    holds a producer id, whether a partition is in its transaction, and to add partitions."""
+
+    def by_producer_id(self, producer_id: int) -> TransactionMetadata | None: ...
+
+    def partition_in_transaction(
+        self, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> bool: ...
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        client_txn_version: int = 0,
+    ) -> ErrorCode: ...
+
+
 class AddPartitionsToTxnManager:
     """Transaction verification and implicit adds for Produce (see the module)."""
 
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionPartitions) -> None:
         self._coordinator = coordinator
         #: Per producer id, the gate of the last request adding partitions implicitly.
         self._gates: dict[int, asyncio.Future[None]] = {}

@@ -184,6 +184,14 @@ class RecordWriter:
         if self.flexible:
             self.buf.append(0)
 
+    def tagged_fields(self, fields: Sequence[tuple[int, bytes]]) -> None:
+        """A tagged-field section of ``fields`` (tag, bytes), in tag order (flexible forms)."""
+        self.uvarint(len(fields))
+        for tag, data in fields:
+            self.uvarint(tag)
+            self.uvarint(len(data))
+            self.buf += data
+
     def topic_partitions(self, assignment: Mapping[uuid.UUID, Iterable[int]]) -> None:
         """An assignment (topic id -> partitions) as the newer groups' records carry it:
         topics in id order, each with its partitions in order."""
@@ -329,6 +337,13 @@ class RecordReader:
             raise SchemaError(f"array of {n} items is longer than the record")
         return n
 
+    def nullable_array_len(self) -> int:
+        """An array's length, negative for a null array (both forms), at most the bytes left."""
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n > len(self.data) - self.pos:
+            raise SchemaError(f"array of {n} items is longer than the record")
+        return n
+
     def uuid_(self) -> uuid.UUID:
         return uuid.UUID(bytes=self._take(16))
 
@@ -338,6 +353,14 @@ class RecordReader:
             for _ in range(self.uvarint()):
                 self.uvarint()  # tag
                 self._take(self.uvarint())
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A tagged-field section (flexible forms only): tag -> its bytes."""
+        found: dict[int, bytes] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            found[tag] = self._take(self.uvarint())
+        return found
 
     def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
         """What ``RecordWriter.topic_partitions`` writes."""

@@ -43,7 +43,11 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidelog.protocol.fast.common import encode_uvarint as _uvarint
+from tidelog.protocol.internal_topics.consumer_offsets import (
+    RecordReader,
+    RecordWriter,
+    SchemaError,
+)
 
 __all__ = [
     "TxnLogValue",
@@ -55,9 +59,6 @@ __all__ = [
 ]
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status
-_TAIL = struct.Struct(">qq")
 
 
 class TxnSchemaError(ValueError):
@@ -78,157 +79,86 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
 
-def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return _I16.pack(len(data)) + data
-
-
 def encode_txn_key(transactional_id: str) -> bytes:
-    return _I16.pack(0) + _string(transactional_id)
-
-
-def _compact_string(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return _uvarint(len(data) + 1) + data
+    w = RecordWriter()
+    w.i16(0)
+    w.string(transactional_id)
+    return bytes(w.buf)
 
 
 def encode_txn_value(value: TxnLogValue) -> bytes:
-    if value.client_transaction_version >= 2:
-        return _encode_v1(value)
-    out = bytearray(
-        _HEAD.pack(
-            0,
-            value.producer_id,
-            value.producer_epoch,
-            value.transaction_timeout_ms,
-            value.state_id,
-        )
-    )
+    """Version 0, or version 1 (compact lengths, tagged fields: only those off their defaults)
+    for an id whose client speaks transaction version 2."""
+    version = 1 if value.client_transaction_version >= 2 else 0
+    w = RecordWriter(flexible=version == 1)
+    w.i16(version)
+    w.i64(value.producer_id)
+    w.i16(value.producer_epoch)
+    w.i32(value.transaction_timeout_ms)
+    w.i8(value.state_id)
     if value.partitions is None:
-        out += _I32.pack(-1)
+        w.array_len(-1)
     else:
-        out += _I32.pack(len(value.partitions))
+        w.array_len(len(value.partitions))
         for topic in sorted(value.partitions):
             ids = sorted(value.partitions[topic])
-            out += _string(topic) + _I32.pack(len(ids))
-            out += b"".join(_I32.pack(i) for i in ids)
-    out += _TAIL.pack(value.last_update_ms, value.start_ms)
-    return bytes(out)
-
-
-def _encode_v1(value: TxnLogValue) -> bytes:
-    """Version 1: compact lengths, tagged fields (only those off their defaults)."""
-    out = bytearray(
-        _HEAD.pack(
-            1,
-            value.producer_id,
-            value.producer_epoch,
-            value.transaction_timeout_ms,
-            value.state_id,
-        )
-    )
-    if value.partitions is None:
-        out += b"\x00"
-    else:
-        out += _uvarint(len(value.partitions) + 1)
-        for topic in sorted(value.partitions):
-            ids = sorted(value.partitions[topic])
-            out += _compact_string(topic) + _uvarint(len(ids) + 1)
-            out += b"".join(_I32.pack(i) for i in ids)
-            out += b"\x00"  # no tagged fields in the topic entry
-    out += _TAIL.pack(value.last_update_ms, value.start_ms)
-    tags: list[tuple[int, bytes]] = []
-    if value.previous_producer_id != -1:
-        tags.append((0, struct.pack(">q", value.previous_producer_id)))
-    if value.next_producer_id != -1:
-        tags.append((1, struct.pack(">q", value.next_producer_id)))
-    if value.client_transaction_version != 0:
-        tags.append((2, _I16.pack(value.client_transaction_version)))
-    out += _uvarint(len(tags))
-    for tag, data in tags:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
-    return bytes(out)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TxnSchemaError(f"record ends at {len(self.data)}, needs {self.pos + n} bytes")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        return s.unpack(self.take(s.size))
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise TxnSchemaError("varint too long")
-
-    def string(self, compact: bool) -> str:
-        n = self.uvarint() - 1 if compact else self.unpack(_I16)[0]
-        if n < 0:
-            raise TxnSchemaError("null string")
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TxnSchemaError(f"bad UTF-8: {exc}") from None
-
-    def array_length(self, compact: bool) -> int:
-        n = self.uvarint() - 1 if compact else self.unpack(_I32)[0]
-        if n > len(self.data) - self.pos:
-            raise TxnSchemaError(f"array of {n} entries in {len(self.data) - self.pos} bytes")
-        return n
-
-    def tags(self) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self.take(self.uvarint())
-        return found
+            w.string(topic)
+            w.array_len(len(ids))
+            for i in ids:
+                w.i32(i)
+            w.no_tags()  # the topic entry's (flexible only)
+    w.i64(value.last_update_ms)
+    w.i64(value.start_ms)
+    if version == 1:
+        tags: list[tuple[int, bytes]] = []
+        if value.previous_producer_id != -1:
+            tags.append((0, struct.pack(">q", value.previous_producer_id)))
+        if value.next_producer_id != -1:
+            tags.append((1, struct.pack(">q", value.next_producer_id)))
+        if value.client_transaction_version != 0:
+            tags.append((2, _I16.pack(value.client_transaction_version)))
+        w.tagged_fields(tags)
+    return bytes(w.buf)
 
 
 def decode_txn_key(key: bytes) -> str | None:
     """The transactional id of a key; None for another record type."""
-    reader = _Reader(key)
-    if reader.unpack(_I16)[0] != 0:
-        return None
-    return reader.string(False)
+    try:
+        reader = RecordReader(key)
+        if reader.i16() != 0:
+            return None
+        return reader.string()
+    except SchemaError as exc:
+        raise TxnSchemaError(str(exc)) from None
 
 
 def decode_txn_value(value: bytes) -> TxnLogValue:
-    reader = _Reader(value)
-    version = reader.unpack(_I16)[0]
+    try:
+        return _decode_txn_value(RecordReader(value))
+    except SchemaError as exc:
+        raise TxnSchemaError(str(exc)) from None
+
+
+def _decode_txn_value(reader: RecordReader) -> TxnLogValue:
+    version = reader.i16()
     if version not in (0, 1):
         raise TxnSchemaError(f"unknown transaction log value version {version}")
-    compact = version == 1
-    producer_id, epoch, timeout, status = reader.unpack(struct.Struct(">qhib"))
-    count = reader.array_length(compact)
+    reader.flexible = compact = version == 1
+    producer_id, epoch, timeout, status = reader.i64(), reader.i16(), reader.i32(), reader.i8()
+    count = reader.nullable_array_len()
     partitions: dict[str, list[int]] | None = None
     if count >= 0:
         partitions = {}
         for _ in range(count):
-            topic = reader.string(compact)
-            n = reader.array_length(compact)
-            partitions[topic] = [reader.unpack(_I32)[0] for _ in range(max(n, 0))]
-            if compact:
-                reader.tags()
-    last_update, start = reader.unpack(_TAIL)
+            topic = reader.string()
+            n = reader.nullable_array_len()
+            partitions[topic] = [reader.i32() for _ in range(max(n, 0))]
+            reader.tags()
+    last_update, start = reader.i64(), reader.i64()
     previous = next_ = -1
     client_version = 0
     if compact:
-        tags = reader.tags()
+        tags = reader.tagged_fields()
         if 0 in tags and len(tags[0]) == 8:
             previous = struct.unpack(">q", tags[0])[0]
         if 1 in tags and len(tags[1]) == 8:

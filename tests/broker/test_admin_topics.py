@@ -12,6 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.support.router_broker import AdminHarness
+from tidelog.broker.group.service import GROUP_KEY_TYPE
 
 DELETE_TOPICS, DELETE_RECORDS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 20, 21, 37, 60
 ZERO = uuid.UUID(int=0)
@@ -138,7 +139,8 @@ def test_delete_topics_by_id_and_request_errors(h: AdminHarness) -> None:
 
 
 def test_internal_topic_is_not_deleted(h: AdminHarness) -> None:
-    h.broker.ensure_offsets_topic()  # what the first group request does
+    # what the first group request does (FindCoordinator)
+    h.loop.run_until_complete(h.broker.coordinator_topics[GROUP_KEY_TYPE]())
     (r,) = delete_topics(h, ["__consumer_offsets"])
     assert r.error_code == ErrorCode.invalid_topic_exception
     assert "__consumer_offsets" in h.broker.topics
@@ -194,7 +196,8 @@ def test_create_partitions_refuses_no_increase(h: AdminHarness) -> None:
 
 
 def test_create_partitions_assignments_and_validate_only(h: AdminHarness) -> None:
-    h.broker.ensure_offsets_topic()  # what the first group request does
+    # what the first group request does (FindCoordinator)
+    h.loop.run_until_complete(h.broker.coordinator_topics[GROUP_KEY_TYPE]())
     h.create_topic("t", 1)
     cases = [
         ([[1]], ErrorCode.invalid_replica_assignment),  # 2 new partitions, 1 assignment
@@ -239,7 +242,8 @@ def test_delete_records_raises_the_log_start(h: AdminHarness, version: int) -> N
 
 
 def test_delete_records_errors(h: AdminHarness) -> None:
-    h.broker.ensure_offsets_topic()  # what the first group request does
+    # what the first group request does (FindCoordinator)
+    h.loop.run_until_complete(h.broker.coordinator_topics[GROUP_KEY_TYPE]())
     h.create_topic("t", 1)
     h.produce("t", 0, 5)
     result = delete_records(h, "t", {0: 6, 3: 1})

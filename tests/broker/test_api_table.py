@@ -18,7 +18,8 @@ from kio.schema.metadata.v12 import request as md12
 from tests.support.kafka_wire import router_frame
 from tidelog.broker.api_table import API_TABLE
 from tidelog.broker.app import Broker
-from tidelog.broker.router import Close, Router, discover_handlers
+from tidelog.broker.request_channel import Close
+from tidelog.broker.router import Router, discover_handlers
 from tidelog.config import load_broker_config
 
 

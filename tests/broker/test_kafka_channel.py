@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import struct
 
-from tidelog.broker.handlers.base import Close, Throttled
 from tidelog.broker.kafka_channel import MAX_IN_FLIGHT, KafkaChannel
+from tidelog.broker.request_channel import Close, Throttled
 from tidelog.broker.sendfile import FileAnswer
 
 

@@ -25,7 +25,8 @@ from kio.serial import entity_reader
 from tests.support.kafka_wire import router_frame
 from tidelog.broker.app import Broker
 from tidelog.broker.handlers.base import HandlerSpec, RequestContext
-from tidelog.broker.router import Close, Router, discover_handlers
+from tidelog.broker.request_channel import Close
+from tidelog.broker.router import Router, discover_handlers
 from tidelog.config import load_broker_config
 
 

@@ -15,7 +15,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tidelog.broker.router import Close
+from tidelog.broker.request_channel import Close
 from tidelog.broker.security.jwt_validator import JwksSource, JwtSettings, JwtValidator
 from tidelog.broker.security.listener import listener_security
 from tidelog.broker.security.oauthbearer import (

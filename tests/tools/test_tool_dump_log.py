@@ -358,5 +358,5 @@ def test_transaction_log_decoder_tombstone_unknown_and_damage(
         f'"transactionLastUpdateTimestampMs":{TS + 5},"transactionStartTimestampMs":{TS}}}}}',
         key + " payload: <DELETE>",
         "| key: Unknown record type 9 at offset 2, skipping.",
-        "| key: Error at offset 3, skipping. record ends at 3, needs 17 bytes",
+        "| key: Error at offset 3, skipping. needs 8 bytes at 2, 1 left",
     ]
