@@ -80,7 +80,7 @@ class ListenerBroker(Protocol):
 # A handler's coroutine is stepped at once up to its first suspension (``_submit``): most requests
 # never suspend (a produce with acks 0/1, a fetch with data ready, metadata...), so their answer is
 # written without a task or a loop turn. ``_finish`` wraps one that did suspend, on what it
-# yielded, so ``asyncio.ensure_future`` can run the rest.
+# yielded, so a task (``loop.create_task``) can run the rest.
 
 
 def _resume(coro: Any, waiting_on: Any) -> Generator[Any, Any, Answer]:
@@ -131,6 +131,9 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._dispatch = server.router.dispatch
         self._metrics = server.metrics
+        #: The loop running the connection, taken once: ``asyncio.get_running_loop`` costs a
+        #: ``getpid`` system call each time.
+        self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         #: The protocol state (sans-io; ``broker/kafka_channel.py``).
         self.channel = KafkaChannel(server.max_request_bytes, server.now)
@@ -358,7 +361,7 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:
             self._submit(Close(f"request failed: {exc!r}"))
             return
-        task = asyncio.ensure_future(_finish(coro, waiting_on))
+        task = self._loop.create_task(_finish(coro, waiting_on))
         task.add_done_callback(functools.partial(self._task_done, channel.pending(task)))
 
     def _task_done(self, slot: Slot, task: asyncio.Future[Answer]) -> None:
@@ -395,9 +398,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(answer, Close):
             if answer.linger_s > 0:
                 if self._linger is None:
-                    self._linger = asyncio.get_running_loop().call_later(
-                        answer.linger_s, self.close, answer.reason
-                    )
+                    self._linger = self._loop.call_later(answer.linger_s, self.close, answer.reason)
             else:
                 self.close(answer.reason)
         elif isinstance(answer, FileAnswer):
@@ -424,9 +425,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 if self._send_socket is None:
                     self._send_socket = SendSocket(socket_fd)
-                sender = FileSender(
-                    asyncio.get_running_loop(), self._send_socket, answer, self._run_blocking
-                )
+                sender = FileSender(self._loop, self._send_socket, answer, self._run_blocking)
             except OSError as exc:  # the segment file could not be opened
                 self.close(f"cannot send fetch data: {exc}")
                 return
@@ -434,7 +433,7 @@ class KafkaConnection(asyncio.Protocol):
             sending = sender.start()
         else:
             tls = self._tls
-            sending = asyncio.ensure_future(
+            sending = self._loop.create_task(
                 write_read(transport, answer, self._run_blocking, tls.send if tls else None)
             )
         self._sending = sending
@@ -444,7 +443,7 @@ class KafkaConnection(asyncio.Protocol):
         broker = self._server.broker
         if broker is not None:
             return await broker.run_blocking(fn)
-        return await asyncio.get_running_loop().run_in_executor(None, fn)
+        return await self._loop.run_in_executor(None, fn)
 
     def _sent(self, sending: asyncio.Future[None]) -> None:
         if sending is not self._sending:
@@ -472,7 +471,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._throttle is not None:
             self._throttle.cancel()
-        self._throttle = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._throttle = self._loop.call_later(throttle_ms / 1000, self._unmute)
         self._update_reading()
 
     def _unmute(self) -> None:
@@ -481,7 +480,7 @@ class KafkaConnection(asyncio.Protocol):
         until = channel.muted_until
         if until is not None:  # the timer ran a little early
             delay = max(until - self._server.now(), 0.001)
-            self._throttle = asyncio.get_running_loop().call_later(delay, self._unmute)
+            self._throttle = self._loop.call_later(delay, self._unmute)
             return
         self._throttle = None
         self._update_reading()
@@ -500,7 +499,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-        if channel.reader.has_frame():
+        if channel.has_frame():
             self._take_frames()  # complete frames held back by backpressure
 
     # ------------------------------------------------------------------ closing
@@ -540,7 +539,7 @@ class KafkaConnection(asyncio.Protocol):
         channel.closing = True
         self._update_reading()
         if not channel.drained or channel.write_paused:
-            self._drained = asyncio.get_running_loop().create_future()
+            self._drained = self._loop.create_future()
             self._set_drained()
             try:
                 await asyncio.wait_for(asyncio.shield(self._drained), timeout)
