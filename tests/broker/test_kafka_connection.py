@@ -329,3 +329,61 @@ def test_connection_lost_with_answers_owed_cancels_them_quietly(
         assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
     run(body)
+
+
+def test_a_request_that_fails_closes_after_the_answers_owed_before_it(
+    run: Callable[[Body], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body(broker: Broker, connect: Any) -> None:
+        connection, transport = connect()
+        unknown_api = struct.pack(">ihhih", 10, 999, 0, 2, 0)  # API key 999, client id ""
+        connection.data_received(fetch(1, "t", 0, 10_000) + unknown_api + api_versions(3))
+        assert transport.written == [] and not transport.closed  # the close waits its turn
+        log = broker.topics.get_log("t", 0)
+        log.append(make_batch([b"a"]))
+        broker.after_append(log, 0)
+        await until(lambda: transport.closed)
+        assert transport.correlation_ids() == [1]  # then nothing more
+        assert "unknown API key 999" in caplog.text
+
+    run(body)
+
+
+def test_the_answers_owed_at_the_end_of_stream_are_written_then_it_closes(
+    run: Callable[[Body], None],
+) -> None:
+    async def body(broker: Broker, connect: Any) -> None:
+        connection, transport = connect()
+        connection.data_received(fetch(1, "t", 0, 10_000) + api_versions(2))
+        assert connection.eof_received() is True  # keep the transport open to answer
+        connection.data_received(api_versions(3))  # after the end: ignored
+        assert not transport.closed and transport.written == []
+        log = broker.topics.get_log("t", 0)
+        log.append(make_batch([b"a"]))
+        broker.after_append(log, 0)
+        await until(lambda: transport.closed)
+        assert transport.correlation_ids() == [1, 2]
+
+    run(body)
+
+
+def test_connection_lost_while_a_file_answer_is_read_stops_it_quietly(
+    run: Callable[[Body], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body(broker: Broker, connect: Any) -> None:
+        log = broker.topics.get_log("t", 0)
+        log.append(make_batch([b"y" * (SENDFILE_MIN_BYTES + 4096)]))
+        broker.after_append(log, 0)
+        connection, transport = connect()
+        connection.data_received(fetch(1, "t", 0, 0) + api_versions(2))
+        assert connection.channel.sending_file
+        connection.connection_lost(None)
+
+        def sending() -> list[asyncio.Task[Any]]:
+            return [t for t in asyncio.all_tasks() if "write_read" in repr(t.get_coro())]
+
+        await until(lambda: not sending())
+        assert transport.written == []
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    run(body)
