@@ -130,6 +130,15 @@ def producer_byte_rate(correlation_id: int, rate: float) -> bytes:
     return encode_request(request, correlation_id)
 
 
+def append(broker: Broker, batch: bytes) -> None:
+    """Append ``batch`` to ``t`` (page-cache acks: the high watermark follows) and wake the
+    long polls waiting on it."""
+    log = broker.topics.get_log("t", 0)
+    high_watermark = log.high_watermark
+    log.append(batch)
+    broker.after_append(log, high_watermark)
+
+
 async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
     """Let the loop run until ``condition()`` holds (fails after ``timeout_s``)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -188,9 +197,7 @@ def test_pipelined_answers_go_out_in_request_order_when_a_later_one_is_ready_fir
         connection.data_received(fetch(1, "t", 0, 10_000) + api_versions(2) + api_versions(3))
         assert transport.written == []  # ready, but behind the long poll
         assert connection.channel.in_flight == 3
-        log = broker.topics.get_log("t", 0)
-        log.append(make_batch([b"a"]))
-        broker.after_append(log, 0)
+        append(broker, make_batch([b"a"]))
         await until(lambda: len(transport.frames()) == 3)
         assert transport.correlation_ids() == [1, 2, 3]
         assert connection.channel.drained and transport.reading and not transport.closed
@@ -225,9 +232,7 @@ def test_max_in_flight_stops_reading_until_answers_catch_up(run: Callable[[Body]
         connection.data_received(frames)
         assert connection.channel.in_flight == MAX_IN_FLIGHT
         assert not transport.reading and transport.written == []
-        log = broker.topics.get_log("t", 0)
-        log.append(make_batch([b"a"]))
-        broker.after_append(log, 0)
+        append(broker, make_batch([b"a"]))
         await until(lambda: len(transport.frames()) == MAX_IN_FLIGHT + extra)
         assert transport.correlation_ids() == list(range(MAX_IN_FLIGHT + extra))
         assert transport.reading and transport.pauses == 1
@@ -289,10 +294,8 @@ def test_a_file_answer_without_a_socket_is_read_and_written_in_order(
     run: Callable[[Body], None],
 ) -> None:
     async def body(broker: Broker, connect: Any) -> None:
-        log = broker.topics.get_log("t", 0)
         batch = make_batch([bytes(range(256)) * (SENDFILE_MIN_BYTES // 256 + 16)])
-        log.append(batch)
-        broker.after_append(log, 0)
+        append(broker, batch)
         connection, transport = connect()
         # No socket in the transport: the regions are read (in a worker thread, being large)
         # and written; the answer behind it waits for it.
@@ -339,9 +342,7 @@ def test_a_request_that_fails_closes_after_the_answers_owed_before_it(
         unknown_api = struct.pack(">ihhih", 10, 999, 0, 2, 0)  # API key 999, client id ""
         connection.data_received(fetch(1, "t", 0, 10_000) + unknown_api + api_versions(3))
         assert transport.written == [] and not transport.closed  # the close waits its turn
-        log = broker.topics.get_log("t", 0)
-        log.append(make_batch([b"a"]))
-        broker.after_append(log, 0)
+        append(broker, make_batch([b"a"]))
         await until(lambda: transport.closed)
         assert transport.correlation_ids() == [1]  # then nothing more
         assert "unknown API key 999" in caplog.text
@@ -358,9 +359,7 @@ def test_the_answers_owed_at_the_end_of_stream_are_written_then_it_closes(
         assert connection.eof_received() is True  # keep the transport open to answer
         connection.data_received(api_versions(3))  # after the end: ignored
         assert not transport.closed and transport.written == []
-        log = broker.topics.get_log("t", 0)
-        log.append(make_batch([b"a"]))
-        broker.after_append(log, 0)
+        append(broker, make_batch([b"a"]))
         await until(lambda: transport.closed)
         assert transport.correlation_ids() == [1, 2]
 
@@ -371,9 +370,7 @@ def test_connection_lost_while_a_file_answer_is_read_stops_it_quietly(
     run: Callable[[Body], None], caplog: pytest.LogCaptureFixture
 ) -> None:
     async def body(broker: Broker, connect: Any) -> None:
-        log = broker.topics.get_log("t", 0)
-        log.append(make_batch([b"y" * (SENDFILE_MIN_BYTES + 4096)]))
-        broker.after_append(log, 0)
+        append(broker, make_batch([b"y" * (SENDFILE_MIN_BYTES + 4096)]))
         connection, transport = connect()
         connection.data_received(fetch(1, "t", 0, 0) + api_versions(2))
         assert connection.channel.sending_file
