@@ -138,6 +138,8 @@ class KafkaConnection(asyncio.Protocol):
         #: The protocol state (sans-io; ``broker/kafka_channel.py``).
         self.channel = KafkaChannel(server.max_request_bytes, server.now)
         self._reading_paused = False
+        #: While frames are taken: the plaintext answers ready at once, written together.
+        self._corked: list[bytes] | None = None
         self._drained: asyncio.Future[None] | None = None
         #: A ``FileAnswer`` being sent (answers behind it wait): its future, and its sender
         #: when it goes by sendfile.
@@ -304,7 +306,18 @@ class KafkaConnection(asyncio.Protocol):
     def _take_frames(self) -> None:
         """Dispatch the frames the channel hands out: it stops at MAX_IN_FLIGHT unanswered
         requests, a full write buffer or a mute, even inside one read; the frames it holds are
-        taken when that ends (``_update_reading``)."""
+        taken when that ends (``_update_reading``). The answers ready at once (pipelined
+        requests in one read) go out in one write."""
+        if self._corked is not None:  # called again from inside (``_update_reading``)
+            self._take_frames_corked()
+            return
+        self._corked = []
+        try:
+            self._take_frames_corked()
+        finally:
+            self._uncork()
+
+    def _take_frames_corked(self) -> None:
         channel = self.channel
         dispatch = self._dispatch
         name = self._server.name
@@ -385,12 +398,17 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if type(answer) is bytes:
-            if self._tls is None:
-                self._metrics.bytes_out(len(answer))
+        corked = self._corked
+        if type(answer) is bytes and self._tls is None:
+            self._metrics.bytes_out(len(answer))
+            if corked is not None:
+                corked.append(answer)
+            else:
                 transport.write(answer)
-                return
-        elif isinstance(answer, Throttled):
+            return
+        if corked:  # what was held goes first
+            self._flush_corked(transport, corked)
+        if isinstance(answer, Throttled):
             self._mute(answer.throttle_ms)
             answer = answer.answer
             if answer is None:
@@ -413,6 +431,21 @@ class KafkaConnection(asyncio.Protocol):
         elif answer is not None:
             self._metrics.bytes_out(sum(map(len, answer)))
             transport.writelines(answer)
+
+    def _flush_corked(self, transport: asyncio.Transport, corked: list[bytes]) -> None:
+        """Write the answers held while frames are taken (one system call)."""
+        if len(corked) == 1:
+            transport.write(corked[0])
+        else:
+            transport.writelines(corked)
+        corked.clear()
+
+    def _uncork(self) -> None:
+        corked = self._corked
+        self._corked = None
+        transport = self._transport
+        if corked and transport is not None and not transport.is_closing():
+            self._flush_corked(transport, corked)
 
     def _send_file(self, transport: asyncio.Transport, answer: FileAnswer) -> None:
         """Start sending ``answer`` (record data from the segment files); the answers behind
@@ -509,8 +542,11 @@ class KafkaConnection(asyncio.Protocol):
         if reason:
             log.warning("closing connection from %s:%d: %s", self.peer_host, self.peer_port, reason)
         self.channel.closing = True
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if self._corked:  # answers of requests before the one that closes
+                self._flush_corked(transport, self._corked)
+            transport.close()
 
     def idle_for(self, now: float) -> float:
         """Seconds since the last byte in or answer out; 0 while an answer is owed."""

@@ -205,6 +205,25 @@ def test_pipelined_answers_go_out_in_request_order_when_a_later_one_is_ready_fir
     run(body)
 
 
+def test_the_answers_ready_at_once_in_one_read_go_out_in_one_write(
+    run: Callable[[Body], None],
+) -> None:
+    async def body(broker: Broker, connect: Any) -> None:
+        connection, transport = connect()
+        batch = make_batch([b"v"])
+        connection.data_received(api_versions(1) + produce(2, "t", batch) + api_versions(3))
+        assert transport.correlation_ids() == [1, 2, 3]
+        assert len(transport.written) == 1
+        connection.data_received(api_versions(4))
+        assert transport.correlation_ids() == [1, 2, 3, 4] and len(transport.written) == 2
+        # A malformed frame after them in the same read: they are written, then it closes.
+        closing, closing_transport = connect()
+        closing.data_received(api_versions(5) + api_versions(6) + struct.pack(">i", -1))
+        assert closing_transport.correlation_ids() == [5, 6] and closing_transport.closed
+
+    run(body)
+
+
 def test_a_full_write_buffer_stops_reading_until_it_drains(run: Callable[[Body], None]) -> None:
     async def body(broker: Broker, connect: Any) -> None:
         connection, transport = connect()
@@ -274,18 +293,18 @@ def test_a_throttled_answer_mutes_the_connection_for_its_throttle_time(
         # About 11.5 s of quota in one request; over a quota window of 10-11 s: a throttle
         # time of 0.5-1.5 s (Kafka's formula), in the answer's last int32 before its tags.
         batch = make_batch([b"x" * 30_000])
-        connection.data_received(produce(2, "t", batch))
-        await until(lambda: len(transport.frames()) == 2)
-        answer = transport.frames()[1]
+        connection.data_received(api_versions(2) + produce(3, "t", batch))
+        await until(lambda: len(transport.frames()) == 3)
+        answer = transport.frames()[2]
         throttle_ms = struct.unpack_from(">i", answer, len(answer) - 5)[0]
         assert 0 < throttle_ms < 3000
         assert not transport.reading  # muted (KIP-219)
         started = asyncio.get_running_loop().time()
-        connection.data_received(api_versions(3))  # read before the pause took: held
-        assert len(transport.frames()) == 2
+        connection.data_received(api_versions(4))  # read before the pause took: held
+        assert len(transport.frames()) == 3
         await until(lambda: transport.reading, timeout_s=throttle_ms / 1000 + 5)
         assert asyncio.get_running_loop().time() - started >= throttle_ms / 1000 - 0.05
-        assert transport.correlation_ids() == [1, 2, 3]
+        assert transport.correlation_ids() == [1, 2, 3, 4]
 
     run(body)
 
