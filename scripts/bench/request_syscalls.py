@@ -8,6 +8,8 @@ Workloads (the broker's threads all counted; strace attached only while a worklo
   a topic with page-cache acks (answered without a task);
 - ``produce durable``: the same on a topic with the default (fsync) acks: the handler waits for
   the group commit, so its answer goes through a task;
+- ``kcat produce``: ``kcat -P`` of ``--count`` x 10 records of 100 B, 10 to a request
+  (``batch.num.messages=10``, ``linger.ms=0``), many requests in flight: per 1000 records;
 - ``kcat consume``: ``kcat -C`` of ``--count`` x 10 records of 100 B (written beforehand by
   ``kcat -P``), per 1000 records (librdkafka's fetches: FileAnswers sent by ``sendfile``).
 
@@ -71,6 +73,20 @@ def _produce(broker: Tidelog, topic: str, count: int) -> Callable[[], None]:
     return work
 
 
+def _kcat_produce(broker: Tidelog, records: int) -> Callable[[], None]:
+    def work() -> None:
+        subprocess.run(
+            [
+                *("kcat", "-P", "-b", broker.bootstrap, "-t", "pipelined", "-p", "0"),
+                *("-X", "linger.ms=0", "-X", "batch.num.messages=10"),
+            ],
+            input=b"".join(b"%099d\n" % i for i in range(records)),
+            check=True,
+        )
+
+    return work
+
+
 def _consume(broker: Tidelog, records: int) -> Callable[[], None]:
     def work() -> None:
         subprocess.run(
@@ -92,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-tree", type=Path, default=None, help="another checkout, as 'base'")
     args = ap.parse_args(argv)
     records = args.count * 10
-    workloads = ("produce page-cache", "produce durable", "kcat consume")
+    workloads = ("produce page-cache", "produce durable", "kcat produce", "kcat consume")
     per: dict[tuple[str, str], list[float]] = {}
     last: dict[tuple[str, str], dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="request-syscalls-") as tmp:
@@ -105,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
                 create_topic(broker.bootstrap, "cache", {"flush.messages": "9223372036854775807"})
                 create_topic(broker.bootstrap, "durable")
                 create_topic(broker.bootstrap, "consume")
+                create_topic(
+                    broker.bootstrap, "pipelined", {"flush.messages": "9223372036854775807"}
+                )
                 subprocess.run(
                     ["kcat", "-P", "-b", broker.bootstrap, "-t", "consume", "-p", "0"],
                     input=b"".join(b"%099d\n" % i for i in range(records)),
@@ -119,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     for workload, work, unit in (
                         ("produce page-cache", _produce(broker, "cache", args.count), args.count),
                         ("produce durable", _produce(broker, "durable", args.count), args.count),
+                        ("kcat produce", _kcat_produce(broker, records), records / 1000),
                         ("kcat consume", _consume(broker, records), records / 1000),
                     ):
                         calls = _strace(broker.pid, Path(tmp) / "strace.txt", work)
@@ -136,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload | " + " | ".join(brokers) + " |")
     print("|---|" + "---:|" * len(brokers))
     for workload in workloads:
-        unit = " (per 1000 records)" if workload == "kcat consume" else " (per request)"
+        unit = " (per 1000 records)" if workload.startswith("kcat") else " (per request)"
         cells = [f"{statistics.median(per[(n, workload)]):.2f}" for n in brokers]
         print(f"| {workload}{unit} | " + " | ".join(cells) + " |")
     for (name, workload), calls in last.items():
-        unit = records / 1000 if workload == "kcat consume" else args.count
+        unit = records / 1000 if workload.startswith("kcat") else args.count
         top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
         print(f"\n{name}, {workload}: " + ", ".join(f"{k} {v / unit:.2f}" for k, v in top))
     return 0
