@@ -311,11 +311,16 @@ class KafkaConnection(asyncio.Protocol):
         if self._corked is not None:  # called again from inside (``_update_reading``)
             self._take_frames_corked()
             return
-        self._corked = []
+        corked: list[bytes] = []
+        self._corked = corked
         try:
             self._take_frames_corked()
         finally:
-            self._uncork()
+            self._corked = None
+            if corked:
+                transport = self._transport
+                if transport is not None and not transport.is_closing():
+                    self._flush_corked(transport, corked)
 
     def _take_frames_corked(self) -> None:
         channel = self.channel
@@ -439,13 +444,6 @@ class KafkaConnection(asyncio.Protocol):
         else:
             transport.writelines(corked)
         corked.clear()
-
-    def _uncork(self) -> None:
-        corked = self._corked
-        self._corked = None
-        transport = self._transport
-        if corked and transport is not None and not transport.is_closing():
-            self._flush_corked(transport, corked)
 
     def _send_file(self, transport: asyncio.Transport, answer: FileAnswer) -> None:
         """Start sending ``answer`` (record data from the segment files); the answers behind
