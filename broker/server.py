@@ -306,48 +306,47 @@ class KafkaConnection(asyncio.Protocol):
     def _take_frames(self) -> None:
         """Dispatch the frames the channel hands out: it stops at MAX_IN_FLIGHT unanswered
         requests, a full write buffer or a mute, even inside one read; the frames it holds are
-        taken when that ends (``_update_reading``). The answers ready at once (pipelined
-        requests in one read) go out in one write."""
-        if self._corked is not None:  # called again from inside (``_update_reading``)
-            self._take_frames_corked()
-            return
-        corked: list[bytes] = []
-        self._corked = corked
-        try:
-            self._take_frames_corked()
-        finally:
-            self._corked = None
-            if corked:
-                transport = self._transport
-                if transport is not None and not transport.is_closing():
-                    self._flush_corked(transport, corked)
-
-    def _take_frames_corked(self) -> None:
+        taken when that ends (``_update_reading``). From the second frame of one read on, the
+        answers ready at once are held and go out together (pipelined requests: one write for
+        them, not one each); a lone request is written as before, with nothing held."""
         channel = self.channel
         dispatch = self._dispatch
         name = self._server.name
-        while True:
-            frame = channel.next_frame()
-            if frame is None:
-                break
-            if isinstance(frame, Close):
-                self.close(frame.reason)
-                return
-            session = self._session
-            if session is None:
-                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, None))
-                continue
-            if session.authenticated and session.expires_at is not None:
-                # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
-                refused = session.check_session(frame)
-                if refused is not None:
-                    self._submit(refused)
+        first = True
+        corked: list[bytes] | None = None
+        try:
+            while True:
+                frame = channel.next_frame()
+                if frame is None:
+                    break
+                if first:
+                    first = False
+                elif corked is None and self._corked is None:
+                    corked = self._corked = []
+                if isinstance(frame, Close):
+                    self.close(frame.reason)
                     return
-            if not session.authenticated:
-                self._before_authentication(session, frame)
-            else:
-                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, session))
-        self._update_reading()
+                session = self._session
+                if session is None:
+                    self._submit(dispatch(frame, self.peer_host, self.peer_port, name, None))
+                    continue
+                if session.authenticated and session.expires_at is not None:
+                    # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
+                    refused = session.check_session(frame)
+                    if refused is not None:
+                        self._submit(refused)
+                        return
+                if not session.authenticated:
+                    self._before_authentication(session, frame)
+                else:
+                    self._submit(dispatch(frame, self.peer_host, self.peer_port, name, session))
+            self._update_reading()
+        finally:
+            if corked is not None:
+                self._corked = None
+                transport = self._transport
+                if corked and transport is not None and not transport.is_closing():
+                    self._flush_corked(transport, corked)
 
     def eof_received(self) -> bool | None:
         # The client closed its side: finish the answers we owe, then close.
@@ -530,7 +529,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-        if channel.has_frame():
+        if channel.reader.has_frame():  # (``wants_read`` holds: checked above)
             self._take_frames()  # complete frames held back by backpressure
 
     # ------------------------------------------------------------------ closing

@@ -205,21 +205,24 @@ def test_pipelined_answers_go_out_in_request_order_when_a_later_one_is_ready_fir
     run(body)
 
 
-def test_the_answers_ready_at_once_in_one_read_go_out_in_one_write(
+def test_the_answers_ready_at_once_in_one_read_go_out_together(
     run: Callable[[Body], None],
 ) -> None:
     async def body(broker: Broker, connect: Any) -> None:
         connection, transport = connect()
         batch = make_batch([b"v"])
-        connection.data_received(api_versions(1) + produce(2, "t", batch) + api_versions(3))
-        assert transport.correlation_ids() == [1, 2, 3]
-        assert len(transport.written) == 1
-        connection.data_received(api_versions(4))
-        assert transport.correlation_ids() == [1, 2, 3, 4] and len(transport.written) == 2
+        # The first answer goes at once, the ones behind it in that read together.
+        connection.data_received(
+            api_versions(1) + produce(2, "t", batch) + api_versions(3) + api_versions(4)
+        )
+        assert transport.correlation_ids() == [1, 2, 3, 4]
+        assert len(transport.written) == 2
+        connection.data_received(api_versions(5))
+        assert transport.correlation_ids() == [1, 2, 3, 4, 5] and len(transport.written) == 3
         # A malformed frame after them in the same read: they are written, then it closes.
         closing, closing_transport = connect()
-        closing.data_received(api_versions(5) + api_versions(6) + struct.pack(">i", -1))
-        assert closing_transport.correlation_ids() == [5, 6] and closing_transport.closed
+        closing.data_received(api_versions(6) + api_versions(7) + struct.pack(">i", -1))
+        assert closing_transport.correlation_ids() == [6, 7] and closing_transport.closed
 
     run(body)
 
