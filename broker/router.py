@@ -306,20 +306,18 @@ class Router:
                 spec.api_key, api_version, correlation_id, lean[1], client_host, -1, self.broker
             )
             self._metrics.observe_request(spec.name, time.perf_counter() - started, EXCEPTION)
-            return self.failed(ctx, lean[2])
+            return self._failed(ctx, lean[2])
         if type(answer) is bytes or type(answer) is list or type(answer) is FileAnswer:
             # errors are per partition, as for every RawBody answer: not "failed"
             self._metrics.observe_request(spec.name, time.perf_counter() - started)
         return cast(Outcome | None, answer)
 
-    def observe(
-        self, api_key: int, seconds: float, failed: bool = False, waited: float = 0.0
-    ) -> None:
-        """Count one answered request of ``api_key`` (for answers set outside ``dispatch``);
-        ``waited``: the part of ``seconds`` spent in a long poll."""
-        self._metrics.observe_request(self.specs[api_key].name, seconds, failed, waited)
+    def observe(self, api_key: int, seconds: float, failed: bool = False) -> None:
+        """Count one answered request of ``api_key`` whose answer is set outside ``dispatch``
+        (a Produce released by the group commit)."""
+        self._metrics.observe_request(self.specs[api_key].name, seconds, failed)
 
-    def failed(self, ctx: RequestContext, request: Any) -> Answer:
+    def _failed(self, ctx: RequestContext, request: Any) -> Answer:
         """Log a handler's unexpected exception (call from ``except``) and answer
         UNKNOWN_SERVER_ERROR where the response allows it."""
         spec = self.specs[ctx.api_key]
@@ -374,7 +372,7 @@ class Router:
                         if response is not None and not isinstance(
                             response, bytes | list | FileAnswer
                         ):
-                            answer = self.encode(ctx, response)
+                            answer = self._encode(ctx, response)
                         return Throttled(cast(Any, answer), throttle_ms)
             else:
                 response = await spec.handle(ctx, request)
@@ -385,10 +383,10 @@ class Router:
                 error = 0
                 return cast(Answer, response)  # framed by the handler itself
             error = int(getattr(response, "error_code", 0) or 0)
-            return self.encode(ctx, response)
+            return self._encode(ctx, response)
         except Exception:
             error = EXCEPTION
-            return self.failed(ctx, request)
+            return self._failed(ctx, request)
         finally:
             waited = LONG_POLL_WAIT.get() if is_fetch else 0.0
             self._metrics.observe_request(spec.name, time.perf_counter() - started, error, waited)
@@ -452,7 +450,7 @@ class Router:
         return throttle_ms, response
 
     @staticmethod
-    def encode(ctx: RequestContext, response: Any) -> bytes | list[bytes | memoryview]:
+    def _encode(ctx: RequestContext, response: Any) -> bytes | list[bytes | memoryview]:
         if isinstance(response, RawBody):
             header = codec.encode_response_header(
                 ctx.correlation_id, codec.response_header_version(ctx.api_key, ctx.api_version)
@@ -477,7 +475,7 @@ class Router:
                 response = top_level_error_response(schema, code)
             if response is None:
                 return Close("handler failed and the response has no error field")
-            return self.encode(ctx, response)
+            return self._encode(ctx, response)
         except Exception:
             log.exception("building the error answer failed; closing the connection")
             return Close("handler failed")

@@ -214,7 +214,7 @@ class FileSender:
             return
         self._stepping = True
         self._send_socket.busy = True
-        step = asyncio.ensure_future(self._run_blocking(self._send_waiting))
+        step = asyncio.ensure_future(self._run_blocking(self._send_waiting), loop=self._loop)
         step.add_done_callback(self._stepped)
 
     def _stepped(self, step: asyncio.Future[bool]) -> None:

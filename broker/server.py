@@ -80,7 +80,7 @@ class ListenerBroker(Protocol):
 # A handler's coroutine is stepped at once up to its first suspension (``_submit``): most requests
 # never suspend (a produce with acks 0/1, a fetch with data ready, metadata...), so their answer is
 # written without a task or a loop turn. ``_finish`` wraps one that did suspend, on what it
-# yielded, so ``asyncio.ensure_future`` can run the rest.
+# yielded, so a task (``loop.create_task``) can run the rest.
 
 
 def _resume(coro: Any, waiting_on: Any) -> Generator[Any, Any, Answer]:
@@ -131,10 +131,15 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._dispatch = server.router.dispatch
         self._metrics = server.metrics
+        #: The loop running the connection, taken once: ``asyncio.get_running_loop`` costs a
+        #: ``getpid`` system call each time.
+        self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         #: The protocol state (sans-io; ``broker/kafka_channel.py``).
         self.channel = KafkaChannel(server.max_request_bytes, server.now)
         self._reading_paused = False
+        #: While frames are taken: the plaintext answers ready at once, written together.
+        self._corked: list[bytes] | None = None
         self._drained: asyncio.Future[None] | None = None
         #: A ``FileAnswer`` being sent (answers behind it wait): its future, and its sender
         #: when it goes by sendfile.
@@ -301,32 +306,47 @@ class KafkaConnection(asyncio.Protocol):
     def _take_frames(self) -> None:
         """Dispatch the frames the channel hands out: it stops at MAX_IN_FLIGHT unanswered
         requests, a full write buffer or a mute, even inside one read; the frames it holds are
-        taken when that ends (``_update_reading``)."""
+        taken when that ends (``_update_reading``). From the second frame of one read on, the
+        answers ready at once are held and go out together (pipelined requests: one write for
+        them, not one each); a lone request is written as before, with nothing held."""
         channel = self.channel
         dispatch = self._dispatch
         name = self._server.name
-        while True:
-            frame = channel.next_frame()
-            if frame is None:
-                break
-            if isinstance(frame, Close):
-                self.close(frame.reason)
-                return
-            session = self._session
-            if session is None:
-                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, None))
-                continue
-            if session.authenticated and session.expires_at is not None:
-                # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
-                refused = session.check_session(frame)
-                if refused is not None:
-                    self._submit(refused)
+        first = True
+        corked: list[bytes] | None = None
+        try:
+            while True:
+                frame = channel.next_frame()
+                if frame is None:
+                    break
+                if first:
+                    first = False
+                elif corked is None and self._corked is None:
+                    corked = self._corked = []
+                if isinstance(frame, Close):
+                    self.close(frame.reason)
                     return
-            if not session.authenticated:
-                self._before_authentication(session, frame)
-            else:
-                self._submit(dispatch(frame, self.peer_host, self.peer_port, name, session))
-        self._update_reading()
+                session = self._session
+                if session is None:
+                    self._submit(dispatch(frame, self.peer_host, self.peer_port, name, None))
+                    continue
+                if session.authenticated and session.expires_at is not None:
+                    # KIP-368: a SaslHandshake re-authenticates; past the session's end, close.
+                    refused = session.check_session(frame)
+                    if refused is not None:
+                        self._submit(refused)
+                        return
+                if not session.authenticated:
+                    self._before_authentication(session, frame)
+                else:
+                    self._submit(dispatch(frame, self.peer_host, self.peer_port, name, session))
+            self._update_reading()
+        finally:
+            if corked is not None:
+                self._corked = None
+                transport = self._transport
+                if corked and transport is not None and not transport.is_closing():
+                    self._flush_corked(transport, corked)
 
     def eof_received(self) -> bool | None:
         # The client closed its side: finish the answers we owe, then close.
@@ -358,7 +378,7 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:
             self._submit(Close(f"request failed: {exc!r}"))
             return
-        task = asyncio.ensure_future(_finish(coro, waiting_on))
+        task = self._loop.create_task(_finish(coro, waiting_on))
         task.add_done_callback(functools.partial(self._task_done, channel.pending(task)))
 
     def _task_done(self, slot: Slot, task: asyncio.Future[Answer]) -> None:
@@ -382,12 +402,17 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if type(answer) is bytes:
-            if self._tls is None:
-                self._metrics.bytes_out(len(answer))
+        corked = self._corked
+        if type(answer) is bytes and self._tls is None:
+            self._metrics.bytes_out(len(answer))
+            if corked is not None:
+                corked.append(answer)
+            else:
                 transport.write(answer)
-                return
-        elif isinstance(answer, Throttled):
+            return
+        if corked:  # what was held goes first
+            self._flush_corked(transport, corked)
+        if isinstance(answer, Throttled):
             self._mute(answer.throttle_ms)
             answer = answer.answer
             if answer is None:
@@ -395,9 +420,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(answer, Close):
             if answer.linger_s > 0:
                 if self._linger is None:
-                    self._linger = asyncio.get_running_loop().call_later(
-                        answer.linger_s, self.close, answer.reason
-                    )
+                    self._linger = self._loop.call_later(answer.linger_s, self.close, answer.reason)
             else:
                 self.close(answer.reason)
         elif isinstance(answer, FileAnswer):
@@ -413,6 +436,14 @@ class KafkaConnection(asyncio.Protocol):
             self._metrics.bytes_out(sum(map(len, answer)))
             transport.writelines(answer)
 
+    def _flush_corked(self, transport: asyncio.Transport, corked: list[bytes]) -> None:
+        """Write the answers held while frames are taken (one system call)."""
+        if len(corked) == 1:
+            transport.write(corked[0])
+        else:
+            transport.writelines(corked)
+        corked.clear()
+
     def _send_file(self, transport: asyncio.Transport, answer: FileAnswer) -> None:
         """Start sending ``answer`` (record data from the segment files); the answers behind
         it wait until it is out (``_sent``). Plaintext with nothing queued in the transport:
@@ -424,9 +455,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 if self._send_socket is None:
                     self._send_socket = SendSocket(socket_fd)
-                sender = FileSender(
-                    asyncio.get_running_loop(), self._send_socket, answer, self._run_blocking
-                )
+                sender = FileSender(self._loop, self._send_socket, answer, self._run_blocking)
             except OSError as exc:  # the segment file could not be opened
                 self.close(f"cannot send fetch data: {exc}")
                 return
@@ -434,7 +463,7 @@ class KafkaConnection(asyncio.Protocol):
             sending = sender.start()
         else:
             tls = self._tls
-            sending = asyncio.ensure_future(
+            sending = self._loop.create_task(
                 write_read(transport, answer, self._run_blocking, tls.send if tls else None)
             )
         self._sending = sending
@@ -444,7 +473,7 @@ class KafkaConnection(asyncio.Protocol):
         broker = self._server.broker
         if broker is not None:
             return await broker.run_blocking(fn)
-        return await asyncio.get_running_loop().run_in_executor(None, fn)
+        return await self._loop.run_in_executor(None, fn)
 
     def _sent(self, sending: asyncio.Future[None]) -> None:
         if sending is not self._sending:
@@ -472,7 +501,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._throttle is not None:
             self._throttle.cancel()
-        self._throttle = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._throttle = self._loop.call_later(throttle_ms / 1000, self._unmute)
         self._update_reading()
 
     def _unmute(self) -> None:
@@ -481,7 +510,7 @@ class KafkaConnection(asyncio.Protocol):
         until = channel.muted_until
         if until is not None:  # the timer ran a little early
             delay = max(until - self._server.now(), 0.001)
-            self._throttle = asyncio.get_running_loop().call_later(delay, self._unmute)
+            self._throttle = self._loop.call_later(delay, self._unmute)
             return
         self._throttle = None
         self._update_reading()
@@ -500,7 +529,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-        if channel.reader.has_frame():
+        if channel.reader.has_frame():  # (``wants_read`` holds: checked above)
             self._take_frames()  # complete frames held back by backpressure
 
     # ------------------------------------------------------------------ closing
@@ -510,8 +539,11 @@ class KafkaConnection(asyncio.Protocol):
         if reason:
             log.warning("closing connection from %s:%d: %s", self.peer_host, self.peer_port, reason)
         self.channel.closing = True
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if self._corked:  # answers of requests before the one that closes
+                self._flush_corked(transport, self._corked)
+            transport.close()
 
     def idle_for(self, now: float) -> float:
         """Seconds since the last byte in or answer out; 0 while an answer is owed."""
@@ -540,7 +572,7 @@ class KafkaConnection(asyncio.Protocol):
         channel.closing = True
         self._update_reading()
         if not channel.drained or channel.write_paused:
-            self._drained = asyncio.get_running_loop().create_future()
+            self._drained = self._loop.create_future()
             self._set_drained()
             try:
                 await asyncio.wait_for(asyncio.shield(self._drained), timeout)
