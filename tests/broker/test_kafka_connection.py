@@ -136,7 +136,7 @@ def append(broker: Broker, batch: bytes) -> None:
     log = broker.topics.get_log("t", 0)
     high_watermark = log.high_watermark
     log.append(batch)
-    broker.after_append(log, high_watermark)
+    broker.log_flusher.after_append(log, high_watermark)
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
