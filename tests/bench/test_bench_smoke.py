@@ -73,7 +73,10 @@ def test_poll_cycle_script_runs() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.fullmatch(
-        r"cycle [0-9.]+ us, produce alone [0-9.]+ us, fetch long poll -?[0-9.]+ us\n", proc.stdout
+        r"cycle [0-9.]+ us, produce alone [0-9.]+ us, fetch long poll -?[0-9.]+ us"
+        r"; CPU \(the loop thread's\): cycle [0-9.]+ us, produce alone [0-9.]+ us,"
+        r" fetch long poll -?[0-9.]+ us\n",
+        proc.stdout,
     ), proc.stdout
 
 
@@ -192,7 +195,7 @@ def test_soak_script_runs(tmp_path: Path) -> None:
     summary = run["summary"]
     assert summary["produce_per_s"] > 100 and summary["fetch_per_s"] > 0
     assert summary["cpu_us_per_request"] > 0
-    assert re.search(r"broker CPU per request <= 100 us: \d+ us: (met|NOT met)", proc.stdout)
+    assert re.search(r"broker CPU per request <= 150 us: \d+ us: (met|NOT met)", proc.stdout)
     assert re.search(
         r"Produce p99 <= 5 ms \(worst 10-s window\): [\d.]+ ms: (met|NOT met)", proc.stdout
     )
