@@ -331,6 +331,16 @@ def test_a_file_answer_without_a_socket_is_read_and_written_in_order(
     run(body)
 
 
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings the connection logged; the loop-stall watchdog (``tidelog.loop``) reports how
+    busy the machine is, not what the connection did, so it is left out."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name != "tidelog.loop"
+    ]
+
+
 def test_connection_lost_with_answers_owed_cancels_them_quietly(
     run: Callable[[Body], None], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -351,7 +361,7 @@ def test_connection_lost_with_answers_owed_cancels_them_quietly(
         assert connection.channel.in_flight == 0
         assert transport.written == []
         assert connection not in broker.listeners[0].connections
-        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert _warnings(caplog) == []
 
     run(body)
 
@@ -403,6 +413,6 @@ def test_connection_lost_while_a_file_answer_is_read_stops_it_quietly(
 
         await until(lambda: not sending())
         assert transport.written == []
-        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert _warnings(caplog) == []
 
     run(body)
