@@ -82,7 +82,6 @@ __all__ = (
 T = TypeVar("T")
 
 PRODUCE_API_KEY = 0
-API_VERSIONS_KEY = 18
 #: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
 #: scanned at once at most (as ``storage.record_scan.REQUEST_INFLATING`` allows).
 HEAVY_THREADS = 2
@@ -315,11 +314,17 @@ class Broker:
         self.topics.load_and_reconcile()
         self.dynamic_configs.load()
         self.client_quotas.load()
-        # Clients can ask for ApiVersions from here on (the logs are loaded); every other
-        # request waits until the coordinators, imported only now, have loaded too.
+        # From here on (the logs are loaded) clients get answers at once to what a producer
+        # sends first (ApiVersions, Metadata, InitProducerId, Produce: their handlers, the
+        # partition writer and the producer ids are ready before the first answer); every other
+        # request, and a transactional one, waits until the coordinators, imported only now,
+        # have loaded too (``Router.hold_until``).
         started: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        coordinators.install_partition_writer(self)
+        await self.producer_ids.start()
+        self.services.append(self.producer_ids)
+        self._services_started.append(self.producer_ids)
         self.router.hold_until(started)
-        self.router.load(API_VERSIONS_KEY)
         try:
             for server in self.listeners:
                 await server.serve()
@@ -345,8 +350,9 @@ class Broker:
         coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
-            await service.start()
-            self._services_started.append(service)
+            if service not in self._services_started:  # the producer ids are up already
+                await service.start()
+                self._services_started.append(service)
         self.log_cleaner = self._new_log_cleaner()
         self.log_cleaner.startup()
         self._cleaner_started = True
