@@ -16,12 +16,13 @@
 - ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
   pool's fsyncs never wait behind a decompression;
-- ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``
-  and ``share_groups`` and the ``partition_writer`` (``broker/coordinator/partition_writer.py``:
-  the one append-wake-wait of the coordinators' writes, and the wake and HW wait of Produce's
-  appends), installed by ``start`` (``broker/coordinators.py``) once
-  the listeners answer ApiVersions; ``services`` holds the components started and stopped with
-  the broker, in order (stopped in reverse).
+- ``producer_ids`` (InitProducerId's allocator) and the ``partition_writer``
+  (``broker/coordinator/partition_writer.py``: the one append-wake-wait of the coordinators'
+  writes, and the wake and HW wait of Produce's appends), ready before the first answer; the
+  coordinators ``groups``, ``transactions`` and ``share_groups``, installed by ``start``
+  (``broker/coordinators.py``) once the listeners answer what a producer sends first
+  (``broker/router.py``, ``READY_AT_START``); ``services`` holds the components started and
+  stopped with the broker, in order (stopped in reverse).
 """
 
 from __future__ import annotations
@@ -205,8 +206,9 @@ class Broker:
         # Streams groups (KIP-1071, broker/group/streams/): set by broker/coordinators.py.
         self.streams_groups: StreamsGroups | None = None
         self.listeners: list[ListenerServer] = []
-        #: Set once the listeners answer ApiVersions; ``start`` goes on with the services
-        #: (requests other than ApiVersions wait for them, ``Router.hold_until``).
+        #: Set once the listeners answer what a producer sends first (ApiVersions, Metadata,
+        #: InitProducerId, Produce); ``start`` goes on with the services (other requests wait
+        #: for them, ``Router.hold_until``).
         self.answering = asyncio.Event()
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
@@ -336,8 +338,8 @@ class Broker:
         started.set_result(True)
 
     async def _start_services(self) -> None:
-        """What the broker needs for requests other than ApiVersions. The listeners answer
-        ApiVersions already: the coordinators' and handlers' modules are imported in a worker
+        """What the broker needs for requests other than a producer's first ones. The listeners
+        answer those already: the coordinators' and handlers' modules are imported in a worker
         thread meanwhile, so the loop is free to answer."""
         await self.run_blocking(
             coordinators.import_modules,

@@ -1,8 +1,10 @@
 """The group, consumer-group, transaction and share coordinators, wired in as a broker starts.
 
-A broker answers ApiVersions before it needs them (``Broker._start_services``): ``MODULES`` are
-imported in a worker thread while the loop answers, then ``install`` wires the coordinators
-in (each joins ``broker.services``, started right after).
+A broker answers what a producer sends first (ApiVersions, Metadata, InitProducerId, Produce)
+before it needs them (``Broker._start_services``): ``MODULES`` are imported in a worker thread
+while the loop answers, then ``install`` wires the coordinators in (each joins
+``broker.services``, started right after). The one ``PartitionWriter`` is made before the first
+answer (``install_partition_writer``), as Produce needs it.
 
 This module and ``broker/app.py`` are the broker's wiring: they alone know the ``Broker``, through
 ``CoordinatorHost`` (what ``install`` reads and sets). Each coordinator gets only its own

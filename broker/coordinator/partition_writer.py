@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.coordinator.log import Appended, CoordinatorLogError
+from tidelog.broker.coordinator.appended import Appended, CoordinatorLogError
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import error_code_for
 from tidelog.storage import StorageError

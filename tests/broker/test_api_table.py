@@ -18,6 +18,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12 import request as md12
+from kio.schema.produce.v11 import request as p11
+from kio.static.primitive import i16, i32
 
 from tests.support.kafka_wire import router_frame
 from tidelog.broker.api_table import API_TABLE
@@ -69,6 +71,16 @@ def _init_producer_id(transactional_id: str | None) -> InitProducerIdRequest:
     )
 
 
+def _produce(transactional_id: str | None) -> p11.ProduceRequest:
+    partition = p11.PartitionProduceData(index=i32(0), records=None)
+    return p11.ProduceRequest(
+        transactional_id=transactional_id,
+        acks=i16(1),
+        timeout=timedelta(seconds=30),
+        topic_data=(p11.TopicProduceData(name="missing", partition_data=(partition,)),),
+    )
+
+
 def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
     loop: asyncio.AbstractEventLoop, tmp_path: Path
 ) -> None:
@@ -94,13 +106,16 @@ def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
             at_once = [
                 await answer(router.dispatch(router_frame(request, n), "127.0.0.1", 1))
                 for n, request in enumerate(
-                    (_api_versions(), _metadata(), _init_producer_id(None)), 1
+                    (_api_versions(), _metadata(), _init_producer_id(None), _produce(None)), 1
                 )
             ]
             assert not started.done()
+            # the coordinators' APIs, and a transactional request, wait
             held = [
                 router.dispatch(router_frame(request, n), "127.0.0.1", 1)
-                for n, request in ((4, ListGroupsRequest()), (5, _init_producer_id("t")))
+                for n, request in enumerate(
+                    (ListGroupsRequest(), _init_producer_id("t"), _produce("t")), 5
+                )
             ]
             assert all(asyncio.iscoroutine(h) for h in held)
             tasks = [asyncio.ensure_future(h) for h in held]
@@ -108,7 +123,7 @@ def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
             waited = not any(task.done() for task in tasks)
             started.set_result(outcome_of_start)
             answers = [await task for task in tasks]
-            assert type(answers[0]) is type(answers[1])
+            assert all(type(a) is type(answers[0]) for a in answers)
             return at_once, answers[0], waited
 
         at_once, answer_after, waited = loop.run_until_complete(scenario(True))
@@ -117,7 +132,7 @@ def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
         _, refused, _ = loop.run_until_complete(scenario(False))
         assert isinstance(refused, Close)  # a failed start closes what waited
         # once started, nothing waits
-        groups = router.dispatch(router_frame(ListGroupsRequest(), 6), "127.0.0.1", 1)
+        groups = router.dispatch(router_frame(ListGroupsRequest(), 8), "127.0.0.1", 1)
         assert isinstance(loop.run_until_complete(asyncio.wait_for(groups, 10)), bytes)
     finally:
         loop.run_until_complete(broker.stop())
