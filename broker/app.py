@@ -317,7 +317,8 @@ class Broker:
         self.dynamic_configs.load()
         self.client_quotas.load()
         # From here on (the logs are loaded) clients get answers at once to what a producer
-        # sends first (ApiVersions, Metadata, InitProducerId, Produce: their handlers, the
+        # sends first (ApiVersions, Metadata, InitProducerId, Produce, and on a SASL listener
+        # SaslHandshake and SaslAuthenticate before them: their handlers, the
         # partition writer and the producer ids are ready before the first answer); every other
         # request, and a transactional one, waits until the coordinators, imported only now,
         # have loaded too (``Router.hold_until``).
@@ -326,7 +327,9 @@ class Broker:
         await self.producer_ids.start()
         self.services.append(self.producer_ids)
         self._services_started.append(self.producer_ids)
-        self.router.hold_until(started)
+        self.router.hold_until(
+            started, sasl=any(s.uses_sasl for s in self.security.listeners.values())
+        )
         try:
             for server in self.listeners:
                 await server.serve()

@@ -71,6 +71,8 @@ INIT_PRODUCER_ID_KEY = 22
 READY_AT_START = frozenset(
     (codec.API_VERSIONS_KEY, METADATA_KEY, INIT_PRODUCER_ID_KEY, PRODUCE_KEY)
 )
+#: SaslHandshake and SaslAuthenticate: ready at start too when a listener uses SASL.
+SASL_KEYS = frozenset((17, 36))
 #: APIs read by a lean one-pass parser before (instead of) kio: -> (correlation id, client id,
 #: request with kio's attribute names), or None for anything unusual.
 _LEAN_PARSERS: dict[int, Callable[[bytes | memoryview], tuple[int, str | None, Any] | None]] = {
@@ -145,14 +147,17 @@ class Router:
         #: While the broker starts (``hold_until``): requests other than ApiVersions wait for
         #: this future (True: started; False: the start failed, the connection is closed).
         self._held: asyncio.Future[bool] | None = None
+        self._ready = READY_AT_START
 
     # ------------------------------------------------------------------ handlers on demand
 
-    def hold_until(self, started: asyncio.Future[bool]) -> None:
-        """Answer the APIs of ``READY_AT_START`` at once (their handlers are loaded here) but
-        hold every other request, and a transactional InitProducerId or Produce, until
-        ``started`` is done (the broker listens before its coordinators are loaded)."""
-        for api_key in sorted(READY_AT_START):
+    def hold_until(self, started: asyncio.Future[bool], *, sasl: bool = False) -> None:
+        """Answer the APIs of ``READY_AT_START`` at once (their handlers are loaded here), with
+        ``sasl`` SaslHandshake and SaslAuthenticate too (a SASL listener's clients send them
+        first), but hold every other request, and a transactional InitProducerId or Produce,
+        until ``started`` is done (the broker listens before its coordinators are loaded)."""
+        self._ready = READY_AT_START | SASL_KEYS if sasl else READY_AT_START
+        for api_key in sorted(self._ready):
             self.load(api_key)
         self._held = started
         started.add_done_callback(self._release)
@@ -224,7 +229,7 @@ class Router:
         except FrameDecodeError as exc:
             return Close(str(exc))
         held = self._held
-        if held is not None and not held.done() and _waits_for_start(api_key, frame):
+        if held is not None and not held.done() and _waits_for_start(self._ready, api_key, frame):
             frame = frame if type(frame) is bytes else bytes(frame)
             return self._when_started(held, frame, client_host, client_port, listener_name, session)
         spec = self.specs.get(api_key)
@@ -493,12 +498,12 @@ class Router:
             return Close("handler failed")
 
 
-def _waits_for_start(api_key: int, frame: bytes | memoryview) -> bool:
-    """While the coordinators load: whether a request must wait for them. The APIs of
-    ``READY_AT_START`` need none unless transactional (the transaction coordinator's): an
-    InitProducerId with a transactional id, a Produce with one or with a transactional batch.
-    Runs only while the broker starts (a decode more for those two APIs then)."""
-    if api_key not in READY_AT_START:
+def _waits_for_start(ready: frozenset[int], api_key: int, frame: bytes | memoryview) -> bool:
+    """While the coordinators load: whether a request must wait for them. The APIs ``ready``
+    need none unless transactional (the transaction coordinator's): an InitProducerId with a
+    transactional id, a Produce with one or with a transactional batch. Runs only while the
+    broker starts (a decode more for those two APIs then)."""
+    if api_key not in ready:
         return True
     if api_key != INIT_PRODUCER_ID_KEY and api_key != PRODUCE_KEY:
         return False

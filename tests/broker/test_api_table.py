@@ -19,6 +19,7 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v11 import request as p11
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.static.primitive import i16, i32
 
 from tests.support.kafka_wire import router_frame
@@ -134,5 +135,23 @@ def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
         # once started, nothing waits
         groups = router.dispatch(router_frame(ListGroupsRequest(), 8), "127.0.0.1", 1)
         assert isinstance(loop.run_until_complete(asyncio.wait_for(groups, 10)), bytes)
+
+        async def handshake_waits(sasl: bool) -> bool:
+            """Whether a SaslHandshake waits for the start (a SASL listener's clients send it
+            before anything but ApiVersions)."""
+            started: asyncio.Future[bool] = loop.create_future()
+            router.hold_until(started, sasl=sasl)
+            request = SaslHandshakeRequest(mechanism="PLAIN")
+            outcome = router.dispatch(router_frame(request, 9), "127.0.0.1", 1)
+            task = asyncio.ensure_future(outcome) if asyncio.iscoroutine(outcome) else None
+            await asyncio.sleep(0.05)
+            waited = task is not None and not task.done()
+            started.set_result(True)
+            if task is not None:
+                await task
+            return waited
+
+        assert loop.run_until_complete(handshake_waits(sasl=False))
+        assert not loop.run_until_complete(handshake_waits(sasl=True))
     finally:
         loop.run_until_complete(broker.stop())
