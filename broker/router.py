@@ -151,6 +151,8 @@ class Router:
 
     # ------------------------------------------------------------------ handlers on demand
 
+    # Kafka divergence: a request that needs a coordinator still loading waits for it here;
+    # Kafka answers COORDINATOR_LOAD_IN_PROGRESS and the client retries after a backoff.
     def hold_until(self, started: asyncio.Future[bool], *, sasl: bool = False) -> None:
         """Answer the APIs of ``READY_AT_START`` at once (their handlers are loaded here), with
         ``sasl`` SaslHandshake and SaslAuthenticate too (a SASL listener's clients send them
