@@ -16,12 +16,13 @@
 - ``run_heavy(fn, *args)``: CPU-heavy request work (a compacted topic's key check, big appends:
   ``append_queue`` keeps them in order per partition) in a small pool of its own, so the I/O
   pool's fsyncs never wait behind a decompression;
-- ``producer_ids`` (InitProducerId's allocator); the coordinators ``groups``, ``transactions``
-  and ``share_groups`` and the ``partition_writer`` (``broker/coordinator/partition_writer.py``:
-  the one append-wake-wait of the coordinators' writes, and the wake and HW wait of Produce's
-  appends), installed by ``start`` (``broker/coordinators.py``) once
-  the listeners answer ApiVersions; ``services`` holds the components started and stopped with
-  the broker, in order (stopped in reverse).
+- ``producer_ids`` (InitProducerId's allocator) and the ``partition_writer``
+  (``broker/coordinator/partition_writer.py``: the one append-wake-wait of the coordinators'
+  writes, and the wake and HW wait of Produce's appends), ready before the first answer; the
+  coordinators ``groups``, ``transactions`` and ``share_groups``, installed by ``start``
+  (``broker/coordinators.py``) once the listeners answer what a producer sends first
+  (``broker/router.py``, ``READY_AT_START``); ``services`` holds the components started and
+  stopped with the broker, in order (stopped in reverse).
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ __all__ = (
 T = TypeVar("T")
 
 PRODUCE_API_KEY = 0
-API_VERSIONS_KEY = 18
 #: Threads of the pool for CPU-heavy request work (``run_heavy``): two batches decompressed and
 #: scanned at once at most (as ``storage.record_scan.REQUEST_INFLATING`` allows).
 HEAVY_THREADS = 2
@@ -206,8 +206,9 @@ class Broker:
         # Streams groups (KIP-1071, broker/group/streams/): set by broker/coordinators.py.
         self.streams_groups: StreamsGroups | None = None
         self.listeners: list[ListenerServer] = []
-        #: Set once the listeners answer ApiVersions; ``start`` goes on with the services
-        #: (requests other than ApiVersions wait for them, ``Router.hold_until``).
+        #: Set once the listeners answer what a producer sends first (ApiVersions, Metadata,
+        #: InitProducerId, Produce); ``start`` goes on with the services (other requests wait
+        #: for them, ``Router.hold_until``).
         self.answering = asyncio.Event()
         # max.connections / max.connections.per.ip, counted over every listener.
         self.connection_quotas = ConnectionQuotas(
@@ -315,11 +316,20 @@ class Broker:
         self.topics.load_and_reconcile()
         self.dynamic_configs.load()
         self.client_quotas.load()
-        # Clients can ask for ApiVersions from here on (the logs are loaded); every other
-        # request waits until the coordinators, imported only now, have loaded too.
+        # From here on (the logs are loaded) clients get answers at once to what a producer
+        # sends first (ApiVersions, Metadata, InitProducerId, Produce, and on a SASL listener
+        # SaslHandshake and SaslAuthenticate before them: their handlers, the
+        # partition writer and the producer ids are ready before the first answer); every other
+        # request, and a transactional one, waits until the coordinators, imported only now,
+        # have loaded too (``Router.hold_until``).
         started: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.router.hold_until(started)
-        self.router.load(API_VERSIONS_KEY)
+        coordinators.install_partition_writer(self)
+        await self.producer_ids.start()
+        self.services.append(self.producer_ids)
+        self._services_started.append(self.producer_ids)
+        self.router.hold_until(
+            started, sasl=any(s.uses_sasl for s in self.security.listeners.values())
+        )
         try:
             for server in self.listeners:
                 await server.serve()
@@ -331,8 +341,8 @@ class Broker:
         started.set_result(True)
 
     async def _start_services(self) -> None:
-        """What the broker needs for requests other than ApiVersions. The listeners answer
-        ApiVersions already: the coordinators' and handlers' modules are imported in a worker
+        """What the broker needs for requests other than a producer's first ones. The listeners
+        answer those already: the coordinators' and handlers' modules are imported in a worker
         thread meanwhile, so the loop is free to answer."""
         await self.run_blocking(
             coordinators.import_modules,
@@ -345,8 +355,9 @@ class Broker:
         coordinators.install(self)
         self.router.load_all()  # the handlers, before the first request other than ApiVersions
         for service in self.services:
-            await service.start()
-            self._services_started.append(service)
+            if service not in self._services_started:  # the producer ids are up already
+                await service.start()
+                self._services_started.append(service)
         self.log_cleaner = self._new_log_cleaner()
         self.log_cleaner.startup()
         self._cleaner_started = True

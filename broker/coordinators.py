@@ -1,8 +1,10 @@
 """The group, consumer-group, transaction and share coordinators, wired in as a broker starts.
 
-A broker answers ApiVersions before it needs them (``Broker._start_services``): ``MODULES`` are
-imported in a worker thread while the loop answers, then ``install`` wires the coordinators
-in (each joins ``broker.services``, started right after).
+A broker answers what a producer sends first (ApiVersions, Metadata, InitProducerId, Produce)
+before it needs them (``Broker._start_services``): ``MODULES`` are imported in a worker thread
+while the loop answers, then ``install`` wires the coordinators in (each joins
+``broker.services``, started right after). The one ``PartitionWriter`` is made before the first
+answer (``install_partition_writer``), as Produce needs it.
 
 This module and ``broker/app.py`` are the broker's wiring: they alone know the ``Broker``, through
 ``CoordinatorHost`` (what ``install`` reads and sets). Each coordinator gets only its own
@@ -31,7 +33,15 @@ if TYPE_CHECKING:
     from tidelog.broker.txn.coordinator import TransactionCoordinator
     from tidelog.config import BrokerConfig
 
-__all__ = ("MODULES", "CoordinatorHost", "Service", "import_modules", "install", "modules_for")
+__all__ = (
+    "MODULES",
+    "CoordinatorHost",
+    "Service",
+    "import_modules",
+    "install",
+    "install_partition_writer",
+    "modules_for",
+)
 
 T = TypeVar("T")
 
@@ -103,10 +113,26 @@ def import_modules(names: Iterable[str]) -> None:
         importlib.import_module(name)
 
 
-def install(broker: CoordinatorHost) -> None:
-    """The classic and consumer group coordinators, the producer-id service, the transaction
-    coordinator, the share coordinator: in that order in ``broker.services``, as they start."""
+def install_partition_writer(broker: CoordinatorHost) -> None:
+    """Kafka's CoordinatorPartitionWriter: every coordinator write and marker, and the wake and
+    HW wait of Produce's appends; made before the first answer (Produce is answered at once)."""
     from tidelog.broker.coordinator.partition_writer import PartitionWriter, WriterHost
+
+    broker.partition_writer = PartitionWriter(
+        WriterHost(
+            get_log=broker.topics.get_log,
+            after_append=broker.log_flusher.after_append,
+            notify=broker.partitions.notify,
+            wait_until=broker.partitions.wait_until,
+            clock=broker.clock,
+        )
+    )
+
+
+def install(broker: CoordinatorHost) -> None:
+    """The classic and consumer group coordinators, the transaction coordinator, the share
+    coordinator: in that order in ``broker.services``, as they start (the partition writer and
+    the producer-id service are up before the first answer, ``install_partition_writer``)."""
     from tidelog.broker.group.consumer import install as install_consumer_groups
     from tidelog.broker.group.service import GROUP_KEY_TYPE, group_coordinator
     from tidelog.broker.group.streams import install as install_streams_groups
@@ -114,17 +140,7 @@ def install(broker: CoordinatorHost) -> None:
     from tidelog.broker.txn.service import TRANSACTION_KEY_TYPE, TransactionService
 
     config, topics, clock = broker.config, broker.topics, broker.clock
-    # Kafka's CoordinatorPartitionWriter: every coordinator write and marker, and the wake and
-    # HW wait of Produce's appends (the handlers are loaded after this).
-    writer = broker.partition_writer = PartitionWriter(
-        WriterHost(
-            get_log=topics.get_log,
-            after_append=broker.log_flusher.after_append,
-            notify=broker.partitions.notify,
-            wait_until=broker.partitions.wait_until,
-            clock=clock,
-        )
-    )
+    writer = broker.partition_writer
     groups, offsets_topic = group_coordinator(config, topics, writer, broker.run_blocking, clock)
     broker.groups = groups
     broker.services.append(groups)
@@ -132,7 +148,6 @@ def install(broker: CoordinatorHost) -> None:
     # KIP-848 consumer groups and KIP-1071 streams groups beside the classic ones
     install_consumer_groups(groups, topics, config, broker.dynamic_configs)
     broker.streams_groups = install_streams_groups(groups, topics, config, broker.run_blocking)
-    broker.services.append(broker.producer_ids)
     transactions = TransactionService(
         config,
         topics,

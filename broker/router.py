@@ -4,8 +4,10 @@ Handlers live in ``broker/handlers/``: every module there that defines ``SPEC: H
 serves that API for ``SPEC.min_version..SPEC.max_version``, and the ApiVersions answer lists
 exactly those ranges. ``broker/api_table.py`` repeats them (checked by a test), so the broker's
 router answers ApiVersions without importing the handlers: each is imported on the first request
-of its API, or by ``load_all`` as the broker starts. While it starts (``hold_until``), requests
-other than ApiVersions wait until the coordinators are up. A handler module may also define
+of its API, or by ``load_all`` as the broker starts. While it starts (``hold_until``), the APIs a
+producer starts with (ApiVersions, Metadata, InitProducerId, Produce: ``READY_AT_START``, their
+handlers loaded before the first answer) are answered at once, unless transactional; every other
+request waits until the coordinators are up. A handler module may also define
 ``error_response(ctx, request, error_code) -> response`` to shape the answer the router's
 catch-all sends when the handler raises (per-partition errors for APIs without a top-level
 ``error_code``); without it the router uses the schema's top-level ``error_code`` or closes the
@@ -58,10 +60,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidelog.router")
 
-__all__ = ("Router", "discover_handlers")
+__all__ = ("READY_AT_START", "Router", "discover_handlers")
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1
+METADATA_KEY = 3
+INIT_PRODUCER_ID_KEY = 22
+#: The APIs answered at once while the coordinators load (``Router.hold_until``): what a
+#: producer sends first. A broker is ready when it answers these, not ApiVersions alone.
+READY_AT_START = frozenset(
+    (codec.API_VERSIONS_KEY, METADATA_KEY, INIT_PRODUCER_ID_KEY, PRODUCE_KEY)
+)
+#: SaslHandshake and SaslAuthenticate: ready at start too when a listener uses SASL.
+SASL_KEYS = frozenset((17, 36))
 #: APIs read by a lean one-pass parser before (instead of) kio: -> (correlation id, client id,
 #: request with kio's attribute names), or None for anything unusual.
 _LEAN_PARSERS: dict[int, Callable[[bytes | memoryview], tuple[int, str | None, Any] | None]] = {
@@ -136,12 +147,20 @@ class Router:
         #: While the broker starts (``hold_until``): requests other than ApiVersions wait for
         #: this future (True: started; False: the start failed, the connection is closed).
         self._held: asyncio.Future[bool] | None = None
+        self._ready = READY_AT_START
 
     # ------------------------------------------------------------------ handlers on demand
 
-    def hold_until(self, started: asyncio.Future[bool]) -> None:
-        """Answer ApiVersions at once but hold every other request until ``started`` is done
-        (the broker listens before its coordinators are loaded)."""
+    # Kafka divergence: a request that needs a coordinator still loading waits for it here;
+    # Kafka answers COORDINATOR_LOAD_IN_PROGRESS and the client retries after a backoff.
+    def hold_until(self, started: asyncio.Future[bool], *, sasl: bool = False) -> None:
+        """Answer the APIs of ``READY_AT_START`` at once (their handlers are loaded here), with
+        ``sasl`` SaslHandshake and SaslAuthenticate too (a SASL listener's clients send them
+        first), but hold every other request, and a transactional InitProducerId or Produce,
+        until ``started`` is done (the broker listens before its coordinators are loaded)."""
+        self._ready = READY_AT_START | SASL_KEYS if sasl else READY_AT_START
+        for api_key in sorted(self._ready):
+            self.load(api_key)
         self._held = started
         started.add_done_callback(self._release)
 
@@ -212,7 +231,7 @@ class Router:
         except FrameDecodeError as exc:
             return Close(str(exc))
         held = self._held
-        if held is not None and api_key != codec.API_VERSIONS_KEY and not held.done():
+        if held is not None and not held.done() and _waits_for_start(self._ready, api_key, frame):
             frame = frame if type(frame) is bytes else bytes(frame)
             return self._when_started(held, frame, client_host, client_port, listener_name, session)
         spec = self.specs.get(api_key)
@@ -479,6 +498,34 @@ class Router:
         except Exception:
             log.exception("building the error answer failed; closing the connection")
             return Close("handler failed")
+
+
+def _waits_for_start(ready: frozenset[int], api_key: int, frame: bytes | memoryview) -> bool:
+    """While the coordinators load: whether a request must wait for them. The APIs ``ready``
+    need none unless transactional (the transaction coordinator's): an InitProducerId with a
+    transactional id, a Produce with one or with a transactional batch. Runs only while the
+    broker starts (a decode more for those two APIs then)."""
+    if api_key not in ready:
+        return True
+    if api_key != INIT_PRODUCER_ID_KEY and api_key != PRODUCE_KEY:
+        return False
+    from tidelog.broker.txn.add_partitions_to_txn_manager import transactional_producer
+
+    try:
+        api_version = codec.peek_request_header(frame)[1]
+        offset = codec.decode_request_header(frame)[1]
+        request = codec.decode_request(frame, api_key, api_version, offset)
+    except FrameDecodeError:
+        return False  # answered (refused) as it would be after the start
+    if getattr(request, "transactional_id", None) is not None:  # Produce v0-2 have none
+        return True
+    if api_key == INIT_PRODUCER_ID_KEY:
+        return False
+    return any(
+        transactional_producer(p.records) is not None
+        for topic in request.topic_data
+        for p in topic.partition_data
+    )
 
 
 # ---------------------------------------------------------------------- a request's handler time

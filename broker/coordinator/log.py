@@ -15,12 +15,11 @@ included (``LogRecord.marker``), for the replay at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kio.schema.errors import ErrorCode
-
+from tidelog.broker.coordinator.appended import Appended, CoordinatorLogError
 from tidelog.storage.record_codec import (
     DecodedBatch,
     NewRecord,
@@ -57,23 +56,7 @@ class LogRecord:
     marker: bool | None = None
 
 
-class CoordinatorLogError(Exception):
-    """An append or read failed; ``error`` is what the client should be told."""
-
-    def __init__(self, error: ErrorCode, message: str = "") -> None:
-        super().__init__(message or error.name)
-        self.error = error
-
-
 KeyValue = tuple[bytes, bytes | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """A batch written: its first offset and an awaitable resolved once it is durable."""
-
-    first_offset: int
-    durable: Awaitable[None]
 
 
 class CoordinatorLog(Protocol):

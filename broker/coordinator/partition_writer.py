@@ -32,13 +32,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from tidelog.broker.coordinator.log import Appended, CoordinatorLogError
+from tidelog.broker.coordinator.appended import Appended, CoordinatorLogError
 from tidelog.broker.topics import LEADER_EPOCH
 from tidelog.protocol.errors import error_code_for
-from tidelog.storage import AppendInfo, PartitionLog, StorageError
+from tidelog.storage import StorageError
+
+if TYPE_CHECKING:  # the partition log is imported by the first partition (storage/manager.py)
+    from tidelog.storage import AppendInfo, PartitionLog
 
 __all__ = ("DONE", "PartitionWriter", "WriterHost")
 

@@ -3,17 +3,20 @@
     .venv/bin/python scripts/bench/startup.py [--runs 10] [--json]
 
 - ``serve``: time from just before the ``tidelog serve`` process is spawned (the console
-  script; ``./scripts/serve`` and its venv check excluded) to the first ApiVersions answer on its
-  listener; a fresh empty log dir each run. The client polls connect every millisecond.
-- ``embedded``: in a fresh Python process, ``import tidelog`` and the broker code, handler
-  modules included (timed apart as ``import_ms``), then ``tidelog.Broker().start()`` to the
-  first ApiVersions answer (``start_ms``).
+  script; ``./scripts/serve`` and its venv check excluded) until it is ready: it answered
+  ApiVersions and then, each sent once the one before is answered, Metadata, InitProducerId
+  (idempotent) and a Produce of one record (to a topic that does not exist: the handler runs,
+  no disk work), as a producer starts. A broker that answered ApiVersions while the rest of it
+  still loaded would show it here. A fresh empty log dir each run; the client polls connect
+  every millisecond. ``api_versions_ms``: the ApiVersions answer alone.
+- ``embedded``: in a fresh Python process, ``import tidelog`` (timed apart as ``import_ms``),
+  then ``tidelog.Broker().start()`` until it is ready as above (``start_ms``).
 - ``idle_rss_mb``: the ``tidelog serve`` process's VmRSS one second after its first answer.
 - The floors (issue 41), measured in the same run, each run right before its tidelog run:
-  ``serve_floor``: the same spawn -> first answer for a minimal server in the same venv that
-  imports asyncio, ssl and uvloop and answers any frame with its correlation id;
+  ``serve_floor``: the same spawn -> the same four answers for a minimal server in the same venv
+  that imports asyncio, ssl and uvloop and answers any frame with its correlation id;
   ``embedded_floor``: in a fresh process, import asyncio, ssl and uvloop, start a uvloop loop in
-  a thread that binds and serves such a server, and get the first answer. The goals are ratios:
+  a thread that binds and serves such a server, and get the four answers. The goals are ratios:
   ``tidelog serve`` <= 1.5x its floor; the embedded broker (``import tidelog`` -> ``Broker()``
   started and answering, ``embedded_ready_ms``) <= 2x its floor.
 
@@ -110,11 +113,11 @@ threading.Thread(target=run, daemon=True).start()
 ready.wait()
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from startup import api_versions_answered
-assert api_versions_answered(port[0], time.perf_counter() + 30)
-t2 = time.perf_counter()
+from startup import first_answers
+t_api, t2 = first_answers(port[0], time.perf_counter() + 30)
+assert t2 > 0
 print(json.dumps({"import_ms": (t1 - t0) * 1000, "ready_ms": (t2 - t0) * 1000,
-                  "cpu_ms": time.process_time() * 1000}))
+                  "api_versions_ms": (t_api - t0) * 1000, "cpu_ms": time.process_time() * 1000}))
 """
 )
 KIP_974 = {
@@ -125,6 +128,33 @@ KIP_974 = {
 _API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
 _REQUEST = struct.pack(">i", len(_API_VERSIONS_V0)) + _API_VERSIONS_V0
 
+#: After ApiVersions, what a producer sends next, each once the one before is answered: Metadata
+#: v1 (every topic), InitProducerId v0 (idempotent, no transactional id) and Produce v3 (acks=1,
+#: one record of one byte, to ``startup-probe`` partition 0, a topic that does not exist: the
+#: answer is UNKNOWN_TOPIC_OR_PARTITION, which needs the handler loaded but no disk work).
+#: Pre-encoded here, so the embedded child imports nothing more to send them.
+_PROBE_BATCH = bytes.fromhex(
+    "000000000000000000000039ffffffff026a9a62380000000000000000000000000000000000000000"
+    "0000ffffffffffffffffffffffffffff000000010e00000001027800"
+)
+_PRODUCE_V3 = (
+    struct.pack(">hhih", 0, 3, 4, 5)
+    + b"probe"
+    + struct.pack(">hhii", -1, 1, 30000, 1)
+    + struct.pack(">h", 13)
+    + b"startup-probe"
+    + struct.pack(">iii", 1, 0, len(_PROBE_BATCH))
+    + _PROBE_BATCH
+)
+_FOLLOW_UPS = tuple(
+    struct.pack(">i", len(body)) + body
+    for body in (
+        struct.pack(">hhih", 3, 1, 2, 5) + b"probe" + struct.pack(">i", -1),
+        struct.pack(">hhih", 22, 0, 3, 5) + b"probe" + struct.pack(">hi", -1, 60000),
+        _PRODUCE_V3,
+    )
+)
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -132,8 +162,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _answered(sock: socket.socket, request: bytes, correlation_id: int) -> bool:
+    sock.sendall(request)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return len(data) >= 8 and struct.unpack(">i", data[4:8])[0] == correlation_id
+
+
 def api_versions_answered(port: int, deadline: float) -> bool:
     """Connect (retrying every ms until ``deadline``), send ApiVersions v0, read the answer."""
+    return first_answers(port, deadline, follow_ups=False)[0] > 0
+
+
+def first_answers(port: int, deadline: float, *, follow_ups: bool = True) -> tuple[float, float]:
+    """Connect (retrying every ms until ``deadline``), send ApiVersions v0 and, once it is
+    answered, Metadata, InitProducerId and Produce (``_FOLLOW_UPS``) one after the other.
+    Returns the ``perf_counter`` times of the ApiVersions answer and of the last answer (0.0:
+    not answered): a broker is ready when it answers all four, not ApiVersions alone."""
     while time.perf_counter() < deadline:
         try:
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -141,15 +190,16 @@ def api_versions_answered(port: int, deadline: float) -> bool:
             time.sleep(0.001)
             continue
         with sock:
-            sock.sendall(_REQUEST)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            return len(data) >= 8 and struct.unpack(">i", data[4:8])[0] == 1
-    return False
+            if not _answered(sock, _REQUEST, 1):
+                return 0.0, 0.0
+            api_versions = time.perf_counter()
+            if not follow_ups:
+                return api_versions, api_versions
+            for correlation_id, request in enumerate(_FOLLOW_UPS, 2):
+                if not _answered(sock, request, correlation_id):
+                    return api_versions, 0.0
+            return api_versions, time.perf_counter()
+    return 0.0, 0.0
 
 
 def _rss_kb(pid: int, key: str = "VmRSS") -> int:
@@ -222,11 +272,12 @@ def serve_once(
             cwd=workdir,  # not the caller's: ``-m`` would import a ./tidelog from there first
         )
         try:
-            ok = api_versions_answered(port, t0 + 30)
-            ready_ms = (time.perf_counter() - t0) * 1000
+            t_api, t_ready = first_answers(port, t0 + 30)
             cpu_ms = _cpu_ms(proc.pid)
-            if not ok:
-                raise RuntimeError(f"no ApiVersions answer within 30 s (see {log_path})")
+            if t_ready <= 0:
+                raise RuntimeError(f"not ready within 30 s (see {log_path})")
+            ready_ms = (t_ready - t0) * 1000
+            api_versions_ms = (t_api - t0) * 1000
             time.sleep(idle_s)
             rss = _rss_kb(proc.pid) / 1024
             hwm = _rss_kb(proc.pid, "VmHWM") / 1024
@@ -234,7 +285,13 @@ def serve_once(
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
     shutil.rmtree(log_dir, ignore_errors=True)
-    return {"ready_ms": ready_ms, "cpu_ms": cpu_ms, "idle_rss_mb": rss, "peak_rss_mb": hwm}
+    return {
+        "ready_ms": ready_ms,
+        "api_versions_ms": api_versions_ms,
+        "cpu_ms": cpu_ms,
+        "idle_rss_mb": rss,
+        "peak_rss_mb": hwm,
+    }
 
 
 #: ``import tidelog`` -> ``tidelog.Broker().start()`` returned (the broker started, its
@@ -246,16 +303,17 @@ t0 = time.perf_counter()
 import tidelog
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from startup import api_versions_answered
+from startup import first_answers
 t1b = time.perf_counter()
 b = tidelog.Broker()
 b.start()
-assert api_versions_answered(b.port, time.perf_counter() + 30)
-t3 = time.perf_counter()
+t_api, t3 = first_answers(b.port, time.perf_counter() + 30)
+assert t3 > 0
 cpu_ms = time.process_time() * 1000
 b.close()
 print(json.dumps({"import_ms": (t1 - t0) * 1000, "start_ms": (t3 - t1b) * 1000,
-                  "ready_ms": (t3 - t1b + t1 - t0) * 1000, "cpu_ms": cpu_ms}))
+                  "ready_ms": (t3 - t1b + t1 - t0) * 1000,
+                  "api_versions_ms": (t_api - t1b + t1 - t0) * 1000, "cpu_ms": cpu_ms}))
 """
 
 
@@ -306,6 +364,7 @@ def measure(
         "serve_ready_ms_min": round(min(r["ready_ms"] for r in serve), 1),
         "serve_ready_ms_max": round(max(r["ready_ms"] for r in serve), 1),
         "serve_cpu_ms": med(serve, "cpu_ms"),
+        "serve_api_versions_ms": med(serve, "api_versions_ms"),
         "idle_rss_mb": med(serve, "idle_rss_mb"),
         "peak_rss_mb": med(serve, "peak_rss_mb"),
     }
@@ -316,6 +375,7 @@ def measure(
         figures["embedded_start_ms"] = med(inproc, "start_ms")
         figures["embedded_import_ms"] = med(inproc, "import_ms")
         figures["embedded_ready_ms"] = med(inproc, "ready_ms")
+        figures["embedded_api_versions_ms"] = med(inproc, "api_versions_ms")
         figures["embedded_floor_ms"] = med(inproc_floor, "ready_ms")
         figures["embedded_ratio"] = round(
             figures["embedded_ready_ms"] / figures["embedded_floor_ms"], 2
@@ -401,8 +461,10 @@ def render(result: dict[str, Any]) -> str:
         f"CPU {m['serve_floor_cpu_ms']:.0f} ms)"
     )
     lines.append(
-        f"           CPU to the answer: {m['serve_cpu_ms']:.0f} / {m['serve_floor_cpu_ms']:.0f} ms"
-        f" = {m['serve_cpu_ms'] / max(m['serve_floor_cpu_ms'], 1):.2f}x (10 ms ticks)"
+        f"           CPU to the answers: {m['serve_cpu_ms']:.0f} / "
+        f"{m['serve_floor_cpu_ms']:.0f} ms = "
+        f"{m['serve_cpu_ms'] / max(m['serve_floor_cpu_ms'], 1):.2f}x (10 ms ticks); "
+        f"ApiVersions alone answered at {m['serve_api_versions_ms']:.1f} ms"
     )
     if "embedded_ratio" in m:
         lines.append(
@@ -414,7 +476,8 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"           CPU to the answer: {m['embedded_cpu_ms']:.0f} / "
             f"{m['embedded_floor_cpu_ms']:.0f} ms = "
-            f"{m['embedded_cpu_ms'] / max(m['embedded_floor_cpu_ms'], 1):.2f}x"
+            f"{m['embedded_cpu_ms'] / max(m['embedded_floor_cpu_ms'], 1):.2f}x; "
+            f"ApiVersions alone answered at {m['embedded_api_versions_ms']:.1f} ms"
         )
     lines += [f"  {name:37} {figures}" for name, figures in KIP_974.items()]
     lines.append(f"  1-minute load average after the runs: {result['loadavg_1m']:.2f}")

@@ -1,19 +1,26 @@
 """``broker/api_table.py`` and the router's handlers on demand.
 
 The table lets the broker answer ApiVersions before it imports its handlers; it must say what
-the handlers say. While the broker starts, ApiVersions is answered at once and every other
-request waits for the start to finish (then is answered as usual, or closed if the start failed).
+the handlers say. While the broker starts, what a producer sends first (ApiVersions, Metadata,
+InitProducerId, Produce) is answered at once and every other request, and a transactional one,
+waits for the start to finish (then is answered as usual, or closed if the start failed).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12 import request as md12
+from kio.schema.produce.v11 import request as p11
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.static.primitive import i16, i32
 
 from tests.support.kafka_wire import router_frame
 from tidelog.broker.api_table import API_TABLE
@@ -59,7 +66,23 @@ def _api_versions() -> ApiVersionsRequest:
     return ApiVersionsRequest(client_software_name="t", client_software_version="1")
 
 
-def test_requests_wait_for_the_start_but_api_versions_does_not(
+def _init_producer_id(transactional_id: str | None) -> InitProducerIdRequest:
+    return InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout=timedelta(seconds=60)
+    )
+
+
+def _produce(transactional_id: str | None) -> p11.ProduceRequest:
+    partition = p11.PartitionProduceData(index=i32(0), records=None)
+    return p11.ProduceRequest(
+        transactional_id=transactional_id,
+        acks=i16(1),
+        timeout=timedelta(seconds=30),
+        topic_data=(p11.TopicProduceData(name="missing", partition_data=(partition,)),),
+    )
+
+
+def test_a_producers_first_requests_are_answered_during_the_start_others_wait(
     loop: asyncio.AbstractEventLoop, tmp_path: Path
 ) -> None:
     config = load_broker_config(
@@ -71,27 +94,64 @@ def test_requests_wait_for_the_start_but_api_versions_does_not(
         router = Router(broker)  # the broker's kind: handlers from the table, on demand
         assert "tidelog.broker.handlers.metadata" in router.modules()
 
-        async def scenario(outcome_of_start: bool) -> tuple[object, object, bool]:
+        async def answer(outcome: object) -> object:
+            if asyncio.iscoroutine(outcome):
+                return await asyncio.wait_for(outcome, 10)
+            return outcome
+
+        async def scenario(outcome_of_start: bool) -> tuple[list[object], object, bool]:
             started: asyncio.Future[bool] = loop.create_future()
             router.hold_until(started)
-            versions = router.dispatch(router_frame(_api_versions(), 1), "127.0.0.1", 1)
-            if asyncio.iscoroutine(versions):  # answered while ``started`` is still pending
-                versions = await asyncio.wait_for(versions, 10)
-            held = router.dispatch(router_frame(_metadata(), 2), "127.0.0.1", 1)
-            assert asyncio.iscoroutine(held)
-            task = asyncio.ensure_future(held)
+            assert "tidelog.broker.handlers.metadata" not in router.modules()  # loaded
+            # what a producer sends first: answered while ``started`` is still pending
+            at_once = [
+                await answer(router.dispatch(router_frame(request, n), "127.0.0.1", 1))
+                for n, request in enumerate(
+                    (_api_versions(), _metadata(), _init_producer_id(None), _produce(None)), 1
+                )
+            ]
+            assert not started.done()
+            # the coordinators' APIs, and a transactional request, wait
+            held = [
+                router.dispatch(router_frame(request, n), "127.0.0.1", 1)
+                for n, request in enumerate(
+                    (ListGroupsRequest(), _init_producer_id("t"), _produce("t")), 5
+                )
+            ]
+            assert all(asyncio.iscoroutine(h) for h in held)
+            tasks = [asyncio.ensure_future(h) for h in held]
             await asyncio.sleep(0.05)
-            waited = not task.done()
+            waited = not any(task.done() for task in tasks)
             started.set_result(outcome_of_start)
-            return versions, await task, waited
+            answers = [await task for task in tasks]
+            assert all(type(a) is type(answers[0]) for a in answers)
+            return at_once, answers[0], waited
 
-        versions, answer, waited = loop.run_until_complete(scenario(True))
-        assert isinstance(versions, bytes)  # at once, while the start goes on
-        assert waited and isinstance(answer, bytes)  # after the start, answered as usual
+        at_once, answer_after, waited = loop.run_until_complete(scenario(True))
+        assert all(isinstance(a, bytes) for a in at_once)  # at once, while the start goes on
+        assert waited and isinstance(answer_after, bytes)  # after the start, answered as usual
         _, refused, _ = loop.run_until_complete(scenario(False))
         assert isinstance(refused, Close)  # a failed start closes what waited
         # once started, nothing waits
-        metadata = router.dispatch(router_frame(_metadata(), 3), "127.0.0.1", 1)
-        assert isinstance(loop.run_until_complete(asyncio.wait_for(metadata, 10)), bytes)
+        groups = router.dispatch(router_frame(ListGroupsRequest(), 8), "127.0.0.1", 1)
+        assert isinstance(loop.run_until_complete(asyncio.wait_for(groups, 10)), bytes)
+
+        async def handshake_waits(sasl: bool) -> bool:
+            """Whether a SaslHandshake waits for the start (a SASL listener's clients send it
+            before anything but ApiVersions)."""
+            started: asyncio.Future[bool] = loop.create_future()
+            router.hold_until(started, sasl=sasl)
+            request = SaslHandshakeRequest(mechanism="PLAIN")
+            outcome = router.dispatch(router_frame(request, 9), "127.0.0.1", 1)
+            task = asyncio.ensure_future(outcome) if asyncio.iscoroutine(outcome) else None
+            await asyncio.sleep(0.05)
+            waited = task is not None and not task.done()
+            started.set_result(True)
+            if task is not None:
+                await task
+            return waited
+
+        assert loop.run_until_complete(handshake_waits(sasl=False))
+        assert not loop.run_until_complete(handshake_waits(sasl=True))
     finally:
         loop.run_until_complete(broker.stop())
