@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.coordinator.log import CoordinatorLogError, encode_records
@@ -103,6 +103,7 @@ class TransactionService:
             write_markers=self.write_markers,
             new_producer_id=new_producer_id,
             clock=clock,
+            abort_markers=self.abort_markers,
         )
         self._periodic: list[asyncio.Task[None]] = []
 
@@ -146,6 +147,16 @@ class TransactionService:
             if partition_log is not None:
                 records.extend(await self.run_blocking(_read_all, partition_log, self.load_buffer))
         self.coordinator.load(records)
+        # Before the prepared transactions are completed: their markers must not end a
+        # hanging transaction of the same producer epoch.
+        for (producer_id, epoch), open_in in self._hanging_transactions().items():
+            self.coordinator.abort_hanging(
+                producer_id,
+                epoch,
+                open_in,
+                "records of a transaction whose partition __transaction_state does not hold "
+                "(its Ongoing record was lost)",
+            )
         self.coordinator.activate()
         log.info(
             "transaction coordinator loaded %d records: %d transactional ids",
@@ -204,6 +215,57 @@ class TransactionService:
             timeout_ms=WRITE_TIMEOUT_MS,
             lazy=lazy,
         ).durable
+
+    def _hanging_transactions(self) -> dict[tuple[int, int], list[tuple[str, int]]]:
+        """Per (producer id, epoch), the partitions where a transaction is open that the
+        loaded coordinator does not hold (``TransactionCoordinator.holds_open_transaction``):
+        the records of an early Ongoing record (``add_partitions``) that a crash lost.
+        Partitions of internal topics are left out (their transactional writes wait for
+        the Ongoing record)."""
+        hanging: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        holds = self.coordinator.holds_open_transaction
+        for info in self.topics:
+            if info.is_internal:
+                continue
+            for partition in range(info.partitions):
+                partition_log = self.topics.get_log(info.name, partition)
+                if partition_log is None:
+                    continue
+                for producer_id, entry in partition_log.producer_state.producers.items():
+                    if entry.current_txn_first_offset < 0:
+                        continue
+                    tp = (info.name, partition)
+                    if not holds(producer_id, entry.producer_epoch, tp):
+                        hanging.setdefault((producer_id, entry.producer_epoch), []).append(tp)
+        return hanging
+
+    def abort_markers(
+        self, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> None:
+        """Append an ABORT marker of the producer to each partition now (a hanging
+        transaction; ``TransactionCoordinator.abort_hanging``); the partitions' flush policy
+        makes them durable."""
+        for topic, partition in partitions:
+            if self.topics.get_log(topic, partition) is None:
+                continue
+            try:
+                self.writer.append_marker(
+                    topic,
+                    partition,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    coordinator_epoch=COORDINATOR_EPOCH,
+                    commit=False,
+                    timeout_ms=WRITE_TIMEOUT_MS,
+                )
+            except CoordinatorLogError as exc:
+                log.warning(
+                    "abort marker of producer id %d for %s-%d refused: %s",
+                    producer_id,
+                    topic,
+                    partition,
+                    exc,
+                )
 
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
         """Append a marker to every partition of ``md`` now; the awaitable resolves once
