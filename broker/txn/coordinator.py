@@ -96,7 +96,7 @@ class TransactionCoordinator:
             self.state, write_markers=write_markers, clock=clock
         )
         self._add_locks: dict[str, asyncio.Lock] = {}
-        #: Per transactional id, a write its next request waits for (``_settled``): an
+        #: Per transactional id, a write its next request waits for (``settled``): an
         #: Ongoing record appended ahead of the records it covers (``add_partitions`` with
         #: ``early``), or the fence after a hanging transaction's abort (``abort_hanging``).
         self._writes: dict[str, asyncio.Task[object]] = {}
@@ -168,7 +168,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return (ErrorCode.invalid_transaction_timeout, *fail)
         expected = expected_producer_id >= 0 or expected_epoch >= 0
-        await self._settled(transactional_id)
+        await self.settled(transactional_id)
         md = self.transactions.get(transactional_id)
         if md is None:
             producer_id = await self._new_producer_id()
@@ -284,13 +284,13 @@ class TransactionCoordinator:
         Kafka divergence: adds for one id run one after another (a lock per id), so pipelined
         implicit adds wait for each other instead of answering CONCURRENT_TRANSACTIONS (which
         Kafka answers while a write of the id is pending, costing the producer a retry)."""
-        await self._settled(transactional_id)
+        await self.settled(transactional_id)
         lock = self._add_locks.get(transactional_id)
         if lock is None:
             lock = self._add_locks[transactional_id] = asyncio.Lock()
         try:
             async with lock:
-                await self._settled(transactional_id)  # an early write started meanwhile
+                await self.settled(transactional_id)  # an early write started meanwhile
                 return await self._add_partitions(
                     transactional_id,
                     producer_id,
@@ -338,7 +338,9 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         if not early:
             return await self.state.persist(md, transit)
-        durable = self.state.append(md, transit)
+        # Its fsync starts after the records' (appended by the caller in this turn of the
+        # loop): the Produce answer waits for theirs, EndTxn for this one.
+        durable = self.state.append(md, transit, defer_flush=True)
         if isinstance(durable, ErrorCode):
             return durable
         held = frozenset(md.partitions | wanted)
@@ -350,7 +352,7 @@ class TransactionCoordinator:
         return ErrorCode.none
 
     def _track(self, transactional_id: str, coro: Awaitable[object]) -> None:
-        """A write the id's next request waits for (``_settled``)."""
+        """A write the id's next request waits for (``settled``)."""
         task = self.markers.spawn(coro)
         self._writes[transactional_id] = task
 
@@ -360,7 +362,7 @@ class TransactionCoordinator:
 
         task.add_done_callback(forget)
 
-    async def _settled(self, transactional_id: str) -> None:
+    async def settled(self, transactional_id: str) -> None:
         """Wait (bounded) for the id's markers in flight, then for its tracked write."""
         await self.markers.settled(transactional_id)
         task = self._writes.get(transactional_id)
@@ -554,7 +556,7 @@ class TransactionCoordinator:
         producer id is checked first (INVALID_PRODUCER_ID_MAPPING), then the epoch
         (PRODUCER_FENCED), then a pending write (CONCURRENT_TRANSACTIONS), then the state."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-        await self._settled(transactional_id)
+        await self.settled(transactional_id)
         error = self.inactive_error()
         if error is not None:
             return (error, *fail)

@@ -195,7 +195,12 @@ class TransactionService:
         return partition_for(transactional_id, self.num_partitions)
 
     def write_record(
-        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+        self,
+        transactional_id: str,
+        value: TxnLogValue | None,
+        *,
+        lazy: bool = False,
+        defer_flush: bool = False,
     ) -> Awaitable[None]:
         """Append now (raises on failure); the awaitable resolves once the HW covers it.
 
@@ -214,6 +219,7 @@ class TransactionService:
             encode_records([record], self.clock()),
             timeout_ms=WRITE_TIMEOUT_MS,
             lazy=lazy,
+            defer_flush=defer_flush,
         ).durable
 
     def _hanging_transactions(self) -> dict[tuple[int, int], list[tuple[str, int]]]:
@@ -291,6 +297,9 @@ class TransactionService:
                     coordinator_epoch=COORDINATOR_EPOCH,
                     commit=commit,
                     timeout_ms=WRITE_TIMEOUT_MS,
+                    # EndTxn's answer leaves in this turn of the loop; the markers' fsync,
+                    # which nothing on the client's path waits for, starts after it
+                    defer_flush=True,
                 )
             except CoordinatorLogError as exc:
                 log.warning(

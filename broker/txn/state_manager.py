@@ -43,10 +43,16 @@ class WriteRecord(Protocol):
     when that fails) and returns an awaitable that resolves once the HW covers it (or raises).
     ``lazy``: nobody waits for this record, so it needs no fsync of its own and the awaitable
     returned is already resolved; the next record of its partition (whose wait covers this
-    one: one partition, in order) or the broker's periodic flush makes it durable."""
+    one: one partition, in order) or the broker's periodic flush makes it durable.
+    ``defer_flush``: its fsync starts in the loop's next turn (``PartitionWriter``)."""
 
     def __call__(
-        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+        self,
+        transactional_id: str,
+        value: TxnLogValue | None,
+        *,
+        lazy: bool = False,
+        defer_flush: bool = False,
     ) -> Awaitable[None]: ...
 
 
@@ -128,12 +134,14 @@ class TransactionStateManager:
             return durable
         return await self.await_durable(md, transit, durable)
 
-    def append(self, md: TransactionMetadata, transit: TxnTransit) -> Awaitable[None] | ErrorCode:
+    def append(
+        self, md: TransactionMetadata, transit: TxnTransit, *, defer_flush: bool = False
+    ) -> Awaitable[None] | ErrorCode:
         """The first half of ``persist``: append the record now; the awaitable (for
         ``await_durable``) resolves once it is durable. A failed append abandons the
         transition and returns COORDINATOR_NOT_AVAILABLE."""
         try:
-            return self.write_record(md.transactional_id, transit.value)
+            return self.write_record(md.transactional_id, transit.value, defer_flush=defer_flush)
         except Exception as exc:  # append errors: the client retries
             self._failed(md, transit, exc)
             return ErrorCode.coordinator_not_available
