@@ -418,6 +418,26 @@ class TransactionCoordinator:
             )
         return False
 
+    def _holder(self, producer_id: int) -> TransactionMetadata | None:
+        """The id holding ``producer_id``, or moving to it (``next_producer_id``: transaction
+        version 2 ran out of epochs and the completion has not replaced the id yet)."""
+        md = self.by_producer_id(producer_id)
+        if md is not None:
+            return md
+        return next(
+            (m for m in self.transactions.values() if m.next_producer_id == producer_id), None
+        )
+
+    def is_hanging(self, producer_id: int, producer_epoch: int, partition: TopicPartition) -> bool:
+        """Whether the start must abort an open transaction found in a partition: its producer
+        id belongs to a transactional id here, which does not hold it
+        (``holds_open_transaction``). A producer id no transactional id knows (its records
+        outlived their ``__transaction_state`` records) is left to an operator, as in Kafka
+        (``tidelog transactions find-hanging`` / ``abort``)."""
+        return self._holder(producer_id) is not None and not self.holds_open_transaction(
+            producer_id, producer_epoch, partition
+        )
+
     def abort_hanging(
         self, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], why: str
     ) -> None:
@@ -437,16 +457,17 @@ class TransactionCoordinator:
             )
         if self._abort_markers is not None:
             self._abort_markers(producer_id, producer_epoch, partitions)
-        md = self.by_producer_id(producer_id)
-        if md is not None and md.producer_epoch == producer_epoch:
-            self._track(md.transactional_id, self._fence(md, producer_epoch))
+        md = self._holder(producer_id)
+        if md is not None:
+            self._track(md.transactional_id, self._fence(md, producer_id, producer_epoch))
 
-    async def _fence(self, md: TransactionMetadata, epoch: int) -> None:
-        """Move ``md`` past ``epoch`` with the ordinary transitions: an open transaction is
-        aborted (the epoch bumped), an idle id gets Empty at the next epoch (a new producer
-        id once the epoch is exhausted), a prepared one is completed first."""
+    async def _fence(self, md: TransactionMetadata, producer_id: int, epoch: int) -> None:
+        """Move ``md`` past ``(producer_id, epoch)`` with the ordinary transitions: an open
+        transaction is aborted (the epoch bumped), an idle id gets Empty at the next epoch (a
+        new producer id once the epoch is exhausted); a prepared one is completed first (which
+        may move it to ``producer_id``)."""
         await self.markers.settled(md.transactional_id)
-        if md.producer_epoch != epoch or md.pending is not None:
+        if md.producer_id != producer_id or md.producer_epoch != epoch or md.pending is not None:
             return
         if md.state is TxnState.ONGOING:
             await self._fence_and_abort(md, "its producer's hanging transaction was aborted")

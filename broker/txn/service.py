@@ -223,13 +223,13 @@ class TransactionService:
         ).durable
 
     def _hanging_transactions(self) -> dict[tuple[int, int], list[tuple[str, int]]]:
-        """Per (producer id, epoch), the partitions where a transaction is open that the
-        loaded coordinator does not hold (``TransactionCoordinator.holds_open_transaction``):
+        """Per (producer id, epoch), the partitions where a transaction of a known producer is
+        open that the loaded coordinator does not hold (``TransactionCoordinator.is_hanging``):
         the records of an early Ongoing record (``add_partitions``) that a crash lost.
         Partitions of internal topics are left out (their transactional writes wait for
         the Ongoing record)."""
         hanging: dict[tuple[int, int], list[tuple[str, int]]] = {}
-        holds = self.coordinator.holds_open_transaction
+        is_hanging = self.coordinator.is_hanging
         for info in self.topics:
             if info.is_internal:
                 continue
@@ -241,7 +241,7 @@ class TransactionService:
                     if entry.current_txn_first_offset < 0:
                         continue
                     tp = (info.name, partition)
-                    if not holds(producer_id, entry.producer_epoch, tp):
+                    if is_hanging(producer_id, entry.producer_epoch, tp):
                         hanging.setdefault((producer_id, entry.producer_epoch), []).append(tp)
         return hanging
 

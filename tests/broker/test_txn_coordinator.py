@@ -410,5 +410,8 @@ def test_holds_open_transaction_by_state() -> None:
         assert holds(2, 5, ("t", 0)) and not holds(2, 6, ("t", 0))
         assert holds(3, 4, ("t", 0))  # version 1: no bump
         assert not holds(4, 2, ("t", 0)) and not holds(99, 0, ("t", 0))
+        assert c.is_hanging(4, 2, ("t", 0)) and c.is_hanging(2, 6, ("t", 0))
+        assert not c.is_hanging(1, 5, ("t", 0))
+        assert not c.is_hanging(99, 0, ("t", 0))  # unknown producer: left to an operator
 
     asyncio.run(run())
