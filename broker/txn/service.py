@@ -148,7 +148,10 @@ class TransactionService:
                 records.extend(await self.run_blocking(_read_all, partition_log, self.load_buffer))
         self.coordinator.load(records)
         # Before the prepared transactions are completed: their markers must not end a
-        # hanging transaction of the same producer epoch.
+        # hanging transaction of the same producer epoch. Kafka divergence: Kafka leaves a
+        # hanging transaction to an operator (KIP-664); here Produce v12's records may be on
+        # disk without their Ongoing record (add_partitions' ``early``), so the start aborts
+        # what that window leaves.
         for (producer_id, epoch), open_in in self._hanging_transactions().items():
             self.coordinator.abort_hanging(
                 producer_id,
