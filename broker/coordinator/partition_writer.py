@@ -84,6 +84,9 @@ class PartitionWriter:
 
     def __init__(self, host: WriterHost) -> None:
         self._host = host
+        #: The loop of ``defer_flush``, kept from its first use (``get_running_loop`` costs a
+        #: ``getpid`` system call).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def log_for(self, topic: str, partition: int) -> PartitionLog:
         partition_log = self._host.get_log(topic, partition)
@@ -167,7 +170,10 @@ class PartitionWriter:
                 self._host.notify(topic, partition)
             return Appended(info.first_offset, DONE)
         if defer_flush:
-            asyncio.get_running_loop().call_soon(self._host.after_append, partition_log, hw_before)
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._host.after_append, partition_log, hw_before)
         else:
             self._host.after_append(partition_log, hw_before)
         if partition_log.high_watermark >= end:

@@ -382,9 +382,9 @@ class TransactionCoordinator:
         no transaction commits before its Ongoing record is durable), while Produce may
         append to its partitions and be answered once its records are durable. If the record
         fails, or a crash loses it (a power cut may keep the records, written back by the
-        kernel, and lose it), the records are a hanging transaction: here and at the next
-        start (``find_hanging``) they are aborted and the producer's epoch fenced
-        (``abort_hanging``)."""
+        kernel, and lose it), the records are a hanging transaction: here, and at the next
+        start (``is_hanging``, asked by ``TransactionService.start``), they are aborted and
+        the producer's epoch fenced (``abort_hanging``)."""
         transactional_id = md.transactional_id
         try:
             error = await self.state.await_durable(md, transit, durable)
@@ -490,7 +490,7 @@ class TransactionCoordinator:
         if await self.state.persist(md, transit) is ErrorCode.none:
             log.warning(
                 "fenced producer id %d epoch %d of transactional id %r",
-                md.producer_id if not exhausted else new_id,
+                producer_id,
                 epoch,
                 md.transactional_id,
             )

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.coordinator.log import CoordinatorLogError, encode_records
+from tidelog.broker.coordinator.log import Appended, CoordinatorLogError, encode_records
 from tidelog.broker.coordinator.partition_writer import DONE
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator
@@ -255,26 +255,36 @@ class TransactionService:
         transaction; ``TransactionCoordinator.abort_hanging``); the partitions' flush policy
         makes them durable."""
         for topic, partition in partitions:
-            if self.topics.get_log(topic, partition) is None:
-                continue
-            try:
-                self.writer.append_marker(
-                    topic,
-                    partition,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    coordinator_epoch=COORDINATOR_EPOCH,
-                    commit=False,
-                    timeout_ms=WRITE_TIMEOUT_MS,
-                )
-            except CoordinatorLogError as exc:
-                log.warning(
-                    "abort marker of producer id %d for %s-%d refused: %s",
-                    producer_id,
-                    topic,
-                    partition,
-                    exc,
-                )
+            if self.topics.get_log(topic, partition) is not None:
+                whose = f"producer id {producer_id}"
+                self._append_marker(topic, partition, producer_id, producer_epoch, False, whose)
+
+    def _append_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        whose: str,
+        *,
+        defer_flush: bool = False,
+    ) -> Appended | None:
+        """One marker, appended now; None (logged) when the partition refuses it."""
+        try:
+            return self.writer.append_marker(
+                topic,
+                partition,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=COORDINATOR_EPOCH,
+                commit=commit,
+                timeout_ms=WRITE_TIMEOUT_MS,
+                defer_flush=defer_flush,
+            )
+        except CoordinatorLogError as exc:
+            log.warning("marker for %s-%d of %s refused: %s", topic, partition, whose, exc)
+            return None
 
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
         """Append a marker to every partition of ``md`` now; the awaitable resolves once
@@ -284,32 +294,34 @@ class TransactionService:
             if self.topics.get_log(topic, partition) is None:
                 log.info("no marker for %s-%d: the partition is gone", topic, partition)
                 continue
-            try:
-                if topic == OFFSETS_TOPIC:
+            if topic == OFFSETS_TOPIC:
+                try:
                     waits.append(
                         self.complete_offsets_transaction(
                             partition, md.producer_id, md.producer_epoch, commit
                         )
                     )
-                    continue
-                appended = self.writer.append_marker(
-                    topic,
-                    partition,
-                    producer_id=md.producer_id,
-                    producer_epoch=md.producer_epoch,
-                    coordinator_epoch=COORDINATOR_EPOCH,
-                    commit=commit,
-                    timeout_ms=WRITE_TIMEOUT_MS,
-                    # EndTxn's answer leaves in this turn of the loop; the markers' fsync,
-                    # which nothing on the client's path waits for, starts after it
-                    defer_flush=True,
-                )
-            except CoordinatorLogError as exc:
-                log.warning(
-                    "marker for %s-%d of %r refused: %s", topic, partition, md.transactional_id, exc
-                )
+                except CoordinatorLogError as exc:
+                    log.warning(
+                        "marker for %s-%d of %r refused: %s",
+                        topic,
+                        partition,
+                        md.transactional_id,
+                        exc,
+                    )
                 continue
-            if appended.durable is not DONE:
+            # EndTxn's answer leaves in this turn of the loop; the markers' fsync, which
+            # nothing on the client's path waits for, starts after it
+            appended = self._append_marker(
+                topic,
+                partition,
+                md.producer_id,
+                md.producer_epoch,
+                commit,
+                repr(md.transactional_id),
+                defer_flush=True,
+            )
+            if appended is not None and appended.durable is not DONE:
                 waits.append(appended.durable)
         return self._markers_durable(waits)
 
