@@ -19,6 +19,10 @@ and markers, the share coordinator's ``__share_group_state`` and WriteTxnMarkers
 
 ``lazy``: no flush is started and nobody waits (``durable`` is resolved already): the next
 append to the partition (whose wait covers this one) or the flush tick makes it durable.
+``defer_flush``: the flush starts in the loop's next turn, after what the caller appends in
+this one (Produce v12's records after their Ongoing record: the records' fsync, which the
+Produce answer waits for, then gets the first flush thread; EndTxn's markers: its answer is
+written first).
 
 Produce appends its own way (in a worker thread for big batches) and then uses ``appended``
 (the wake) and ``covered`` (the HW wait, the request's timeout): the wake and the wait are
@@ -30,6 +34,7 @@ after-append hook, the HW waiters and the clock - not the broker.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,6 +88,9 @@ class PartitionWriter:
 
     def __init__(self, host: WriterHost) -> None:
         self._host = host
+        #: The loop of ``defer_flush``, kept from its first use (``get_running_loop`` costs a
+        #: ``getpid`` system call).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def log_for(self, topic: str, partition: int) -> PartitionLog:
         partition_log = self._host.get_log(topic, partition)
@@ -101,6 +109,7 @@ class PartitionWriter:
         timeout_ms: int,
         lazy: bool = False,
         from_coordinator: bool = False,
+        defer_flush: bool = False,
     ) -> Appended:
         """Append ``batch`` (one or more v2 batches) now; see the module."""
         partition_log = self.log_for(topic, partition)
@@ -114,7 +123,9 @@ class PartitionWriter:
             )
         except StorageError as exc:
             raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc
-        return self._appended(topic, partition, partition_log, hw_before, info, timeout_ms, lazy)
+        return self._appended(
+            topic, partition, partition_log, hw_before, info, timeout_ms, lazy, defer_flush
+        )
 
     def append_marker(
         self,
@@ -126,6 +137,7 @@ class PartitionWriter:
         coordinator_epoch: int,
         commit: bool,
         timeout_ms: int,
+        defer_flush: bool = False,
     ) -> Appended:
         """Append a transaction's COMMIT/ABORT marker now."""
         partition_log = self.log_for(topic, partition)
@@ -141,7 +153,9 @@ class PartitionWriter:
             )
         except StorageError as exc:
             raise CoordinatorLogError(error_code_for(exc.error_name), str(exc)) from exc
-        return self._appended(topic, partition, partition_log, hw_before, info, timeout_ms, False)
+        return self._appended(
+            topic, partition, partition_log, hw_before, info, timeout_ms, False, defer_flush
+        )
 
     def _appended(
         self,
@@ -152,13 +166,20 @@ class PartitionWriter:
         info: AppendInfo,
         timeout_ms: int,
         lazy: bool,
+        defer_flush: bool = False,
     ) -> Appended:
         end = info.last_offset + 1
         if lazy:
             if partition_log.high_watermark != hw_before:  # a topic without a flush policy
                 self._host.notify(topic, partition)
             return Appended(info.first_offset, DONE)
-        self._host.after_append(partition_log, hw_before)
+        if defer_flush:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._host.after_append, partition_log, hw_before)
+        else:
+            self._host.after_append(partition_log, hw_before)
         if partition_log.high_watermark >= end:
             return Appended(info.first_offset, DONE)
         return Appended(

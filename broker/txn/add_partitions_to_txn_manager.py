@@ -9,7 +9,9 @@ synchronous, so a transactional batch takes Produce's at-once path like any othe
 Implicit add (``add_implicitly``; Produce v12+, transaction version 2, KIP-890 part 2): a
 transactional batch whose partition its transaction does not hold yet adds it itself (the
 coordinator's ``add_partitions``, which Kafka's partition leader sends to the coordinator as
-AddPartitionsToTxn), then is appended. Coordinator errors become what Kafka answers a producer:
+AddPartitionsToTxn), then is appended: once the Ongoing record naming the partition is appended,
+not once it is durable (``early``; both fsyncs then run side by side, and the transaction
+cannot end before that record is durable). Coordinator errors become what Kafka answers a producer:
 PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, the retriable ones (CONCURRENT_TRANSACTIONS,
 COORDINATOR_*, NOT_COORDINATOR) -> NOT_ENOUGH_REPLICAS. The caller (``broker/handlers/produce.py``)
 chooses the partitions: ones that exist, are not internal and may be written, and answers
@@ -109,6 +111,8 @@ class TransactionPartitions(Protocol):
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]],
         client_txn_version: int = 0,
+        *,
+        early: bool = False,
     ) -> ErrorCode: ...
 
 
@@ -175,7 +179,12 @@ class AddPartitionsToTxnManager:
                 if transactional_id is None:
                     continue  # the append's verification answers INVALID_TXN_STATE
                 error = await coordinator.add_partitions(
-                    transactional_id, producer_id, epoch, partitions, client_txn_version=2
+                    transactional_id,
+                    producer_id,
+                    epoch,
+                    partitions,
+                    client_txn_version=2,
+                    early=True,
                 )
                 if error is ErrorCode.none:
                     continue

@@ -42,7 +42,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from tidelog.broker.txn.add_partitions_to_txn_manager import AddPartitionsToTxnManager
-from tidelog.broker.txn.marker_channel import TransactionMarkerChannelManager, WriteMarkers
+from tidelog.broker.txn.marker_channel import (
+    COMPLETION_WAIT_S,
+    TransactionMarkerChannelManager,
+    WriteMarkers,
+)
 from tidelog.broker.txn.metadata import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -59,11 +63,17 @@ from tidelog.broker.txn.metadata import (
 from tidelog.broker.txn.state_manager import TransactionStateManager, TxnConfig, WriteRecord
 from tidelog.protocol.internal_topics.transaction_state import TxnLogValue
 
-__all__ = ["COORDINATOR_EPOCH", "TransactionCoordinator"]
+__all__ = ["COORDINATOR_EPOCH", "AbortMarkers", "TransactionCoordinator"]
 
 log = logging.getLogger("tidelog.txn")
 
 COORDINATOR_EPOCH = 0
+
+TopicPartition = tuple[str, int]
+#: Appends an ABORT marker of ``(producer id, epoch)`` to each partition now (a hanging
+#: transaction's abort; ``broker/txn/service.py``); the marker's durability is not awaited.
+AbortMarkers = Callable[[int, int, Iterable[TopicPartition]], None]
+_PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
 
 class TransactionCoordinator:
@@ -75,15 +85,24 @@ class TransactionCoordinator:
         write_markers: WriteMarkers,
         new_producer_id: Callable[[], Awaitable[int]],
         clock: Callable[[], int],
+        abort_markers: AbortMarkers | None = None,
     ) -> None:
         self.config = config
         self._new_producer_id = new_producer_id
+        self._abort_markers = abort_markers
         self._clock = clock
         self.state = TransactionStateManager(config, write_record=write_record, clock=clock)
         self.markers = TransactionMarkerChannelManager(
             self.state, write_markers=write_markers, clock=clock
         )
         self._add_locks: dict[str, asyncio.Lock] = {}
+        #: Per transactional id, a write its next request waits for (``settled``): an
+        #: Ongoing record appended ahead of the records it covers (``add_partitions`` with
+        #: ``early``), or the fence after a hanging transaction's abort (``abort_hanging``).
+        self._writes: dict[str, asyncio.Task[object]] = {}
+        #: Per transactional id whose early Ongoing record is not durable yet: the producer
+        #: id, epoch and partitions it holds (the produce path may append to them meanwhile).
+        self._early: dict[str, tuple[int, int, frozenset[TopicPartition]]] = {}
         #: What Produce asks: transaction verification and implicit adds (v12+).
         self.add_partitions_manager = AddPartitionsToTxnManager(self)
 
@@ -149,7 +168,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return (ErrorCode.invalid_transaction_timeout, *fail)
         expected = expected_producer_id >= 0 or expected_epoch >= 0
-        await self.markers.settled(transactional_id)
+        await self.settled(transactional_id)
         md = self.transactions.get(transactional_id)
         if md is None:
             producer_id = await self._new_producer_id()
@@ -252,21 +271,33 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]],
         client_txn_version: int = 0,
+        *,
+        early: bool = False,
     ) -> ErrorCode:
         """Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's partition, and the
         implicit add of transaction version 2: Produce v12, TxnOffsetCommit v5).
 
+        ``early`` (Produce v12's implicit add): answer once the Ongoing record is appended,
+        not once it is durable; the produce path appends the records meanwhile, and both
+        fsyncs run side by side (see ``_early_durable`` for what a crash leaves).
+
         Kafka divergence: adds for one id run one after another (a lock per id), so pipelined
         implicit adds wait for each other instead of answering CONCURRENT_TRANSACTIONS (which
         Kafka answers while a write of the id is pending, costing the producer a retry)."""
-        await self.markers.settled(transactional_id)
+        await self.settled(transactional_id)
         lock = self._add_locks.get(transactional_id)
         if lock is None:
             lock = self._add_locks[transactional_id] = asyncio.Lock()
         try:
             async with lock:
+                await self.settled(transactional_id)  # an early write started meanwhile
                 return await self._add_partitions(
-                    transactional_id, producer_id, producer_epoch, partitions, client_txn_version
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    partitions,
+                    client_txn_version,
+                    early,
                 )
         finally:
             if not lock.locked() and self._add_locks.get(transactional_id) is lock:
@@ -279,6 +310,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]],
         client_txn_version: int,
+        early: bool,
     ) -> ErrorCode:
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
@@ -304,7 +336,164 @@ class TransactionCoordinator:
             )
         except IllegalTransition:
             return ErrorCode.concurrent_transactions
-        return await self.state.persist(md, transit)
+        if not early:
+            return await self.state.persist(md, transit)
+        # Its fsync starts after the records' (appended by the caller in this turn of the
+        # loop): the Produce answer waits for theirs, EndTxn for this one.
+        durable = self.state.append(md, transit, defer_flush=True)
+        if isinstance(durable, ErrorCode):
+            return durable
+        held = frozenset(md.partitions | wanted)
+        self._early[transactional_id] = (md.producer_id, md.producer_epoch, held)
+        self._track(
+            transactional_id,
+            self._early_durable(md, transit, durable, wanted - md.partitions),
+        )
+        return ErrorCode.none
+
+    def _track(self, transactional_id: str, coro: Awaitable[object]) -> None:
+        """A write the id's next request waits for (``settled``)."""
+        task = self.markers.spawn(coro)
+        self._writes[transactional_id] = task
+
+        def forget(done: asyncio.Task[object]) -> None:
+            if self._writes.get(transactional_id) is done:
+                del self._writes[transactional_id]
+
+        task.add_done_callback(forget)
+
+    async def settled(self, transactional_id: str) -> None:
+        """Wait (bounded) for the id's markers in flight, then for its tracked write."""
+        await self.markers.settled(transactional_id)
+        task = self._writes.get(transactional_id)
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=COMPLETION_WAIT_S)  # never cancels the task
+
+    async def _early_durable(
+        self,
+        md: TransactionMetadata,
+        transit: TxnTransit,
+        durable: Awaitable[None],
+        added: set[TopicPartition],
+    ) -> None:
+        """Wait for an early Ongoing record; replay it once durable.
+
+        Until then the id is pending (EndTxn, InitProducerId and further adds wait for this:
+        no transaction commits before its Ongoing record is durable), while Produce may
+        append to its partitions and be answered once its records are durable. If the record
+        fails, or a crash loses it (a power cut may keep the records, written back by the
+        kernel, and lose it), the records are a hanging transaction: here, and at the next
+        start (``is_hanging``, asked by ``TransactionService.start``), they are aborted and
+        the producer's epoch fenced (``abort_hanging``)."""
+        transactional_id = md.transactional_id
+        try:
+            error = await self.state.await_durable(md, transit, durable)
+        finally:
+            self._early.pop(transactional_id, None)
+        if error is not ErrorCode.none and added:
+            self.abort_hanging(
+                md.producer_id, md.producer_epoch, added, "its Ongoing record was not written"
+            )
+
+    # -- hanging transactions (KIP-664's abort, done by the coordinator) -------------------
+    def holds_open_transaction(
+        self, producer_id: int, producer_epoch: int, partition: TopicPartition
+    ) -> bool:
+        """Whether an open transaction of ``(producer_id, producer_epoch)`` found in a
+        partition's producer state is one the coordinator knows: an Ongoing transaction
+        holding the partition at that epoch, or a prepared one (its markers still to come)
+        whose records have that epoch. Anything else hangs: nothing would ever end it."""
+        md = self.by_producer_id(producer_id)
+        if md is None or partition not in md.partitions:
+            return False
+        epoch = md.producer_epoch
+        if md.state is TxnState.ONGOING:
+            return producer_epoch == epoch
+        if md.state in _PREPARED:
+            # Transaction version 2: the Prepare record carries the bumped epoch, the
+            # records the one before (an open transaction at the bumped epoch began after
+            # the markers); no bump at Short.MAX_VALUE.
+            return producer_epoch < epoch or (
+                producer_epoch == epoch and (not md.bumps_epoch or epoch >= MAX_EPOCH)
+            )
+        return False
+
+    def _holder(self, producer_id: int) -> TransactionMetadata | None:
+        """The id holding ``producer_id``, or moving to it (``next_producer_id``: transaction
+        version 2 ran out of epochs and the completion has not replaced the id yet)."""
+        md = self.by_producer_id(producer_id)
+        if md is not None:
+            return md
+        return next(
+            (m for m in self.transactions.values() if m.next_producer_id == producer_id), None
+        )
+
+    def is_hanging(self, producer_id: int, producer_epoch: int, partition: TopicPartition) -> bool:
+        """Whether the start must abort an open transaction found in a partition: its producer
+        id belongs to a transactional id here, which does not hold it
+        (``holds_open_transaction``). A producer id no transactional id knows (its records
+        outlived their ``__transaction_state`` records) is left to an operator, as in Kafka
+        (``tidelog transactions find-hanging`` / ``abort``)."""
+        return self._holder(producer_id) is not None and not self.holds_open_transaction(
+            producer_id, producer_epoch, partition
+        )
+
+    def abort_hanging(
+        self, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], why: str
+    ) -> None:
+        """Abort a transaction open in ``partitions`` that the coordinator does not hold (an
+        ABORT marker each, so the last stable offset moves), then fence the producer's epoch
+        so that a retry of its records cannot be taken for a duplicate of the aborted ones
+        (its next request at that epoch is refused, and it must abort)."""
+        partitions = sorted(partitions)
+        for topic, partition in partitions:
+            log.warning(
+                "aborting the hanging transaction of producer id %d (epoch %d) in %s-%d: %s",
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                why,
+            )
+        if self._abort_markers is not None:
+            self._abort_markers(producer_id, producer_epoch, partitions)
+        md = self._holder(producer_id)
+        if md is not None:
+            self._track(md.transactional_id, self._fence(md, producer_id, producer_epoch))
+
+    async def _fence(self, md: TransactionMetadata, producer_id: int, epoch: int) -> None:
+        """Move ``md`` past ``(producer_id, epoch)`` with the ordinary transitions: an open
+        transaction is aborted (the epoch bumped), an idle id gets Empty at the next epoch (a
+        new producer id once the epoch is exhausted); a prepared one is completed first (which
+        may move it to ``producer_id``)."""
+        await self.markers.settled(md.transactional_id)
+        if md.producer_id != producer_id or md.producer_epoch != epoch or md.pending is not None:
+            return
+        if md.state is TxnState.ONGOING:
+            await self._fence_and_abort(md, "its producer's hanging transaction was aborted")
+            return
+        if md.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            return
+        exhausted = is_epoch_exhausted(epoch)
+        new_id = await self._new_producer_id() if exhausted else md.producer_id
+        try:
+            transit = md.prepare_transition(
+                TxnState.EMPTY,
+                self._clock(),
+                producer_id=new_id,
+                producer_epoch=0 if exhausted else epoch + 1,
+                partitions=set(),
+                start_ms=-1,
+            )
+        except IllegalTransition:
+            return
+        if await self.state.persist(md, transit) is ErrorCode.none:
+            log.warning(
+                "fenced producer id %d epoch %d of transactional id %r",
+                producer_id,
+                epoch,
+                md.transactional_id,
+            )
 
     def verify_partitions(
         self,
@@ -332,13 +521,19 @@ class TransactionCoordinator:
     def partition_in_transaction(
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
     ) -> bool:
-        """The produce path's check (Kafka's transaction verification)."""
+        """The produce path's check (Kafka's transaction verification): the open
+        transaction holds the partition, or an early Ongoing record in flight does."""
         md = self.by_producer_id(producer_id)
+        if md is None or md.producer_epoch != producer_epoch:
+            return False
+        if md.state is TxnState.ONGOING and (topic, partition) in md.partitions:
+            return True
+        early = self._early.get(md.transactional_id)
         return (
-            md is not None
-            and md.producer_epoch == producer_epoch
-            and md.state is TxnState.ONGOING
-            and (topic, partition) in md.partitions
+            early is not None
+            and early[0] == producer_id
+            and early[1] == producer_epoch
+            and (topic, partition) in early[2]
         )
 
     def check_txn_offset_commit(
@@ -382,7 +577,7 @@ class TransactionCoordinator:
         producer id is checked first (INVALID_PRODUCER_ID_MAPPING), then the epoch
         (PRODUCER_FENCED), then a pending write (CONCURRENT_TRANSACTIONS), then the state."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-        await self.markers.settled(transactional_id)
+        await self.settled(transactional_id)
         error = self.inactive_error()
         if error is not None:
             return (error, *fail)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.coordinator.log import CoordinatorLogError, encode_records
+from tidelog.broker.coordinator.log import Appended, CoordinatorLogError, encode_records
 from tidelog.broker.coordinator.partition_writer import DONE
 from tidelog.broker.group.config import OFFSETS_TOPIC
 from tidelog.broker.txn.coordinator import COORDINATOR_EPOCH, TransactionCoordinator
@@ -103,6 +103,7 @@ class TransactionService:
             write_markers=self.write_markers,
             new_producer_id=new_producer_id,
             clock=clock,
+            abort_markers=self.abort_markers,
         )
         self._periodic: list[asyncio.Task[None]] = []
 
@@ -146,6 +147,19 @@ class TransactionService:
             if partition_log is not None:
                 records.extend(await self.run_blocking(_read_all, partition_log, self.load_buffer))
         self.coordinator.load(records)
+        # Before the prepared transactions are completed: their markers must not end a
+        # hanging transaction of the same producer epoch. Kafka divergence: Kafka leaves a
+        # hanging transaction to an operator (KIP-664); here Produce v12's records may be on
+        # disk without their Ongoing record (add_partitions' ``early``), so the start aborts
+        # what that window leaves.
+        for (producer_id, epoch), open_in in self._hanging_transactions().items():
+            self.coordinator.abort_hanging(
+                producer_id,
+                epoch,
+                open_in,
+                "records of a transaction whose partition __transaction_state does not hold "
+                "(its Ongoing record was lost)",
+            )
         self.coordinator.activate()
         log.info(
             "transaction coordinator loaded %d records: %d transactional ids",
@@ -184,7 +198,12 @@ class TransactionService:
         return partition_for(transactional_id, self.num_partitions)
 
     def write_record(
-        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+        self,
+        transactional_id: str,
+        value: TxnLogValue | None,
+        *,
+        lazy: bool = False,
+        defer_flush: bool = False,
     ) -> Awaitable[None]:
         """Append now (raises on failure); the awaitable resolves once the HW covers it.
 
@@ -203,7 +222,69 @@ class TransactionService:
             encode_records([record], self.clock()),
             timeout_ms=WRITE_TIMEOUT_MS,
             lazy=lazy,
+            defer_flush=defer_flush,
         ).durable
+
+    def _hanging_transactions(self) -> dict[tuple[int, int], list[tuple[str, int]]]:
+        """Per (producer id, epoch), the partitions where a transaction of a known producer is
+        open that the loaded coordinator does not hold (``TransactionCoordinator.is_hanging``):
+        the records of an early Ongoing record (``add_partitions``) that a crash lost.
+        Partitions of internal topics are left out (their transactional writes wait for
+        the Ongoing record)."""
+        hanging: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        is_hanging = self.coordinator.is_hanging
+        for info in self.topics:
+            if info.is_internal:
+                continue
+            for partition in range(info.partitions):
+                partition_log = self.topics.get_log(info.name, partition)
+                if partition_log is None:
+                    continue
+                for producer_id, entry in partition_log.producer_state.producers.items():
+                    if entry.current_txn_first_offset < 0:
+                        continue
+                    tp = (info.name, partition)
+                    if is_hanging(producer_id, entry.producer_epoch, tp):
+                        hanging.setdefault((producer_id, entry.producer_epoch), []).append(tp)
+        return hanging
+
+    def abort_markers(
+        self, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> None:
+        """Append an ABORT marker of the producer to each partition now (a hanging
+        transaction; ``TransactionCoordinator.abort_hanging``); the partitions' flush policy
+        makes them durable."""
+        for topic, partition in partitions:
+            if self.topics.get_log(topic, partition) is not None:
+                whose = f"producer id {producer_id}"
+                self._append_marker(topic, partition, producer_id, producer_epoch, False, whose)
+
+    def _append_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        whose: str,
+        *,
+        defer_flush: bool = False,
+    ) -> Appended | None:
+        """One marker, appended now; None (logged) when the partition refuses it."""
+        try:
+            return self.writer.append_marker(
+                topic,
+                partition,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=COORDINATOR_EPOCH,
+                commit=commit,
+                timeout_ms=WRITE_TIMEOUT_MS,
+                defer_flush=defer_flush,
+            )
+        except CoordinatorLogError as exc:
+            log.warning("marker for %s-%d of %s refused: %s", topic, partition, whose, exc)
+            return None
 
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
         """Append a marker to every partition of ``md`` now; the awaitable resolves once
@@ -213,29 +294,34 @@ class TransactionService:
             if self.topics.get_log(topic, partition) is None:
                 log.info("no marker for %s-%d: the partition is gone", topic, partition)
                 continue
-            try:
-                if topic == OFFSETS_TOPIC:
+            if topic == OFFSETS_TOPIC:
+                try:
                     waits.append(
                         self.complete_offsets_transaction(
                             partition, md.producer_id, md.producer_epoch, commit
                         )
                     )
-                    continue
-                appended = self.writer.append_marker(
-                    topic,
-                    partition,
-                    producer_id=md.producer_id,
-                    producer_epoch=md.producer_epoch,
-                    coordinator_epoch=COORDINATOR_EPOCH,
-                    commit=commit,
-                    timeout_ms=WRITE_TIMEOUT_MS,
-                )
-            except CoordinatorLogError as exc:
-                log.warning(
-                    "marker for %s-%d of %r refused: %s", topic, partition, md.transactional_id, exc
-                )
+                except CoordinatorLogError as exc:
+                    log.warning(
+                        "marker for %s-%d of %r refused: %s",
+                        topic,
+                        partition,
+                        md.transactional_id,
+                        exc,
+                    )
                 continue
-            if appended.durable is not DONE:
+            # EndTxn's answer leaves in this turn of the loop; the markers' fsync, which
+            # nothing on the client's path waits for, starts after it
+            appended = self._append_marker(
+                topic,
+                partition,
+                md.producer_id,
+                md.producer_epoch,
+                commit,
+                repr(md.transactional_id),
+                defer_flush=True,
+            )
+            if appended is not None and appended.durable is not DONE:
                 waits.append(appended.durable)
         return self._markers_durable(waits)
 

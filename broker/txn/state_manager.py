@@ -43,10 +43,16 @@ class WriteRecord(Protocol):
     when that fails) and returns an awaitable that resolves once the HW covers it (or raises).
     ``lazy``: nobody waits for this record, so it needs no fsync of its own and the awaitable
     returned is already resolved; the next record of its partition (whose wait covers this
-    one: one partition, in order) or the broker's periodic flush makes it durable."""
+    one: one partition, in order) or the broker's periodic flush makes it durable.
+    ``defer_flush``: its fsync starts in the loop's next turn (``PartitionWriter``)."""
 
     def __call__(
-        self, transactional_id: str, value: TxnLogValue | None, *, lazy: bool = False
+        self,
+        transactional_id: str,
+        value: TxnLogValue | None,
+        *,
+        lazy: bool = False,
+        defer_flush: bool = False,
     ) -> Awaitable[None]: ...
 
 
@@ -123,19 +129,43 @@ class TransactionStateManager:
         """Write the record of a prepared transition (``TransactionMetadata.prepare_transition``)
         and, once the HW covers it, replay it into memory; until then the id is ``pending``
         (other requests answer CONCURRENT_TRANSACTIONS). A failed write changes nothing."""
+        durable = self.append(md, transit)
+        if isinstance(durable, ErrorCode):
+            return durable
+        return await self.await_durable(md, transit, durable)
+
+    def append(
+        self, md: TransactionMetadata, transit: TxnTransit, *, defer_flush: bool = False
+    ) -> Awaitable[None] | ErrorCode:
+        """The first half of ``persist``: append the record now; the awaitable (for
+        ``await_durable``) resolves once it is durable. A failed append abandons the
+        transition and returns COORDINATOR_NOT_AVAILABLE."""
         try:
-            await self.write_record(md.transactional_id, transit.value)
+            return self.write_record(md.transactional_id, transit.value, defer_flush=defer_flush)
+        except Exception as exc:  # append errors: the client retries
+            self._failed(md, transit, exc)
+            return ErrorCode.coordinator_not_available
+
+    async def await_durable(
+        self, md: TransactionMetadata, transit: TxnTransit, durable: Awaitable[None]
+    ) -> ErrorCode:
+        """The second half of ``persist``: once the record is durable, replay it."""
+        try:
+            await durable
         except asyncio.CancelledError:
             md.abandon_transition()
             raise
-        except Exception as exc:  # append errors: the client retries
-            log.warning(
-                "writing %s of %r failed: %s", transit.state.kafka_name, md.transactional_id, exc
-            )
-            md.abandon_transition()
+        except Exception as exc:  # a failed flush, a timeout: the client retries
+            self._failed(md, transit, exc)
             return ErrorCode.coordinator_not_available
         self._complete(md, transit)
         return ErrorCode.none
+
+    def _failed(self, md: TransactionMetadata, transit: TxnTransit, exc: Exception) -> None:
+        log.warning(
+            "writing %s of %r failed: %s", transit.state.kafka_name, md.transactional_id, exc
+        )
+        md.abandon_transition()
 
     def write_lazily(self, md: TransactionMetadata, transit: TxnTransit) -> None:
         """Append the record of ``transit`` without waiting for it (``WriteRecord``'s ``lazy``)

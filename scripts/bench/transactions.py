@@ -16,6 +16,10 @@ the fsync), then, on fresh one-partition topics, in turn:
   with Kafka's Java client 4.x (``java/TxnBench.java``, compiled with javac at start), whose
   transactions use version 2 (Produce v12 adds the partition, EndTxn v5: two round trips).
 
+``--kafka`` adds Apache Kafka 4.4 (``servers.Kafka``: one node, page-cache acknowledgements,
+its defaults) to the rotation: what the same clients reach when no acknowledgement waits for
+an fsync, the ceiling the client itself sets.
+
 ``--base DIR`` runs a second broker from another checkout (``PYTHONPATH=DIR``, e.g. a ``git
 archive`` of main) and interleaves it with this tree run by run: before/after in the same
 minutes. Besides records/s, each transactional run reports the broker's CPU (user + system,
@@ -150,7 +154,7 @@ WARMUP_TXNS = 20
 
 
 def _measure(
-    server: servers.Tidelog, transactions: int, fn: Callable[[], tuple[float, float]]
+    server: servers.Server, transactions: int, fn: Callable[[], tuple[float, float]]
 ) -> tuple[float, float, float]:
     """``fn()``'s (records/s, transactions/s) and the broker's CPU ms per transaction."""
     cpu_before = server.cpu_seconds()
@@ -200,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--java", action="store_true", help="add Kafka's Java client (version 2)")
     p.add_argument("--base", type=Path, help="also run the broker of this checkout (A/B)")
+    p.add_argument("--kafka", action="store_true", help="also run Apache Kafka 4.4 (a ceiling)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     transactions = args.records // args.per_txn
@@ -210,13 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tidelog-txn-bench-") as work:
         java = Java.build(Path(work)) if args.java else None
-        brokers = {}
+        brokers: dict[str, servers.Server] = {}
         try:
             for name, tree in trees.items():
                 server = servers.Tidelog("tidelog", Path(work) / name.replace(" ", "-"))
                 server.tree = tree
                 server.start()
                 brokers[name] = server
+            if args.kafka:
+                kafka = servers.Kafka("kafka", Path(work) / "kafka")
+                kafka.start(timeout=120)
+                brokers["kafka"] = kafka
             for run in range(args.runs):
                 for name, server in brokers.items():
                     workloads = _workloads(server.bootstrap, run, args, java)

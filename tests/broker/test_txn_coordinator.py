@@ -94,6 +94,9 @@ class Harness:
         self.records: list[tuple[str, TxnLogValue | None]] = []
         self.markers: list[tuple[str, int, int, bool, frozenset[tuple[str, int]]]] = []
         self.next_id = 100
+        self.hold_writes = False
+        self.held: list[asyncio.Future[None]] = []
+        self.aborted: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []
         self.coordinator = self.make()
 
     def make(self) -> TransactionCoordinator:
@@ -103,14 +106,23 @@ class Harness:
             write_markers=self.write_markers,
             new_producer_id=self.new_id,
             clock=lambda: self.now,
+            abort_markers=lambda pid, epoch, tps: self.aborted.append((pid, epoch, tuple(tps))),
         )
 
     def write(
-        self, txn_id: str, value: TxnLogValue | None, *, lazy: bool = False
+        self,
+        txn_id: str,
+        value: TxnLogValue | None,
+        *,
+        lazy: bool = False,
+        defer_flush: bool = False,
     ) -> Awaitable[None]:
         self.records.append((txn_id, value))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)  # durable at once; a lazy record's may be dropped unawaited
+        if self.hold_writes:
+            self.held.append(done)  # durable when the test says so
+        else:
+            done.set_result(None)  # durable at once; a lazy record's may be dropped unawaited
         return done
 
     def write_markers(self, md: TransactionMetadata, commit: bool) -> Awaitable[None]:
@@ -334,3 +346,72 @@ def test_the_tables_cover_every_state_and_request() -> None:
     for table in (END_TXN, END_TXN_TV1):
         assert set(table) == {(s, commit) for s in live for commit in (True, False)}
     assert set(VALID_PREVIOUS_STATES) == set(TxnState)
+
+
+@sync
+async def test_early_ongoing_record_and_hanging_abort() -> None:
+    """Produce v12's add (``early``): the partition may be written as soon as the Ongoing
+    record is appended; EndTxn waits until it is durable. A failed Ongoing record leaves the
+    records hanging: they are aborted and the producer's epoch is fenced."""
+    h = Harness()
+    c = h.coordinator
+    c.activate()
+    _, pid, epoch = await c.init_producer_id("tx", 60000, -1, -1)
+    h.hold_writes = True
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], 2, early=True) is ErrorCode.none
+    assert c.transactions["tx"].state is TxnState.EMPTY  # not durable yet
+    assert c.partition_in_transaction(pid, epoch, "t", 0)
+    assert not c.partition_in_transaction(pid, epoch, "t", 1)
+    assert not c.holds_open_transaction(pid, epoch, ("t", 0))
+    end = asyncio.ensure_future(c.end_txn("tx", pid, epoch, True, client_txn_version=2))
+    await asyncio.sleep(0)
+    assert not end.done()  # waits for the Ongoing record
+    h.hold_writes = False
+    h.held.pop().set_result(None)
+    assert await end == (ErrorCode.none, pid, epoch + 1)
+    assert c.transactions["tx"].state is TxnState.COMPLETE_COMMIT
+    # The next transaction's Ongoing record fails: its records are aborted, the epoch fenced.
+    epoch += 1
+    h.hold_writes = True
+    assert await c.add_partitions("tx", pid, epoch, [("t", 0)], 2, early=True) is ErrorCode.none
+    h.hold_writes = False
+    h.held.pop().set_exception(OSError("fsync failed"))
+    await c.settled("tx")  # the Ongoing record's failure, then the fence
+    await c.settled("tx")
+    assert h.aborted == [(pid, epoch, (("t", 0),))]
+    md = c.transactions["tx"]
+    assert (md.state, md.producer_epoch) == (TxnState.EMPTY, epoch + 1)
+    assert not c.partition_in_transaction(pid, epoch, "t", 0)
+
+
+def test_holds_open_transaction_by_state() -> None:
+    """Which open transactions a loaded coordinator knows (the rest hang)."""
+
+    async def run() -> None:
+        h = Harness()
+        c = h.coordinator
+
+        def value(pid: int, epoch: int, state: TxnState, tv: int) -> TxnLogValue:
+            partitions = None if state is TxnState.COMPLETE_COMMIT else {"t": [0]}
+            return TxnLogValue(pid, epoch, 60000, int(state), partitions, 1, 1, -1, -1, tv)
+
+        c.load(
+            [
+                ("on", value(1, 5, TxnState.ONGOING, 2)),
+                ("pc", value(2, 6, TxnState.PREPARE_COMMIT, 2)),
+                ("p1", value(3, 4, TxnState.PREPARE_ABORT, 0)),
+                ("cc", value(4, 2, TxnState.COMPLETE_COMMIT, 2)),
+            ]
+        )
+        holds = c.holds_open_transaction
+        assert holds(1, 5, ("t", 0)) and not holds(1, 4, ("t", 0)) and not holds(1, 5, ("t", 1))
+        # version 2: the records of the prepared transaction have the epoch before the bump;
+        # an open transaction at the bumped epoch began after its markers
+        assert holds(2, 5, ("t", 0)) and not holds(2, 6, ("t", 0))
+        assert holds(3, 4, ("t", 0))  # version 1: no bump
+        assert not holds(4, 2, ("t", 0)) and not holds(99, 0, ("t", 0))
+        assert c.is_hanging(4, 2, ("t", 0)) and c.is_hanging(2, 6, ("t", 0))
+        assert not c.is_hanging(1, 5, ("t", 0))
+        assert not c.is_hanging(99, 0, ("t", 0))  # unknown producer: left to an operator
+
+    asyncio.run(run())
