@@ -29,10 +29,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,17 +89,9 @@ def split_timeline(debug_lines: list[str], wall_s: float) -> Run:
 
 
 def kcat_consume_run(bootstrap: str, count: int) -> Run:
-    argv = ["kcat", "-b", bootstrap, "-C", "-t", TOPIC, "-p", "0", "-o", "beginning", "-e"]
-    argv += ["-X", "fetch.wait.max.ms=10", "-X", "debug=fetch,msg", "-f", "%o\\n"]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, timeout=300, check=False)
-    wall_s = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"kcat exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
-    got = proc.stdout.count(b"\n")
-    if got != count:
-        raise RuntimeError(f"kcat consumed {got} of {count} records")
-    return split_timeline(proc.stderr.decode(errors="replace").splitlines(), wall_s)
+    """The suite's ``kcat -C -e`` (``workloads.kcat_consume``) with librdkafka's time stamps."""
+    figures = wl.kcat_consume(bootstrap, TOPIC, count, time_limit=300.0, debug="fetch,msg")
+    return split_timeline(figures["debug_lines"], figures["seconds"])
 
 
 def report(name: str, runs: list[Run]) -> str:

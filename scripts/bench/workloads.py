@@ -202,13 +202,22 @@ def kcat_produce(
 
 
 def kcat_consume(
-    bootstrap: str, topic: str, count: int, *, time_limit: float = 120.0
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    time_limit: float = 120.0,
+    debug: str | None = None,
 ) -> dict[str, Any]:
-    """``kcat -C -e`` from the beginning to the end of the partition; prints offsets only."""
+    """``kcat -C -e`` from the beginning to the end of the partition; prints offsets only.
+    ``debug``: librdkafka's ``debug`` contexts (e.g. ``fetch,msg``), whose lines come back as
+    ``debug_lines`` (``-q`` would silence them, so it is left out then)."""
     argv = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e"]
     # fetch.wait.max.ms: -e ends on an empty fetch at the end of the partition, which a broker
     # holds for fetch.wait.max.ms (500 ms by default) - a constant that is not throughput.
-    argv += ["-X", "fetch.wait.max.ms=10", "-q", "-f", "%o\\n"]
+    argv += ["-X", "fetch.wait.max.ms=10"]
+    argv += ["-X", f"debug={debug}"] if debug else ["-q"]
+    argv += ["-f", "%o\\n"]
     start = time.perf_counter()
     proc = _run(argv, time_limit)
     seconds = time.perf_counter() - start
@@ -217,7 +226,14 @@ def kcat_consume(
     lines = proc.stdout.count(b"\n")
     if lines != count:
         raise RuntimeError(f"kcat consumed {lines} of {count} messages")
-    return {"seconds": seconds, "msgs_per_s": count / seconds, "command": " ".join(argv)}
+    figures: dict[str, Any] = {
+        "seconds": seconds,
+        "msgs_per_s": count / seconds,
+        "command": " ".join(argv),
+    }
+    if debug:
+        figures["debug_lines"] = proc.stderr.decode(errors="replace").splitlines()
+    return figures
 
 
 # --------------------------------------------------------------------------- child processes
