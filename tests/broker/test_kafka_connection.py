@@ -21,9 +21,8 @@ import pytest
 from kio.schema.alter_client_quotas.v1 import request as acq1
 from kio.schema.api_versions.v0 import request as av0
 from kio.schema.fetch.v12 import request as f12
-from kio.schema.produce.v9 import request as p9
 
-from tests.support.kafka_wire import encode_request, make_batch
+from tests.support.kafka_wire import encode_request, make_batch, produce_request
 from tidelog.broker.app import Broker
 from tidelog.broker.kafka_channel import MAX_IN_FLIGHT
 from tidelog.broker.sendfile import SENDFILE_MIN_BYTES
@@ -104,17 +103,9 @@ def fetch(correlation_id: int, topic: str, offset: int, max_wait_ms: int) -> byt
 
 
 def produce(correlation_id: int, topic: str, records: bytes, acks: int = 1) -> bytes:
-    request = p9.ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=timedelta(seconds=30),
-        topic_data=(
-            p9.TopicProduceData(
-                name=topic, partition_data=(p9.PartitionProduceData(index=0, records=records),)
-            ),
-        ),
+    return encode_request(
+        produce_request(topic, records, acks=acks, timeout_ms=30_000), correlation_id
     )
-    return encode_request(request, correlation_id)
 
 
 def producer_byte_rate(correlation_id: int, rate: float) -> bytes:

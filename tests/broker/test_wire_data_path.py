@@ -19,10 +19,9 @@ from kio.schema.list_offsets.v8 import request as lo8
 from kio.schema.metadata.v0 import request as md0
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.produce.v3 import request as p3
-from kio.schema.produce.v9 import request as p9
 
 from tests.support.fault_wire import fetch_request
-from tests.support.kafka_wire import WireClient, encode_request, make_batch
+from tests.support.kafka_wire import WireClient, encode_request, make_batch, produce_request
 
 
 def create(
@@ -69,22 +68,6 @@ def produce(
         )
         .responses[0]
         .partition_responses[0]
-    )
-
-
-def produce_request(
-    topic: str, records: bytes | None, *, partition: int = 0, acks: int = -1, timeout_ms: int = 5000
-) -> Any:
-    return p9.ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=timedelta(milliseconds=timeout_ms),
-        topic_data=(
-            p9.TopicProduceData(
-                name=topic,
-                partition_data=(p9.PartitionProduceData(index=partition, records=records),),
-            ),
-        ),
     )
 
 

@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from datetime import timedelta
 from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3 import request as av3
 from kio.schema.metadata.v12 import request as md12
-from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
 from tests.support.fault_wire import fetch_request
-from tests.support.kafka_wire import encode_request, make_batch
+from tests.support.kafka_wire import encode_request, make_batch, produce_request
 
 __all__ = ("Conn", "api_versions", "fetch", "metadata", "produce")
 
@@ -40,18 +38,8 @@ def metadata(topics: list[str] | None) -> Any:
 
 
 def produce(topic: str, partition: int, values: list[bytes], acks: int = -1) -> Any:
-    return p9.ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=timedelta(seconds=30),
-        topic_data=(
-            p9.TopicProduceData(
-                name=topic,
-                partition_data=(
-                    p9.PartitionProduceData(index=partition, records=make_batch(values)),
-                ),
-            ),
-        ),
+    return produce_request(
+        topic, make_batch(values), partition=partition, acks=acks, timeout_ms=30_000
     )
 
 

@@ -15,9 +15,8 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.fetch.v12 import request as f12
-from kio.schema.produce.v9 import request as p9
 
-from tests.support.kafka_wire import WireClient, make_batch
+from tests.support.kafka_wire import WireClient, make_batch, produce_request
 
 __all__ = (
     "Batch",
@@ -99,16 +98,7 @@ def expected_values(topic: str, index: int, count: int = 3) -> tuple[bytes, ...]
 
 
 def produce_answer(c: WireClient, topic: str, records: bytes, acks: int = -1) -> Any:
-    request = p9.ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=timedelta(seconds=10),
-        topic_data=(
-            p9.TopicProduceData(
-                name=topic, partition_data=(p9.PartitionProduceData(index=0, records=records),)
-            ),
-        ),
-    )
+    request = produce_request(topic, records, acks=acks, timeout_ms=10_000)
     return c.request(request).responses[0].partition_responses[0]
 
 

@@ -17,9 +17,18 @@ import struct
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader, entity_writer
 
-__all__ = ("WireClient", "encode_request", "make_batch", "read_exact", "read_frame", "router_frame")
+__all__ = (
+    "WireClient",
+    "encode_request",
+    "make_batch",
+    "produce_request",
+    "read_exact",
+    "read_frame",
+    "router_frame",
+)
 
 
 def encode_request(
@@ -38,6 +47,23 @@ def encode_request(
     entity_writer(type(request))(buffer, request)
     body = buffer.getvalue()
     return struct.pack(">i", len(body)) + body
+
+
+def produce_request(
+    topic: str, records: bytes | None, *, partition: int = 0, acks: int = -1, timeout_ms: int = 5000
+) -> Any:
+    """A Produce v9 of ``records`` to one partition (no transactional id)."""
+    return p9.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        topic_data=(
+            p9.TopicProduceData(
+                name=topic,
+                partition_data=(p9.PartitionProduceData(index=partition, records=records),),
+            ),
+        ),
+    )
 
 
 def router_frame(request: Any, correlation_id: int, client_id: str | None = "t") -> bytes:
