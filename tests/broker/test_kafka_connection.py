@@ -13,15 +13,14 @@ import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kio.schema.alter_client_quotas.v1 import request as acq1
 from kio.schema.api_versions.v0 import request as av0
-from kio.schema.fetch.v12 import request as f12
 
+from tests.support.fault_wire import fetch_request
 from tests.support.kafka_wire import encode_request, make_batch, produce_request
 from tidelog.broker.app import Broker
 from tidelog.broker.kafka_channel import MAX_IN_FLIGHT
@@ -91,14 +90,7 @@ def api_versions(correlation_id: int) -> bytes:
 
 
 def fetch(correlation_id: int, topic: str, offset: int, max_wait_ms: int) -> bytes:
-    partition = f12.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=4 << 20)
-    request = f12.FetchRequest(
-        max_wait=timedelta(milliseconds=max_wait_ms),
-        min_bytes=1,
-        max_bytes=8 << 20,
-        topics=(f12.FetchTopic(topic=topic, partitions=(partition,)),),
-        forgotten_topics_data=(),
-    )
+    request = fetch_request(topic, offset, max_wait_ms=max_wait_ms, max_bytes=4 << 20)
     return encode_request(request, correlation_id)
 
 
